@@ -1,0 +1,1 @@
+"""models: the Transformer family (to come; see the issues)."""

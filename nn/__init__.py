@@ -1,0 +1,1 @@
+"""nn: modules, layers, losses, optimizers (to come; see the issues)."""

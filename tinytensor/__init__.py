@@ -1,0 +1,40 @@
+"""tinytensor: a from-scratch tensor library with tape-based reverse-mode autodiff on
+NumPy (cpu) and CuPy (cuda)."""
+from . import dtypes
+from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get_default_dtype,
+                     set_default_dtype, result_type)
+from .dtypes import float16 as half, float32 as float, float64 as double, int64 as long
+from .device import Device, Device as device, cuda_is_available
+from .tensor import Tensor
+from .function import Function
+from .autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
+                       detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
+from .random import manual_seed
+from .creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, linspace,
+                       eye, rand, randn, randint, zeros_like, ones_like, empty_like, full_like,
+                       rand_like, randn_like, randint_like)
+from .ops.elementwise import (add, sub, mul, div, neg, pow, exp, log, log1p, sqrt, rsqrt, sign,
+                              sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, silu, softplus, erf,
+                              maximum, minimum, clamp, where, eq, ne, lt, le, gt, ge, logical_and,
+                              logical_or, logical_not, logical_xor, isfinite, isnan, isinf,
+                              square, reciprocal, abs_ as abs)
+from .ops.elementwise import clamp as clip
+from .ops.reduce import (sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std,
+                         logsumexp, norm, all, any, cumsum)
+from .ops.movement import (reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose,
+                           movedim, expand, broadcast_to, broadcast_tensors, broadcast_shapes,
+                           repeat_interleave, cat, concat, concatenate, stack, split, chunk,
+                           unbind, flip, roll, tril, triu, tile)
+from .ops.indexing import gather, scatter_add, masked_fill, index_select, embedding
+from .ops.linalg import matmul, einsum
+from .ops.nn import softmax, log_softmax
+from . import functional
+from . import testing
+
+
+def cuda_device_count():
+    from .device import cupy_module
+    return cupy_module().cuda.runtime.getDeviceCount() if cuda_is_available() else 0
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,512 @@
+"""The tape and the reverse-mode engine.
+
+Every differentiable op that runs appends one `Node` to the graph: op name, attributes,
+input edges, output metadata and the module path it ran under. That one record is what
+backward walks, what `record()` collects in order, and what graph export draws.
+
+Nodes are numbered in creation order, so sorting the nodes reachable from the outputs by
+decreasing number is a valid reverse topological order: backward needs no recursion and
+no dependency counting, and 100k-node graphs are fine.
+"""
+import contextlib
+import functools
+import itertools
+import weakref
+
+import numpy as np
+
+_seq = itertools.count()
+
+
+class _State:
+    grad_enabled = True
+    scope = []            # module path parts pushed by nn.Module.__call__
+    scope_path = ""
+    tapes = []            # active record() tapes
+    anomaly = False
+
+
+STATE = _State()
+
+
+# --------------------------------------------------------------------------- grad modes
+class _GradMode:
+    """Base for context managers that are also decorators."""
+    mode = True
+
+    def __enter__(self):
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Ops inside record nothing and produce tensors that do not require grad."""
+    mode = False
+
+
+class enable_grad(_GradMode):
+    mode = True
+
+
+class set_grad_enabled(_GradMode):
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode  # takes effect as a function call too, like torch
+
+    def __enter__(self):
+        pass
+
+    def __call__(self, fn):
+        STATE.grad_enabled = self.prev
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = STATE.grad_enabled
+            STATE.grad_enabled = mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                STATE.grad_enabled = prev
+        return wrapper
+
+
+def is_grad_enabled():
+    return STATE.grad_enabled
+
+
+# --------------------------------------------------------------------------- module scope
+@contextlib.contextmanager
+def module_scope(name):
+    """Push one module path component; every op recorded inside carries the full path."""
+    STATE.scope.append(name)
+    prev = STATE.scope_path
+    STATE.scope_path = ".".join(p for p in STATE.scope if p)
+    try:
+        yield
+    finally:
+        STATE.scope.pop()
+        STATE.scope_path = prev
+
+
+def current_module_path():
+    return STATE.scope_path
+
+
+# --------------------------------------------------------------------------- anomaly mode
+class detect_anomaly(_GradMode):
+    """Raise at the first op whose forward or backward produces NaN or Inf."""
+
+    def __init__(self, enabled=True):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = STATE.anomaly
+        STATE.anomaly = self.enabled
+
+    def __exit__(self, *exc):
+        STATE.anomaly = self.prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class AnomalyError(RuntimeError):
+    pass
+
+
+def check_anomaly(node, arrays, phase):
+    for i, a in enumerate(arrays):
+        if a is None or a.dtype.kind != "f":
+            continue
+        xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+        if not bool(xp.isfinite(a).all()):
+            what = "NaN" if bool(xp.isnan(a).any()) else "Inf"
+            shapes = ", ".join(str(tuple(m[0])) for m in node.in_meta)
+            where = f" in {node.scope}" if node.scope else ""
+            raise AnomalyError(
+                f"detect_anomaly: {phase} of op '{node.name}'{where} produced {what} "
+                f"in {'output' if phase == 'forward' else 'gradient for input'} {i} "
+                f"(input shapes: {shapes}; attributes: {node.attrs})")
+
+
+# --------------------------------------------------------------------------- the record
+class Node:
+    """One op application. Also the `ctx` handed to a Function's forward and backward.
+
+    edges[i] says where the gradient for tensor input i goes: `(node, out_index)` for an
+    input produced by another op, the leaf Tensor itself, or None (no grad needed).
+    in_meta[i] / out_meta[j] are (shape, dtype, device) of inputs / outputs.
+    """
+
+    def __init__(self, fn, name, attrs):
+        self.fn = fn
+        self.name = name
+        self.attrs = attrs
+        self.seq = next(_seq)
+        self.scope = STATE.scope_path
+        self.edges = ()
+        self.in_meta = ()
+        self.out_meta = ()
+        self.inputs = ()          # input Tensors, kept only while a record() is active
+        self.saved = None         # list of SavedTensor
+        self.to_save = None       # arrays passed to save_for_backward during forward
+        self.freed = False
+        self.out_hooks = None     # {out_index: [hook]}
+        self.retained = None      # {out_index: weakref(Tensor)}
+        self.needs_input_grad = ()
+        self.non_differentiable = None
+
+    # ---- the ctx API used inside Function.forward/backward
+    def save_for_backward(self, *arrays):
+        self.to_save = arrays
+
+    @property
+    def saved_tensors(self):
+        if self.freed:
+            raise RuntimeError(
+                f"backward through op '{self.name}' a second time: its saved tensors were "
+                "freed after the first backward. Pass retain_graph=True to the first "
+                "backward (or tt.grad) if you need to backward twice.")
+        return tuple(s.unpack(self) for s in self.saved)
+
+    def mark_non_differentiable(self, *arrays):
+        self.non_differentiable = arrays
+
+    def __repr__(self):
+        where = f" @ {self.scope}" if self.scope else ""
+        return f"<Node #{self.seq} {self.name}{where}>"
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved."""
+    __slots__ = ("data", "edge", "leaf", "version_cell", "version", "requires_grad", "device", "index")
+
+    def __init__(self, data, edge, leaf, version_cell, requires_grad, device, index):
+        self.data = data
+        self.edge = edge            # (node, out_index) for non-leaf tensors
+        self.leaf = leaf            # the Tensor itself for leaves
+        self.version_cell = version_cell
+        self.version = version_cell[0] if version_cell is not None else 0
+        self.requires_grad = requires_grad
+        self.device = device
+        self.index = index
+
+    def unpack(self, node):
+        from .tensor import Tensor
+        if self.version_cell is not None and self.version_cell[0] != self.version:
+            raise RuntimeError(
+                f"one of the tensors needed to compute the gradient of op '{node.name}'"
+                + (f" in {node.scope}" if node.scope else "")
+                + f" was modified by an in-place operation: saved tensor {self.index} of shape "
+                f"{tuple(self.data.shape)} was at version {self.version} and is now at version "
+                f"{self.version_cell[0]}. Use an out-of-place op (x = x + y instead of x.add_(y)) "
+                "or clone() before modifying it.")
+        if self.leaf is not None:
+            return self.leaf
+        t = Tensor._make(self.data, self.device, self.requires_grad)
+        if self.edge is not None:
+            producer, t._out_index = self.edge
+            t.grad_fn = node if producer is None else producer
+        t._version = self.version_cell
+        return t
+
+
+class Tape:
+    """The ops recorded inside `with tt.record() as tape:`, in execution order."""
+
+    def __init__(self):
+        self.nodes = []
+
+    def __iter__(self):
+        return iter(self.nodes)
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __getitem__(self, i):
+        return self.nodes[i]
+
+    def __repr__(self):
+        names = {}
+
+        def ref(i, node):
+            t = node.inputs[i] if i < len(node.inputs) else None
+            edge = node.edges[i] if i < len(node.edges) else None
+            if isinstance(edge, tuple) and edge[0].seq in names:
+                return names[edge[0].seq] + (f".{edge[1]}" if len(edge[0].out_meta) > 1 else "")
+            if t is not None:
+                if t.grad_fn is not None and t.grad_fn.seq in names:
+                    return names[t.grad_fn.seq] + (f".{t._out_index}" if len(t.grad_fn.out_meta) > 1 else "")
+                if t.name:
+                    return t.name
+                return "param" if t.requires_grad else "input"
+            return "input"
+
+        lines = [f"Tape with {len(self.nodes)} ops:"]
+        for k, node in enumerate(self.nodes):
+            names[node.seq] = f"%{k}"
+            args = ", ".join(f"{ref(i, node)}{list(m[0])}" for i, m in enumerate(node.in_meta))
+            attrs = "".join(f", {a}={v!r}" for a, v in node.attrs.items()) if node.attrs else ""
+            outs = ", ".join(f"{list(m[0])} {m[1].name}" for m in node.out_meta)
+            where = f"   @ {node.scope}" if node.scope else ""
+            lines.append(f"  %{k} = {node.name}({args}{attrs}) -> {outs}{where}")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+
+@contextlib.contextmanager
+def record():
+    """Record every op run inside (also those needing no grad) onto a Tape."""
+    tape = Tape()
+    STATE.tapes.append(tape)
+    try:
+        yield tape
+    finally:
+        STATE.tapes.remove(tape)
+
+
+# --------------------------------------------------------------------------- the engine
+def _collect(roots):
+    """Nodes reachable from root nodes, in reverse creation order (iterative)."""
+    seen = set()
+    order = []
+    stack = [n for n in roots if n is not None]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        for e in n.edges:
+            if type(e) is tuple and id(e[0]) not in seen:
+                stack.append(e[0])
+    order.sort(key=lambda n: n.seq, reverse=True)
+    return order
+
+
+def _accumulate(store, key, g):
+    prev = store.get(key)
+    store[key] = g if prev is None else prev + g
+
+
+def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False):
+    """Propagate `grad_outputs` from `outputs` back through the graph.
+
+    With `inputs=None` gradients accumulate into the `.grad` of every leaf reached
+    (Tensor.backward); otherwise they are returned for `inputs` only (tt.grad).
+    """
+    from .tensor import Tensor
+    from .ops.movement import sum_to
+
+    node_grads = {}   # id(node) -> [grad per output]
+    leaf_grads = {}   # id(leaf) -> grad
+    leaves = {}
+    roots = []
+    for out, g in zip(outputs, grad_outputs):
+        if out.grad_fn is None:
+            if not out.requires_grad:
+                raise RuntimeError(
+                    f"backward: tensor of shape {tuple(out.shape)} does not require grad and has "
+                    "no grad_fn; call requires_grad_() on the leaves you differentiate with respect to")
+            leaves[id(out)] = out
+            _accumulate(leaf_grads, id(out), g)
+            continue
+        node = out.grad_fn
+        slot = node_grads.setdefault(id(node), [None] * len(node.out_meta))
+        i = out._out_index
+        slot[i] = g if slot[i] is None else slot[i] + g
+        roots.append(node)
+
+    wanted = None
+    if inputs is not None:
+        wanted = {}
+        for t in inputs:
+            if t.grad_fn is not None:
+                wanted[("n", id(t.grad_fn), t._out_index)] = None
+            else:
+                wanted[("l", id(t))] = None
+
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        for node in _collect(roots):
+            grads = node_grads.pop(id(node), None)
+            if grads is None:
+                continue
+            if node.out_hooks or node.retained:
+                grads = _apply_output_hooks(node, grads)
+            if wanted is not None:
+                for i, g in enumerate(grads):
+                    k = ("n", id(node), i)
+                    if k in wanted:
+                        wanted[k] = g if wanted[k] is None else wanted[k] + g
+            if not any(node.needs_input_grad):
+                continue
+            if node.freed:
+                raise RuntimeError(
+                    f"backward through op '{node.name}'"
+                    + (f" in {node.scope}" if node.scope else "")
+                    + " a second time, but its saved tensors were already freed. Pass "
+                    "retain_graph=True to the first backward() if you need to backward twice.")
+            in_grads = _call_backward(node, grads)
+            if not retain_graph:
+                node.saved = None
+                node.freed = True
+            for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
+                if edge is None or g is None:
+                    continue
+                shape, dtype = node.in_meta[i][0], node.in_meta[i][1]
+                if g.shape != shape:
+                    g = sum_to(g, shape)  # undo broadcasting: the one shared place
+                if g.dtype is not dtype:
+                    g = g.to(dtype)
+                if type(edge) is tuple:
+                    n, j = edge
+                    slot = node_grads.get(id(n))
+                    if slot is None:
+                        slot = node_grads[id(n)] = [None] * len(n.out_meta)
+                    slot[j] = g if slot[j] is None else slot[j] + g
+                else:
+                    leaves[id(edge)] = edge
+                    _accumulate(leaf_grads, id(edge), g)
+    finally:
+        STATE.grad_enabled = prev_mode
+
+    if wanted is not None:
+        result = []
+        for t in inputs:
+            g = wanted.get(("n", id(t.grad_fn), t._out_index)) if t.grad_fn is not None \
+                else leaf_grads.get(id(t))
+            if g is not None and t.grad_fn is None and t._hooks:
+                g = _run_hooks(t._hooks, g)
+            if g is None and not allow_unused:
+                raise RuntimeError(
+                    f"grad: one of the inputs (shape {tuple(t.shape)}) was not used to compute "
+                    "the outputs; pass allow_unused=True to get None for it")
+            if g is not None and not create_graph:
+                g = g.detach()
+            result.append(g)
+        return tuple(result)
+
+    with _GradModeSet(create_graph):
+        for key, leaf in leaves.items():
+            g = leaf_grads[key]
+            if leaf._hooks:
+                g = _run_hooks(leaf._hooks, g)
+            if not create_graph:
+                g = g.detach()
+            if leaf.grad is None:
+                leaf.grad = g
+            else:
+                leaf.grad = leaf.grad + g
+                if not create_graph:
+                    leaf.grad = leaf.grad.detach()
+    return None
+
+
+class _GradModeSet:
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+
+
+def _run_hooks(hooks, g):
+    for hook in hooks:
+        r = hook(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def _apply_output_hooks(node, grads):
+    grads = list(grads)
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if node.out_hooks and i in node.out_hooks:
+            grads[i] = g = _run_hooks(node.out_hooks[i], g)
+        if node.retained and i in node.retained:
+            t = node.retained[i]()
+            if t is not None:
+                gd = g.detach()
+                t.grad = gd if t.grad is None else t.grad + gd
+    return grads
+
+
+def _call_backward(node, grads):
+    from .tensor import Tensor
+    if any(g is None for g in grads):  # outputs that got no gradient get zeros
+        grads = [g if g is not None else Tensor._zeros_meta(*m) for g, m in zip(grads, node.out_meta)]
+    result = node.fn.backward(node, *grads)
+    if not isinstance(result, tuple):
+        result = (result,)
+    n_in = len(node.edges)
+    if len(result) != n_in:
+        raise RuntimeError(
+            f"backward of op '{node.name}' returned {len(result)} gradients but the op has "
+            f"{n_in} tensor inputs")
+    if STATE.anomaly:
+        check_anomaly(node, [None if g is None else g.data for g in result], "backward")
+    return result
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """Gradients of `outputs` with respect to `inputs`, returned rather than accumulated."""
+    from .tensor import Tensor
+    single_out = isinstance(outputs, Tensor)
+    outputs = [outputs] if single_out else list(outputs)
+    single_in = isinstance(inputs, Tensor)
+    inputs = [inputs] if single_in else list(inputs)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError(f"grad: an input of shape {tuple(t.shape)} does not require grad")
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    gos = [_default_grad(o, g, "grad") for o, g in zip(outputs, grad_outputs)]
+    if retain_graph is None:
+        retain_graph = create_graph
+    return run_backward(outputs, gos, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused)
+
+
+def _default_grad(out, g, op):
+    from .tensor import Tensor
+    if g is None:
+        if out.numel() != 1:
+            raise RuntimeError(
+                f"{op}: gradient can be implicitly created only for scalar outputs, but the "
+                f"output has shape {tuple(out.shape)}; pass gradient= (a tensor of that shape) "
+                "or reduce the output first (e.g. out.sum())")
+        return Tensor._ones_meta(out.shape, out.dtype, out.device)
+    if not isinstance(g, Tensor):
+        g = Tensor._make(out.device.xp.asarray(g, dtype=out.dtype.np), out.device, False)
+    if g.shape != out.shape:
+        raise RuntimeError(f"{op}: gradient has shape {tuple(g.shape)} but the output has shape "
+                           f"{tuple(out.shape)}")
+    return g

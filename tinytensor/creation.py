@@ -1,0 +1,214 @@
+"""Tensor creation: tensor, zeros, ones, full, empty, arange, linspace, eye, rand, randn,
+randint, the *_like forms and from_numpy."""
+import numpy as np
+
+from . import dtypes, random
+from .device import CPU, Device, device_of_array, get_device, to_device_array, array_context
+from .tensor import Tensor
+
+
+def _to_array(data, dtype, device):
+    """An array for `data` on `device` (default: where data lives, else cpu)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    dt = dtypes.from_any(dtype) if dtype is not None else None
+    if isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy"):
+        src_dev = device_of_array(data)
+        device = device or src_dev
+        arr = data
+        if dt is None:
+            dt = dtypes.from_numpy_dtype(arr.dtype)
+    else:
+        device = device or CPU
+        arr = np.asarray(data)
+        if dt is None:
+            kind = arr.dtype.kind
+            if kind == "f":
+                dt = dtypes.get_default_dtype()  # Python floats -> float32, like torch
+            elif kind in "iu":
+                dt = dtypes.int64
+            elif kind == "b":
+                dt = dtypes.bool_
+            elif arr.dtype == object or kind in "USO":
+                raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} data "
+                                f"(NumPy sees dtype {arr.dtype}); ragged or non-numeric input?")
+            else:
+                dt = dtypes.from_numpy_dtype(arr.dtype)
+    arr = to_device_array(arr, device)
+    if arr.dtype != dt.np:
+        arr = arr.astype(dt.np)
+    return arr, device
+
+
+def _resolve(device, dtype, default=None):
+    dev = get_device(device) if device is not None else CPU
+    dt = dtypes.from_any(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
+    return dev, dt
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _finish(arr, dev, requires_grad):
+    t = Tensor._make(arr, dev, False)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor copying `data` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
+    arr, dev = _to_array(data, dtype, get_device(device) if device is not None else None)
+    if isinstance(data, (np.ndarray, Tensor)) and arr is (data.data if isinstance(data, Tensor) else data):
+        arr = arr.copy()
+    return _finish(arr, dev, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor() but shares memory with a NumPy/CuPy array when possible."""
+    if isinstance(data, Tensor) and dtype is None and device is None:
+        return data
+    arr, dev = _to_array(data, dtype, get_device(device) if device is not None else None)
+    return Tensor._make(arr, dev, False)
+
+
+def from_numpy(array):
+    """A tensor sharing memory with a NumPy array."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    dtypes.from_numpy_dtype(array.dtype)  # validate
+    return Tensor._make(array, CPU, False)
+
+
+def _filled(fill, size, dtype, device, requires_grad):
+    dev, dt = _resolve(device, dtype)
+    with array_context(dev):
+        arr = dev.xp.full(_shape(size), fill, dtype=dt.np)
+    return _finish(arr, dev, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _filled(1, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    dev, dt = _resolve(device, dtype)
+    with array_context(dev):
+        arr = dev.xp.empty(_shape(size), dtype=dt.np)
+    return _finish(arr, dev, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = dtypes.scalar_dtype(fill_value)
+    return _filled(fill_value, (size,) if isinstance(size, int) else tuple(size), dtype, device,
+                   requires_grad)
+
+
+def _like(x, dtype, device):
+    return (dtype if dtype is not None else x.dtype), (device if device is not None else x.device)
+
+
+def zeros_like(x, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return zeros(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return ones(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(x, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return empty(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return full(x.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, end, step))
+        dtype = dtypes.get_default_dtype() if is_float else dtypes.int64
+    dev, dt = _resolve(device, dtype)
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    with array_context(dev):
+        arr = dev.xp.arange(start, end, step).astype(dt.np)
+    return _finish(arr, dev, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    dev, dt = _resolve(device, dtype)
+    with array_context(dev):
+        arr = dev.xp.linspace(start, end, int(steps)).astype(dt.np)
+    return _finish(arr, dev, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    dev, dt = _resolve(device, dtype)
+    with array_context(dev):
+        arr = dev.xp.eye(n, m if m is not None else n, dtype=dt.np)
+    return _finish(arr, dev, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform samples on [0, 1)."""
+    dev, dt = _resolve(device, dtype)
+    _require_float(dt, "rand")
+    with array_context(dev):
+        arr = random.uniform(dev, _shape(size), dt)
+    return _finish(arr, dev, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples."""
+    dev, dt = _resolve(device, dtype)
+    _require_float(dt, "randn")
+    with array_context(dev):
+        arr = random.normal(dev, _shape(size), dt)
+    return _finish(arr, dev, requires_grad)
+
+
+def randint(low, high=None, size=(), dtype=None, device=None):
+    """Integers uniform on [low, high) (randint(high, size) also works, like torch)."""
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    dev, dt = _resolve(device, dtype, default=dtypes.int64)
+    with array_context(dev):
+        arr = random.integers(dev, low, high, tuple(size), dt)
+    return _finish(arr, dev, False)
+
+
+def rand_like(x, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return rand(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(x, dtype=None, device=None, requires_grad=False):
+    dt, dev = _like(x, dtype, device)
+    return randn(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def randint_like(x, low, high=None, dtype=None, device=None):
+    dt, dev = _like(x, dtype, device)
+    return randint(low, high, x.shape, dtype=dt, device=dev)
+
+
+def _require_float(dt, op):
+    if not dt.is_floating_point:
+        raise TypeError(f"{op}: dtype must be floating, got {dt.name}")

@@ -1,0 +1,137 @@
+"""dtypes and the type-promotion rules.
+
+tinytensor has six dtypes: float16, float32 (the default floating type), float64,
+int32, int64 and bool. Promotion follows PyTorch:
+
+1. Categories are ordered bool < integer < floating.
+2. Among tensors with at least one dimension, the result is the widest dtype of the
+   highest category present (int32 + int64 -> int64, float16 + float32 -> float32,
+   int64 + float16 -> float16).
+3. Zero-dimensional tensors and Python scalars only matter when their category is
+   higher than that of the dimensioned tensors: a 0-d float64 tensor times a float32
+   matrix stays float32, but a 0-d float tensor times an int matrix is floating.
+   A Python float then contributes the default float dtype, a Python int int64,
+   a Python bool bool; a 0-d tensor contributes its own dtype.
+4. True division (`/`) of integers gives the default float dtype.
+"""
+import numpy as np
+
+
+class DType:
+    __slots__ = ("name", "np", "category", "itemsize")
+
+    def __init__(self, name, np_dtype, category):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category  # 0 bool, 1 integer, 2 floating
+        self.itemsize = self.np.itemsize
+
+    @property
+    def is_floating_point(self):
+        return self.category == 2
+
+    def __repr__(self):
+        return f"tinytensor.{self.name}"
+
+    def __reduce__(self):  # dtypes are singletons, also after pickling
+        return (from_any, (self.name,))
+
+
+bool_ = DType("bool", np.bool_, 0)
+int32 = DType("int32", np.int32, 1)
+int64 = DType("int64", np.int64, 1)
+float16 = DType("float16", np.float16, 2)
+float32 = DType("float32", np.float32, 2)
+float64 = DType("float64", np.float64, 2)
+
+ALL = (bool_, int32, int64, float16, float32, float64)
+_BY_NUMPY = {d.np: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
+                 "int": int32, "bool_": bool_})
+
+_default_float = float32
+
+
+def get_default_dtype():
+    return _default_float
+
+
+def set_default_dtype(dtype):
+    """Set the dtype of Python floats turned into tensors (float32 unless changed)."""
+    global _default_float
+    dtype = from_any(dtype)
+    if not dtype.is_floating_point:
+        raise TypeError(f"set_default_dtype: {dtype} is not a floating dtype")
+    _default_float = dtype
+
+
+def from_numpy_dtype(np_dtype):
+    """The tinytensor dtype of a NumPy/CuPy array dtype (errors on unsupported ones)."""
+    d = _BY_NUMPY.get(np_dtype)
+    if d is not None:
+        return d
+    np_dtype = np.dtype(np_dtype)
+    d = _BY_NUMPY.get(np_dtype)
+    if d is not None:
+        return d
+    if np_dtype.kind in "iu":
+        return int64
+    if np_dtype.kind == "f":
+        return float64
+    raise TypeError(f"unsupported array dtype {np_dtype}; tinytensor supports "
+                    + ", ".join(d.name for d in ALL))
+
+
+def from_any(dtype):
+    """Accept a tinytensor dtype, a name ('float32'), a NumPy dtype or a Python type."""
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        try:
+            return _BY_NAME[dtype.replace("tinytensor.", "").replace("torch.", "")]
+        except KeyError:
+            raise TypeError(f"unknown dtype {dtype!r}; expected one of "
+                            + ", ".join(d.name for d in ALL)) from None
+    if dtype is float:
+        return _default_float
+    if dtype is int:
+        return int64
+    if dtype is bool:
+        return bool_
+    return from_numpy_dtype(np.dtype(dtype))
+
+
+def scalar_dtype(value):
+    """The dtype a Python scalar contributes to promotion."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, (int, np.integer)):
+        return int64
+    return _default_float
+
+
+def promote(a, b):
+    """Promote two dtypes of the same standing (both dimensioned or both not)."""
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    return a if a.itemsize >= b.itemsize else b
+
+
+def result_type(*operands):
+    """Result dtype of an elementwise op over tensors and Python scalars (rules above)."""
+    tiers = [None, None, None]  # dimensioned tensors, 0-d tensors, Python scalars
+    for x in operands:
+        dt = getattr(x, "dtype", None)
+        if isinstance(dt, DType):
+            tier = 0 if x.ndim > 0 else 1
+        else:
+            dt, tier = scalar_dtype(x), 2
+        tiers[tier] = dt if tiers[tier] is None else promote(tiers[tier], dt)
+    result = None
+    for dt in tiers:
+        if dt is not None and (result is None or dt.category > result.category):
+            result = dt
+    return result

@@ -1,0 +1,102 @@
+"""In-place ops (`add_`, `mul_`, `zero_`, `fill_`, `copy_`, setitem) and their guards.
+
+Without autograd involved an in-place op writes into the array and bumps the tensor's
+version counter, which views share; a tensor saved for backward that has since changed
+makes backward raise. With autograd involved, the op is recorded on a clone of the old
+value and the result is written back, and the tensor takes the new node as its grad_fn.
+"""
+import numpy as np
+
+from ..autograd import STATE, no_grad
+from ..tensor import Tensor
+
+
+def apply_inplace(x, op, fn, *others):
+    """Run out-of-place `fn(x, *others)` and store the result into x in place."""
+    needs_graph = STATE.grad_enabled and (
+        x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
+    if not needs_graph:
+        with no_grad():
+            out = fn(x, *others)
+        _write(x, out, op)
+        x._version[0] += 1
+        return x
+    if x.grad_fn is None and x.requires_grad:
+        raise RuntimeError(
+            f"{op}: a leaf tensor that requires grad (shape {tuple(x.shape)}) is being modified "
+            "in place; wrap the update in `with tt.no_grad():` or use an out-of-place op")
+    if x._base is not None or x._version[1]:
+        raise RuntimeError(
+            f"{op}: in-place modification of a tensor that shares memory with a view, while "
+            "autograd records it, is not supported (its views would keep stale history); "
+            "use an out-of-place op or .clone() first")
+    from .elementwise import clone
+    out = fn(clone(x), *others)
+    _write(x, out, op)
+    x._version[0] += 1
+    x.grad_fn, x._out_index, x.requires_grad = out.grad_fn, out._out_index, out.requires_grad
+    return x
+
+
+def _write(x, out, op):
+    if out.shape != x.shape:
+        raise RuntimeError(f"{op}: the result has shape {tuple(out.shape)}, which does not match "
+                           f"the in-place tensor's shape {tuple(x.shape)}")
+    if out.dtype.category > x.dtype.category:
+        raise RuntimeError(f"{op}: result type {out.dtype.name} cannot be cast to the in-place "
+                           f"tensor's dtype {x.dtype.name}")
+    if isinstance(x.data, np.ndarray) and not x.data.flags.writeable:
+        raise RuntimeError(f"{op}: tensor of shape {tuple(x.shape)} is a read-only broadcast view "
+                           "(from expand); clone() it before modifying it in place")
+    x.data[...] = out.data
+
+
+def add_(x, other, alpha=None):
+    from .elementwise import add
+    return apply_inplace(x, "add_", lambda t, o: add(t, o, alpha=alpha), other)
+
+
+def sub_(x, other, alpha=None):
+    from .elementwise import sub
+    return apply_inplace(x, "sub_", lambda t, o: sub(t, o, alpha=alpha), other)
+
+
+def mul_(x, other):
+    from .elementwise import mul
+    return apply_inplace(x, "mul_", mul, other)
+
+
+def div_(x, other):
+    from .elementwise import div
+    return apply_inplace(x, "div_", div, other)
+
+
+def clamp_(x, min=None, max=None):
+    from .elementwise import clamp
+    return apply_inplace(x, "clamp_", lambda t: clamp(t, min, max))
+
+
+def masked_fill_(x, mask, value):
+    from .indexing import masked_fill
+    return apply_inplace(x, "masked_fill_", lambda t: masked_fill(t, mask, value))
+
+
+def fill_(x, value):
+    from .elementwise import as_tensor_like
+    from .movement import expand
+    v = as_tensor_like(value, x) if not isinstance(value, Tensor) else value.to(x.dtype)
+    return apply_inplace(x, "fill_", lambda t, val: expand(val, *t.shape), v)
+
+
+def zero_(x):
+    return fill_(x, 0)
+
+
+def copy_(x, src):
+    from .movement import expand
+    if not isinstance(src, Tensor):
+        src = Tensor(src, device=x.device)
+    if src.device is not x.device:
+        src = src.to(x.device)
+    src = src.to(x.dtype)
+    return apply_inplace(x, "copy_", lambda t, s: expand(s, *t.shape), src)

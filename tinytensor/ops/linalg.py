@@ -1,0 +1,145 @@
+"""matmul (PyTorch semantics: 1-D, 2-D, batched, broadcast batch dims) and einsum."""
+import numpy as np
+
+from ..function import Function
+from .elementwise import binary_operands
+from .movement import broadcast_shapes, expand, reshape, squeeze, unsqueeze, _where
+
+
+class MatMul(Function):
+    name = "matmul"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        # batch broadcasting is summed away by the engine
+        ga = MatMul.apply(g, b.mT) if na else None
+        gb = MatMul.apply(a.mT, g) if nb else None
+        return ga, gb
+
+
+def matmul(a, b):
+    a, b = binary_operands(a, b, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least one dimension, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}{_where()}")
+    ka = a.shape[-1]
+    kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if ka != kb:
+        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match "
+                         f"({ka} != {kb}){_where()}")
+    if a.ndim > 2 and b.ndim > 2:
+        broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
+    if a.ndim == 1 and b.ndim == 1:
+        return reshape(MatMul.apply(reshape(a, (1, ka)), reshape(b, (kb, 1))), ())
+    if a.ndim == 1:
+        return squeeze(MatMul.apply(unsqueeze(a, 0), b), -2)
+    if b.ndim == 1:
+        return squeeze(MatMul.apply(a, unsqueeze(b, -1)), -1)
+    return MatMul.apply(a, b)
+
+
+# ---------------------------------------------------------------- einsum
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _parse_einsum(equation, operands):
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+    else:
+        lhs, out = eq, None
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"einsum: equation {equation!r} has {len(terms)} operands but "
+                         f"{len(operands)} tensors were given")
+    used = set(c for c in eq if c.isalpha())
+    spare = [c for c in _LETTERS if c not in used]
+    ell_dims = 0
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            ell_dims = max(ell_dims, x.ndim - (len(t) - 3))
+    ell = "".join(spare[:ell_dims])
+    new_terms = []
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            n = x.ndim - (len(t) - 3)
+            t = t.replace("...", ell[ell_dims - n:] if n else "")
+        if len(t) != x.ndim:
+            raise ValueError(f"einsum: subscripts {t!r} do not match an operand of shape "
+                             f"{tuple(x.shape)}{_where()}")
+        if len(set(t)) != len(t):
+            raise NotImplementedError(f"einsum: repeated subscripts within one operand ({t!r}, "
+                                      "a diagonal) are not supported")
+        new_terms.append(t)
+    if out is None:
+        counts = {}
+        for t in new_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    for c in out:
+        if not any(c in t for t in new_terms):
+            raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
+    sizes = {}
+    for t, x in zip(new_terms, operands):
+        for c, s in zip(t, x.shape):
+            if c in sizes and sizes[c] != s and s != 1 and sizes[c] != 1:
+                raise ValueError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {s} in "
+                                 f"{equation!r}{_where()}")
+            sizes[c] = max(sizes.get(c, s), s)
+    return new_terms, out, sizes
+
+
+class Einsum(Function):
+    @staticmethod
+    def forward(ctx, *xs, terms, output):
+        ctx.save_for_backward(*xs)
+        xp = np if isinstance(xs[0], np.ndarray) else __import__("cupy")
+        eq = ",".join(terms) + "->" + output
+        return xp.einsum(eq, *xs, optimize=len(xs) > 2) if xp is np else xp.einsum(eq, *xs)
+
+    @staticmethod
+    def backward(ctx, g):
+        xs = ctx.saved_tensors
+        terms, output = ctx.attrs["terms"], ctx.attrs["output"]
+        grads = []
+        for i, t in enumerate(terms):
+            if not ctx.needs_input_grad[i]:
+                grads.append(None)
+                continue
+            others = [(terms[j], xs[j]) for j in range(len(xs)) if j != i]
+            avail = set(output).union(*[set(s) for s, _ in others]) if others else set(output)
+            target = "".join(c for c in t if c in avail)
+            gi = Einsum.apply(g, *[x for _, x in others], terms=(output,) + tuple(s for s, _ in others),
+                              output=target)
+            shape = ctx.in_meta[i][0]
+            if target != t:  # subscripts summed only inside this operand: broadcast back
+                gi = reshape(gi, tuple(shape[k] if c in avail else 1 for k, c in enumerate(t)))
+                gi = expand(gi, *shape)
+            elif gi.shape != shape:  # size-1 broadcast subscripts
+                from .movement import sum_to
+                gi = sum_to(gi, shape)
+            grads.append(gi)
+        return tuple(grads)
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    from .. import dtypes
+    from .elementwise import cast
+    dt = operands[0].dtype
+    for x in operands[1:]:
+        dt = dtypes.promote(dt, x.dtype)
+    operands = [cast(x, dt) for x in operands]
+    terms, out, _ = _parse_einsum(equation, operands)
+    return Einsum.apply(*operands, terms=tuple(terms), output=out)

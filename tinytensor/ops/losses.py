@@ -1,0 +1,152 @@
+"""Losses: cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits, one_hot.
+
+Written as compositions of primitive ops, so every order of gradient comes for free;
+the fused cross-entropy kernel (later) keeps this as its reference decomposition."""
+import numpy as np
+
+from ..tensor import Tensor
+from .elementwise import (abs_ as absolute, as_tensor_like, cast, exp, log1p, ne, relu, where)
+from .indexing import gather, getitem
+from .movement import movedim, squeeze, unsqueeze, _where
+from .nn import log_softmax
+from .reduce import mean, sum as sum_
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(reduction, op):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _reduce(loss, reduction):
+    if reduction == "sum":
+        return sum_(loss)
+    if reduction == "mean":
+        return mean(loss)
+    return loss
+
+
+def _class_last(x):
+    """(N, C, d1, ...) -> (N, d1, ..., C); (C,) stays."""
+    return movedim(x, 1, -1) if x.ndim > 1 else x
+
+
+def _check_targets(logits, target, op):
+    c = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+    expected = (logits.shape[0],) + tuple(logits.shape[2:]) if logits.ndim > 1 else ()
+    if tuple(target.shape) != expected:
+        raise ValueError(f"{op}: target shape {tuple(target.shape)} does not match input shape "
+                         f"{tuple(logits.shape)} (expected {expected}){_where()}")
+    return c
+
+
+def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log likelihood of class indices `target` under log-probabilities `logp`."""
+    _check_reduction(reduction, "nll_loss")
+    if target.data.dtype.kind not in "iu":
+        raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
+    nll, w = _picked(logp, target, weight, ignore_index, "nll_loss")
+    if reduction == "mean":
+        return sum_(nll) / sum_(w)
+    return _reduce(nll, reduction)
+
+
+def _picked(logp, target, weight, ignore_index, op):
+    c = _check_targets(logp, target, op)
+    valid = ne(target, ignore_index)
+    tdata = target.data
+    bad = (tdata != ignore_index) & ((tdata < 0) | (tdata >= c))
+    if bool(bad.any()):
+        raise IndexError(f"{op}: target {int(tdata[bad].reshape(-1)[0])} is out of range for "
+                         f"{c} classes{_where()}")
+    safe = where(valid, target, 0)
+    lp = _class_last(logp)
+    picked = squeeze(gather(lp, -1, unsqueeze(safe, -1)), -1)
+    w = cast(valid, logp.dtype)
+    if weight is not None:
+        w = w * getitem(weight, safe)
+    return -(picked * w), w
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross-entropy from logits (N, C[, d...]) with class-index or probability targets."""
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    cdim = 1 if input.ndim > 1 else 0
+    logp = log_softmax(input, dim=cdim)
+    n_classes = input.shape[cdim]
+    if target.data.dtype.kind == "f":  # class probabilities
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}{_where()}")
+        if label_smoothing > 0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+        terms = logp * target
+        if weight is not None:
+            terms = _class_last(terms) * weight
+            loss = -sum_(terms, dim=-1)
+        else:
+            loss = -sum_(terms, dim=cdim)
+        if reduction == "mean":
+            return sum_(loss) / (input.numel() / n_classes) if input.numel() else sum_(loss) * float("nan")
+        return _reduce(loss, reduction)
+    if target.data.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: target must be class indices (integer) or probabilities "
+                        f"(float), got {target.dtype.name}")
+    nll, w = _picked(logp, target, weight, ignore_index, "cross_entropy")
+    if reduction == "mean":
+        loss = sum_(nll) / sum_(w)
+    else:
+        loss = _reduce(nll, reduction)
+    if label_smoothing <= 0:
+        return loss
+    lp = _class_last(logp)
+    valid = cast(ne(target, ignore_index), logp.dtype)
+    smooth = -sum_(lp * weight if weight is not None else lp, dim=-1) * valid
+    if reduction == "mean":
+        smooth = sum_(smooth) / sum_(w)
+    else:
+        smooth = _reduce(smooth, reduction)
+    return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+
+
+def mse_loss(input, target, reduction="mean"):
+    _check_reduction(reduction, "mse_loss")
+    if input.shape != target.shape:
+        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
+                         f"{tuple(target.shape)} differ{_where()}")
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
+    """Numerically stable BCE on logits: never computes log(sigmoid(x)) directly."""
+    _check_reduction(reduction, "binary_cross_entropy_with_logits")
+    if input.shape != target.shape:
+        raise ValueError(f"binary_cross_entropy_with_logits: input shape {tuple(input.shape)} and "
+                         f"target shape {tuple(target.shape)} differ{_where()}")
+    softplus_neg = log1p(exp(-absolute(input))) + relu(-input)  # log(1 + exp(-x)), stable
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + log_weight * softplus_neg
+    else:
+        loss = (1.0 - target) * input + softplus_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def one_hot(t, num_classes=-1):
+    if not isinstance(t, Tensor) or t.data.dtype.kind not in "iu":
+        raise TypeError("one_hot: expected an integer Tensor of class indices")
+    xp = t.device.xp
+    if num_classes < 0:
+        num_classes = int(t.data.max()) + 1 if t.numel() else 0
+    if t.numel() and (int(t.data.min()) < 0 or int(t.data.max()) >= num_classes):
+        raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got range "
+                         f"[{int(t.data.min())}, {int(t.data.max())}]")
+    out = (t.data[..., None] == xp.arange(num_classes)).astype(np.int64)
+    return Tensor._make(out, t.device, False)

@@ -1,0 +1,506 @@
+"""Movement ops: shape changes, broadcasting, joining, splitting, flipping, padding.
+
+Ops that can return a view of their input (reshape, transpose, expand, ...) set
+`is_view`, so the output shares the input's version counter and in-place changes to
+either are seen by autograd's saved-tensor checks.
+"""
+import builtins
+
+import numpy as np
+
+from ..autograd import STATE
+from ..function import Function
+from ..tensor import Tensor
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+
+
+def _where():
+    return f" in {STATE.scope_path}" if STATE.scope_path else ""
+
+
+def norm_dim(dim, ndim, op):
+    """A dimension index in range, accepting negatives; errors name the op."""
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dimension {dim} is out of range for a tensor with {ndim} "
+                         f"dimensions (expected {-n}..{n - 1}){_where()}")
+    return dim % n
+
+
+def norm_dims(dim, ndim, op):
+    """None -> all dims; int or sequence -> sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    dims = tuple(sorted({norm_dim(d, ndim, op) for d in dim}))
+    return dims
+
+
+def broadcast_shapes(*shapes, op="broadcast"):
+    ndim = builtins.max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            k = i - (ndim - len(s))
+            if k < 0:
+                continue
+            d = s[k]
+            if d != 1:
+                if size != 1 and d != size:
+                    raise ValueError(f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} "
+                                     f"cannot be broadcast together (dimension {i - ndim}: "
+                                     f"{size} vs {d}){_where()}")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- broadcasting
+class SumTo(Function):
+    """Sum a broadcast gradient back to the shape it was broadcast from."""
+    name = "sum_to"
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        lead = x.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
+        out = x.sum(axis=axes, keepdims=True) if axes else x
+        if lead:
+            out = out.reshape(shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return expand(g, ctx.in_meta[0][0])
+
+
+def sum_to(x, shape):
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    return SumTo.apply(x, shape=shape)
+
+
+class Expand(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return _xp(x).broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return sum_to(g, ctx.in_meta[0][0])
+
+
+def expand(x, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    lead = len(sizes) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: the number of sizes ({len(sizes)}) must be at least the "
+                         f"tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    if shape == x.shape:
+        return x
+    for i, s in enumerate(x.shape):
+        t = shape[i + lead]
+        if s != 1 and s != t:
+            raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(sizes)} "
+                             f"(dimension {i} has size {s}, not 1){_where()}")
+    return Expand.apply(x, shape=shape)
+
+
+def broadcast_to(x, shape):
+    return expand(x, *shape)
+
+
+def broadcast_tensors(*tensors):
+    shape = broadcast_shapes(*(t.shape for t in tensors), op="broadcast_tensors")
+    return tuple(expand(t, *shape) for t in tensors)
+
+
+# ---------------------------------------------------------------- reshaping
+class Reshape(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return reshape(g, ctx.in_meta[0][0])
+
+
+def _infer_shape(x, shape, op):
+    shape = tuple(int(s) for s in shape)
+    n = x.numel()
+    if shape.count(-1) > 1:
+        raise ValueError(f"{op}: only one dimension can be -1, got {shape}{_where()}")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        if known == 0 or n % known:
+            raise ValueError(f"{op}: shape {shape} is invalid for a tensor of shape "
+                             f"{tuple(x.shape)} ({n} elements){_where()}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    total = 1
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"{op}: negative size in shape {shape}{_where()}")
+        total *= s
+    if total != n:
+        raise ValueError(f"{op}: shape {shape} is invalid for a tensor of shape "
+                         f"{tuple(x.shape)} ({n} elements){_where()}")
+    return shape
+
+
+def reshape(x, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    shape = _infer_shape(x, shape, "reshape")
+    if shape == x.shape:
+        return x
+    return Reshape.apply(x, shape=shape)
+
+
+view = reshape
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s = norm_dim(start_dim, x.ndim, "flatten")
+    e = norm_dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = x.shape[:s] + (-1,) + x.shape[e + 1:]
+    if 0 in x.shape:
+        mid = 1
+        for d in x.shape[s:e + 1]:
+            mid *= d
+        shape = x.shape[:s] + (mid,) + x.shape[e + 1:]
+    return reshape(x, shape)
+
+
+def unflatten(x, dim, sizes):
+    d = norm_dim(dim, x.ndim, "unflatten")
+    return reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1:])
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        shape = tuple(s for s in x.shape if s != 1)
+    else:
+        dims = norm_dims(dim, x.ndim, "squeeze")
+        shape = tuple(s for i, s in enumerate(x.shape) if not (i in dims and s == 1))
+    return reshape(x, shape)
+
+
+def unsqueeze(x, dim):
+    d = norm_dim(dim, x.ndim + 1, "unsqueeze")
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+class Permute(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        return x.transpose(dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        dims = ctx.attrs["dims"]
+        inverse = [0] * len(dims)
+        for i, d in enumerate(dims):
+            inverse[d] = i
+        return Permute.apply(g, dims=tuple(inverse))
+
+
+def permute(x, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    if len(dims) != x.ndim:
+        raise ValueError(f"permute: got {len(dims)} dims {tuple(dims)} for a tensor with "
+                         f"{x.ndim} dimensions, shape {tuple(x.shape)}{_where()}")
+    dims = tuple(norm_dim(d, x.ndim, "permute") for d in dims)
+    if sorted(dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of 0..{x.ndim - 1}")
+    if dims == tuple(range(x.ndim)):
+        return x
+    return Permute.apply(x, dims=dims)
+
+
+def transpose(x, dim0, dim1):
+    if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return x
+    d0, d1 = norm_dim(dim0, x.ndim, "transpose"), norm_dim(dim1, x.ndim, "transpose")
+    dims = list(range(x.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(x, dims)
+
+
+def movedim(x, source, destination):
+    s, d = norm_dim(source, x.ndim, "movedim"), norm_dim(destination, x.ndim, "movedim")
+    dims = [i for i in range(x.ndim) if i != s]
+    dims.insert(d, s)
+    return permute(x, dims)
+
+
+# ---------------------------------------------------------------- joining and splitting
+class Cat(Function):
+    @staticmethod
+    def forward(ctx, *xs, dim):
+        return _xp(xs[0]).concatenate(xs, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        dim = ctx.attrs["dim"]
+        sizes = [m[0][dim] for m in ctx.in_meta]
+        return tuple(split(g, sizes, dim))
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    from .elementwise import cast
+    from .. import dtypes
+    dt = tensors[0].dtype
+    for t in tensors[1:]:
+        dt = dtypes.promote(dt, t.dtype)
+    tensors = [cast(t, dt) for t in tensors]
+    ref = tensors[0]
+    d = norm_dim(dim, ref.ndim, "cat")
+    for t in tensors[1:]:
+        if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
+            raise ValueError(f"cat: tensors must match in every dimension but {dim}; got shapes "
+                             + ", ".join(str(tuple(x.shape)) for x in tensors) + _where())
+    if len(tensors) == 1:
+        return tensors[0]
+    return Cat.apply(*tensors, dim=d)
+
+
+concat = cat
+concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        if t.shape != shape:
+            raise ValueError("stack: all tensors must have the same shape; got "
+                             + ", ".join(str(tuple(x.shape)) for x in tensors) + _where())
+    d = norm_dim(dim, len(shape) + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    from .indexing import getitem
+    d = norm_dim(dim, x.ndim, "split")
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size <= 0:
+            raise ValueError(f"split: split size must be positive, got {size}")
+        sizes = [builtins.min(size, n - i) for i in range(0, n, size)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: sections {sizes} do not add up to the size {n} of "
+                             f"dimension {dim} of shape {tuple(x.shape)}{_where()}")
+    out, start = [], 0
+    for s in sizes:
+        idx = (slice(None),) * d + (slice(start, start + s),)
+        out.append(getitem(x, idx))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    d = norm_dim(dim, x.ndim, "chunk")
+    n = x.shape[d]
+    size = -(-n // chunks) if n else 1
+    return split(x, size, d)
+
+
+def unbind(x, dim=0):
+    d = norm_dim(dim, x.ndim, "unbind")
+    return tuple(squeeze(t, d) for t in split(x, 1, d))
+
+
+# ---------------------------------------------------------------- reordering
+class Flip(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        return _xp(x).flip(x, axis=dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Flip.apply(g, dims=ctx.attrs["dims"])
+
+
+def flip(x, dims):
+    dims = norm_dims(dims, x.ndim, "flip")
+    return Flip.apply(x, dims=dims)
+
+
+class Roll(Function):
+    @staticmethod
+    def forward(ctx, x, shifts, dims):
+        if dims is None:
+            return _xp(x).roll(x, shifts)
+        return _xp(x).roll(x, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        shifts = ctx.attrs["shifts"]
+        neg = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
+        return Roll.apply(g, shifts=neg, dims=ctx.attrs["dims"])
+
+
+def roll(x, shifts, dims=None):
+    if dims is not None:
+        if isinstance(dims, int):
+            dims = (dims,)
+            shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = tuple(norm_dim(d, x.ndim, "roll") for d in dims)
+        shifts = tuple(shifts)
+        if len(shifts) != len(dims):
+            raise ValueError(f"roll: got {len(shifts)} shifts for {len(dims)} dims")
+    return Roll.apply(x, shifts=shifts, dims=dims)
+
+
+class Repeat(Function):
+    @staticmethod
+    def forward(ctx, x, repeats):
+        return _xp(x).tile(x, repeats)
+
+    @staticmethod
+    def backward(ctx, g):
+        reps = ctx.attrs["repeats"]
+        shape = ctx.in_meta[0][0]
+        shape = (1,) * (len(reps) - len(shape)) + tuple(shape)
+        # view the gradient as (r0, s0, r1, s1, ...) and sum over the repeat axes
+        split_shape = []
+        for r, s in zip(reps, shape):
+            split_shape += [r, s]
+        g = reshape(g, split_shape)
+        from .reduce import sum as sum_
+        g = sum_(g, dim=tuple(range(0, 2 * len(reps), 2)))
+        return reshape(g, ctx.in_meta[0][0])
+
+
+def repeat(x, *sizes):
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < x.ndim:
+        raise ValueError(f"repeat: number of repeat dims ({len(sizes)}) cannot be smaller than "
+                         f"the tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
+    return Repeat.apply(x, repeats=tuple(int(s) for s in sizes))
+
+
+def tile(x, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    dims = (1,) * (x.ndim - len(dims)) + tuple(dims)
+    return repeat(x, dims)
+
+
+def repeat_interleave(x, repeats, dim=None):
+    if dim is None:
+        x, dim = flatten(x), 0
+    d = norm_dim(dim, x.ndim, "repeat_interleave")
+    shape = x.shape
+    y = unsqueeze(x, d + 1)
+    y = expand(y, *shape[:d + 1], int(repeats), *shape[d + 1:])
+    return reshape(y, shape[:d] + (shape[d] * int(repeats),) + shape[d + 1:])
+
+
+# ---------------------------------------------------------------- padding and triangles
+class Pad(Function):
+    @staticmethod
+    def forward(ctx, x, widths, value):
+        return _xp(x).pad(x, widths, mode="constant", constant_values=value)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .indexing import getitem
+        idx = tuple(slice(lo, lo + s) for (lo, _), s in zip(ctx.attrs["widths"], ctx.in_meta[0][0]))
+        return getitem(g, idx)
+
+
+def pad(x, pad, mode="constant", value=0.0):
+    """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the last dimension."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")
+    if any(p < 0 for p in pad):
+        from .indexing import getitem
+        # negative padding crops: crop first, then pad with the non-negative part
+        idx = [slice(None)] * x.ndim
+        for k in range(len(pad) // 2):
+            d = x.ndim - 1 - k
+            lo, hi = pad[2 * k], pad[2 * k + 1]
+            idx[d] = slice(-lo if lo < 0 else 0, x.shape[d] + hi if hi < 0 else x.shape[d])
+        x = getitem(x, tuple(idx))
+        pad = tuple(builtins.max(p, 0) for p in pad)
+    widths = [(0, 0)] * x.ndim
+    for k in range(len(pad) // 2):
+        widths[x.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    if all(w == (0, 0) for w in widths):
+        return x
+    return Pad.apply(x, widths=tuple(widths), value=value)
+
+
+class Tril(Function):
+    @staticmethod
+    def forward(ctx, x, diagonal):
+        return _xp(x).tril(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Tril.apply(g, diagonal=ctx.attrs["diagonal"])
+
+
+class Triu(Function):
+    @staticmethod
+    def forward(ctx, x, diagonal):
+        return _xp(x).triu(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Triu.apply(g, diagonal=ctx.attrs["diagonal"])
+
+
+def tril(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"tril: expected at least 2 dimensions, got shape {tuple(x.shape)}")
+    return Tril.apply(x, diagonal=int(diagonal))
+
+
+def triu(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"triu: expected at least 2 dimensions, got shape {tuple(x.shape)}")
+    return Triu.apply(x, diagonal=int(diagonal))
+
+
+def contiguous(x):
+    return x

@@ -1,0 +1,191 @@
+"""Neural-network ops: softmax, log_softmax, layer_norm, rms_norm, dropout, linear.
+
+softmax, log_softmax and the normalizations are single ops. Their first-order backward
+runs on raw arrays (fast, no graph); when the graph of the gradient is being built
+(`create_graph=True`) the same formula runs in tinytensor ops instead, so it is
+differentiable again.
+"""
+import numpy as np
+
+from .. import random
+from ..autograd import STATE
+from ..function import Function
+from ..tensor import Tensor
+from .elementwise import as_tensor_like, exp, float_operand, mul, rsqrt
+from .movement import norm_dim, _where
+from .reduce import mean, sum as sum_
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+
+
+def _const(arr, like):
+    return Tensor._make(arr, like.device, False)
+
+
+class Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = _xp(x)
+        m = x.max(axis=dim, keepdims=True)
+        e = xp.exp(x - m)
+        e /= e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(e)
+        return e
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        dim = ctx.attrs["dim"]
+        if not STATE.grad_enabled:
+            gy = g.data * y.data
+            gy -= y.data * gy.sum(axis=dim, keepdims=True)
+            return _const(gy, g)
+        gy = g * y
+        return gy - y * sum_(gy, dim=dim, keepdim=True)
+
+
+class LogSoftmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = _xp(x)
+        m = x.max(axis=dim, keepdims=True)
+        shifted = x - m
+        out = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        dim = ctx.attrs["dim"]
+        if not STATE.grad_enabled:
+            xp = _xp(y.data)
+            return _const(g.data - xp.exp(y.data) * g.data.sum(axis=dim, keepdims=True), g)
+        return g - exp(y) * sum_(g, dim=dim, keepdim=True)
+
+
+def softmax(x, dim=-1, dtype=None):
+    x = float_operand(x, "softmax") if dtype is None else x.to(dtype)
+    return Softmax.apply(x, dim=norm_dim(dim, x.ndim, "softmax"))
+
+
+def log_softmax(x, dim=-1, dtype=None):
+    x = float_operand(x, "log_softmax") if dtype is None else x.to(dtype)
+    return LogSoftmax.apply(x, dim=norm_dim(dim, x.ndim, "log_softmax"))
+
+
+# ---------------------------------------------------------------- normalization
+def _norm_dims(x, normalized_shape, op):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or tuple(x.shape[-k:]) != normalized_shape:
+        raise ValueError(f"{op}: normalized_shape {normalized_shape} does not match the last "
+                         f"dimensions of the input shape {tuple(x.shape)}{_where()}")
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+class LayerNormCore(Function):
+    """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
+    name = "layer_norm"
+
+    @staticmethod
+    def forward(ctx, x, dims, eps):
+        xp = _xp(x)
+        mu = x.mean(axis=dims, keepdims=True)
+        xc = x - mu
+        rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps)
+        xhat = xc * rstd
+        ctx.rstd = rstd.astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, xhat)
+        return xhat.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, xhat = ctx.saved_tensors
+        dims, eps = ctx.attrs["dims"], ctx.attrs["eps"]
+        if not STATE.grad_enabled:
+            gd, xh = g.data, xhat.data
+            gx = gd - gd.mean(axis=dims, keepdims=True) - xh * (gd * xh).mean(axis=dims, keepdims=True)
+            return _const(gx * ctx.rstd, g)
+        # differentiable form: rebuild rstd and xhat from x in ops
+        xc = x - mean(x, dim=dims, keepdim=True)
+        rstd = rsqrt(mean(xc * xc, dim=dims, keepdim=True) + eps)
+        xh = xc * rstd
+        return rstd * (g - mean(g, dim=dims, keepdim=True) - xh * mean(g * xh, dim=dims, keepdim=True))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    x = float_operand(x, "layer_norm")
+    dims = _norm_dims(x, normalized_shape, "layer_norm")
+    out = LayerNormCore.apply(x, dims=dims, eps=float(eps))
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+class RMSNormCore(Function):
+    """x / sqrt(mean(x^2) + eps) over `dims`."""
+    name = "rms_norm"
+
+    @staticmethod
+    def forward(ctx, x, dims, eps):
+        xp = _xp(x)
+        rrms = 1.0 / xp.sqrt((x * x).mean(axis=dims, keepdims=True) + eps)
+        out = (x * rrms).astype(x.dtype, copy=False)
+        ctx.rrms = rrms.astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        dims, eps = ctx.attrs["dims"], ctx.attrs["eps"]
+        if not STATE.grad_enabled:
+            gd, yd = g.data, y.data
+            return _const((gd - yd * (gd * yd).mean(axis=dims, keepdims=True)) * ctx.rrms, g)
+        rrms = rsqrt(mean(x * x, dim=dims, keepdim=True) + eps)
+        yh = x * rrms
+        return rrms * (g - yh * mean(g * yh, dim=dims, keepdim=True))
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    x = float_operand(x, "rms_norm")
+    dims = _norm_dims(x, normalized_shape, "rms_norm")
+    if eps is None:
+        eps = float(np.finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
+    out = RMSNormCore.apply(x, dims=dims, eps=float(eps))
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+# ---------------------------------------------------------------- dropout and linear
+def dropout(x, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    keep = random.uniform(x.device, x.shape, x.dtype) >= p
+    scale = (keep * (1.0 / (1.0 - p))).astype(x.data.dtype)
+    return mul(x, _const(scale, x))
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    from .linalg import matmul
+    if x.shape[-1] != weight.shape[-1]:
+        raise ValueError(f"linear: input shape {tuple(x.shape)} does not match weight shape "
+                         f"{tuple(weight.shape)} (in_features {weight.shape[-1]}){_where()}")
+    out = matmul(x, weight.mT)
+    if bias is not None:
+        out = out + bias
+    return out

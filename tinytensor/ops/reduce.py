@@ -1,0 +1,341 @@
+"""Reductions: sum, mean, prod, max/min (values and indices), amax/amin, argmax/argmin,
+var/std, logsumexp, norm. All take `dim` (int, tuple, negative or None) and `keepdim`;
+NumPy's `axis`/`keepdims` are accepted as aliases."""
+import builtins
+import math
+
+import numpy as np
+
+from ..function import Function
+from ..tensor import Tensor
+from .elementwise import (as_tensor_like, cast, eq, exp, float_operand, mul, sign, where,
+                          logical_and, sqrt, abs_ as absolute)
+from .movement import expand, norm_dims, reshape, unsqueeze, norm_dim, _where
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+
+
+def _dims_args(x, dim, keepdim, axis, keepdims, op):
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{op}: pass either dim or axis, not both")
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
+    return norm_dims(dim, x.ndim, op), bool(keepdim)
+
+
+def _keep_shape(shape, dims):
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
+def _expand_back(g, in_shape, dims, keepdim):
+    """Broadcast a reduced gradient back to the input shape."""
+    if not keepdim:
+        g = reshape(g, _keep_shape(in_shape, dims))
+    return expand(g, *in_shape)
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        return x.sum(axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _expand_back(g, ctx.in_meta[0][0], ctx.attrs["dims"], ctx.attrs["keepdim"])
+
+
+def sum(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "sum")
+    if dtype is not None:
+        x = cast(x, dtype)
+    elif x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
+        x = cast(x, "int64")  # like torch: integer sums accumulate in int64
+    return Sum.apply(x, dims=dims, keepdim=keepdim)
+
+
+def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "mean")
+    if dtype is not None:
+        x = cast(x, dtype)
+    if x.data.dtype.kind != "f":
+        raise TypeError(f"mean: input dtype {x.dtype.name} is not floating; pass dtype= or "
+                        "convert with .float()")
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    s = Sum.apply(x, dims=dims, keepdim=keepdim)
+    return mul(s, 1.0 / count if count else float("nan"))
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        out = x.prod(axis=dims, keepdims=keepdim)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        shape = x.shape
+        out_k = _expand_back(out, shape, dims, keepdim)
+        g_k = _expand_back(g, shape, dims, keepdim)
+        # the product of the other entries, also right when x has zeros
+        is_zero = eq(x, 0)
+        nonzero = where(is_zero, 1.0, x)
+        zeros = _expand_back(sum(is_zero, dim=dims, keepdim=True), shape, dims, True)
+        prod_nonzero = _expand_back(prod(nonzero, dim=dims, keepdim=True), shape, dims, True)
+        others = where(is_zero, where(eq(zeros, 1), prod_nonzero, 0.0), out_k / nonzero)
+        return g_k * others
+
+
+def prod(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "prod")
+    if dtype is not None:
+        x = cast(x, dtype)
+    return Prod.apply(x, dims=dims, keepdim=keepdim)
+
+
+class _Extreme(Function):
+    """amax/amin: ties share the gradient evenly (PyTorch's rule for amax and max())."""
+    reduce = None
+
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim):
+        out = getattr(x, cls.reduce)(axis=dims, keepdims=keepdim)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        shape = x.shape
+        hit = eq(x, _expand_back(out, shape, dims, keepdim))
+        count = _expand_back(sum(hit, dim=dims, keepdim=True), shape, dims, True)
+        return _expand_back(g, shape, dims, keepdim) * hit / count
+
+
+class Amax(_Extreme):
+    reduce = "max"
+
+
+class Amin(_Extreme):
+    reduce = "min"
+
+
+def _check_nonempty(x, dims, op):
+    for d in dims:
+        if x.shape[d] == 0:
+            raise ValueError(f"{op}: cannot reduce over dimension {d} of size 0 "
+                             f"(shape {tuple(x.shape)}){_where()}")
+    if x.numel() == 0 and not dims:
+        raise ValueError(f"{op}: cannot reduce an empty tensor")
+
+
+def amax(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "amax")
+    _check_nonempty(x, dims, "amax")
+    return Amax.apply(x, dims=dims, keepdim=keepdim)
+
+
+def amin(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "amin")
+    _check_nonempty(x, dims, "amin")
+    return Amin.apply(x, dims=dims, keepdim=keepdim)
+
+
+class ValuesIndices(tuple):
+    """(values, indices), also readable as .values / .indices like torch's return type."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def _max_min(x, dim, keepdim, axis, keepdims, op, arg_fn, full_fn):
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}: keepdim requires dim")
+        return full_fn(x)
+    if isinstance(dim, Tensor):  # x.max(other): elementwise, as torch allows
+        from .elementwise import maximum, minimum
+        return (maximum if op == "max" else minimum)(x, dim)
+    d = norm_dim(dim, x.ndim, op)
+    _check_nonempty(x, (d,), op)
+    from .indexing import gather
+    idx = arg_fn(x, d, keepdim=True)
+    values = gather(x, d, idx)  # the gradient goes to the chosen index, as in torch
+    if not keepdim:
+        values = reshape(values, tuple(s for i, s in enumerate(values.shape) if i != d))
+        idx = reshape(idx, values.shape)
+    return ValuesIndices((values, idx))
+
+
+def max(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    return _max_min(x, dim, keepdim, axis, keepdims, "max", argmax, amax)
+
+
+def min(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    return _max_min(x, dim, keepdim, axis, keepdims, "min", argmin, amin)
+
+
+def _arg(x, dim, keepdim, axis, keepdims, op, fn):
+    if axis is not None:
+        dim = axis
+    if keepdims is not None:
+        keepdim = keepdims
+    xp = x.device.xp
+    if dim is None:
+        _check_nonempty(x, (), op)
+        r = getattr(xp, fn)(x.data.reshape(-1))
+        if keepdim:
+            r = r.reshape((1,) * x.ndim)
+    else:
+        d = norm_dim(dim, x.ndim, op)
+        _check_nonempty(x, (d,), op)
+        r = getattr(xp, fn)(x.data, axis=d, keepdims=keepdim) if x.ndim else xp.zeros((), np.int64)
+    return Tensor._make(xp.asarray(r, dtype=np.int64), x.device, False)
+
+
+def argmax(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    return _arg(x, dim, keepdim, axis, keepdims, "argmax", "argmax")
+
+
+def argmin(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    return _arg(x, dim, keepdim, axis, keepdims, "argmin", "argmin")
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
+    """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "var")
+    x = float_operand(x, "var")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    centered = x - mean(x, dim=dims, keepdim=True)
+    ss = sum(centered * centered, dim=dims, keepdim=keepdim)
+    denom = n - correction
+    return mul(ss, 1.0 / denom if denom > 0 else float("nan"))
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
+    return sqrt(var(x, dim, unbiased, keepdim, correction, axis, keepdims))
+
+
+class LogSumExp(Function):
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        xp = _xp(x)
+        m = x.max(axis=dims, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)  # all -inf (or inf) rows: do not shift
+        with np.errstate(divide="ignore"):
+            out = xp.log(xp.exp(x - m).sum(axis=dims, keepdims=True)) + m
+        if not keepdim:
+            out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        shape = x.shape
+        return _expand_back(g, shape, dims, keepdim) * exp(x - _expand_back(out, shape, dims, keepdim))
+
+
+def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "logsumexp")
+    return LogSumExp.apply(float_operand(x, "logsumexp"), dims=dims, keepdim=keepdim)
+
+
+class Norm(Function):
+    @staticmethod
+    def forward(ctx, x, p, dims, keepdim):
+        xp = _xp(x)
+        a = xp.abs(x)
+        if p == float("inf"):
+            out = a.max(axis=dims, keepdims=keepdim)
+        elif p == 1:
+            out = a.sum(axis=dims, keepdims=keepdim)
+        elif p == 2:
+            out = xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
+        else:
+            out = ((a ** p).sum(axis=dims, keepdims=keepdim)) ** (1.0 / p)
+        out = out.astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        p, dims, keepdim = ctx.attrs["p"], ctx.attrs["dims"], ctx.attrs["keepdim"]
+        shape = x.shape
+        g_k = _expand_back(g, shape, dims, keepdim)
+        out_k = _expand_back(out, shape, dims, keepdim)
+        if p == 1:
+            return g_k * sign(x)
+        if p == float("inf"):
+            a = absolute(x)
+            hit = eq(a, out_k)
+            count = _expand_back(sum(hit, dim=dims, keepdim=True), shape, dims, True)
+            return g_k * sign(x) * hit / count
+        safe = where(eq(out_k, 0), 1.0, out_k)  # the norm's gradient at 0 is taken as 0
+        if p == 2:
+            return where(eq(out_k, 0), 0.0, g_k * x / safe)
+        a = absolute(x)
+        return where(eq(out_k, 0), 0.0, g_k * sign(x) * a ** (p - 1) / safe ** (p - 1))
+
+
+def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
+    if p in ("fro", None):
+        p = 2
+    if p == "inf":
+        p = float("inf")
+    if not isinstance(p, (int, float)) or p <= 0:
+        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
+    return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
+
+
+def all(x, dim=None, keepdim=False):
+    dims = norm_dims(dim, x.ndim, "all")
+    return Tensor._make(x.device.xp.asarray(x.data.astype(bool).all(axis=dims, keepdims=keepdim)),
+                        x.device, False)
+
+
+def any(x, dim=None, keepdim=False):
+    dims = norm_dims(dim, x.ndim, "any")
+    return Tensor._make(x.device.xp.asarray(x.data.astype(bool).any(axis=dims, keepdims=keepdim)),
+                        x.device, False)
+
+
+class Cumsum(Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        return x.cumsum(axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        from .movement import flip
+        d = ctx.attrs["dim"]
+        return flip(Cumsum.apply(flip(g, d), dim=d), d)
+
+
+def cumsum(x, dim):
+    return Cumsum.apply(x, dim=norm_dim(dim, x.ndim, "cumsum"))

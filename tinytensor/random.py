@@ -1,0 +1,58 @@
+"""Random number generators, one per device, all seeded by `manual_seed`."""
+import numpy as np
+
+_seed = None
+_generators = {}
+
+
+def manual_seed(seed):
+    """Seed every random op (rand, randn, randint, dropout, ...) on every device."""
+    global _seed
+    _seed = int(seed)
+    _generators.clear()
+    from .device import _cupy
+    if _cupy is not None:
+        _cupy.random.seed(_seed)
+
+
+def initial_seed():
+    return _seed
+
+
+def generator(device):
+    """The generator of `device`: a NumPy Generator on CPU, a CuPy RandomState on CUDA."""
+    g = _generators.get(device)
+    if g is None:
+        if device.type == "cpu":
+            g = np.random.default_rng(_seed)
+        else:
+            cp = device.xp
+            with cp.cuda.Device(device.index):
+                g = cp.random.RandomState(None if _seed is None else _seed + 1000003 * (device.index + 1))
+        _generators[device] = g
+    return g
+
+
+def uniform(device, shape, dtype):
+    g = generator(device)
+    if device.type == "cpu":
+        if dtype.np in (np.float32, np.float64):
+            return g.random(shape, dtype=dtype.np)
+        return g.random(shape).astype(dtype.np)
+    return g.random_sample(shape).astype(dtype.np, copy=False)
+
+
+def normal(device, shape, dtype):
+    g = generator(device)
+    if device.type == "cpu":
+        if dtype.np in (np.float32, np.float64):
+            return g.standard_normal(shape, dtype=dtype.np)
+        return g.standard_normal(shape).astype(dtype.np)
+    return g.standard_normal(shape).astype(dtype.np, copy=False)
+
+
+def integers(device, low, high, shape, dtype):
+    g = generator(device)
+    if device.type == "cpu":
+        return g.integers(low, high, size=shape, dtype=dtype.np)
+    return g.randint(low, high, size=shape).astype(dtype.np, copy=False)

@@ -1,0 +1,348 @@
+"""`Tensor`: an array with a dtype, a device, and a place in the autograd graph.
+
+The methods here are thin: each calls an op from `tinytensor.ops` (or `functional`),
+which is where forward and backward live.
+"""
+import numpy as np
+
+from . import dtypes
+from .autograd import STATE, run_backward, _default_grad
+from .device import CPU, Device, device_of_array, get_device, to_device_array
+
+
+class Tensor:
+    __slots__ = ("data", "_device", "requires_grad", "grad", "grad_fn", "_out_index",
+                 "_version", "_base", "_hooks", "name", "__weakref__")
+    __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        from .creation import _to_array
+        dev = get_device(device) if device is not None else None
+        arr, dev = _to_array(data, dtype, dev)
+        self._init(arr, dev)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def _init(self, data, device):
+        self.data = data
+        self._device = device
+        self.requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._out_index = 0
+        self._version = [0, False]
+        self._base = None
+        self._hooks = None
+        self.name = None
+
+    @classmethod
+    def _make(cls, data, device, requires_grad):
+        t = object.__new__(cls)
+        t.data = data
+        t._device = device
+        t.requires_grad = requires_grad
+        t.grad = None
+        t.grad_fn = None
+        t._out_index = 0
+        t._version = [0, False]
+        t._base = None
+        t._hooks = None
+        t.name = None
+        return t
+
+    @classmethod
+    def _zeros_meta(cls, shape, dtype, device):
+        return cls._make(device.xp.zeros(shape, dtype=dtype.np), device, False)
+
+    @classmethod
+    def _ones_meta(cls, shape, dtype, device):
+        return cls._make(device.xp.ones(shape, dtype=dtype.np), device, False)
+
+    # ------------------------------------------------------------------ fields
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    def dim(self):
+        return self.data.ndim
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[dim]
+
+    def numel(self):
+        return int(self.data.size)
+
+    @property
+    def dtype(self):
+        return dtypes.from_numpy_dtype(self.data.dtype)
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self):
+        return self._device.type == "cuda"
+
+    def is_floating_point(self):
+        return self.data.dtype.kind == "f"
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    @property
+    def _version_number(self):
+        return self._version[0]
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self):
+        if self.requires_grad:
+            raise RuntimeError("numpy(): tensor requires grad; call .detach().numpy()")
+        return self.data if self._device is CPU else self.data.get()
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted to Python "
+                             f"scalars, this one has shape {tuple(self.shape)}")
+        return self.data.reshape(()).item() if self._device is CPU else self.data.get().reshape(()).item()
+
+    def tolist(self):
+        return to_device_array(self.data, CPU).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is "
+                               "ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of one element can be used as an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = to_device_array(self.data, CPU)
+        return a if dtype is None else a.astype(dtype)
+
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`."""
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, (dtypes.DType, np.dtype, type)) or (
+                    isinstance(a, str) and not a.startswith(("cpu", "cuda"))):
+                dtype = a
+            else:
+                device = a
+        from .ops import elementwise as ew
+        out = self
+        if device is not None:
+            dev = get_device(device)
+            if dev is not self._device:
+                out = ew.to_device(out, dev)
+        if dtype is not None:
+            dt = dtypes.from_any(dtype)
+            if dt is not out.dtype:
+                out = ew.cast(out, dt)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, index=None):
+        return self.to("cuda" if index is None else f"cuda:{index}")
+
+    def float(self):
+        return self.to(dtypes.float32)
+
+    def double(self):
+        return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
+
+    def long(self):
+        return self.to(dtypes.int64)
+
+    def int(self):
+        return self.to(dtypes.int32)
+
+    def bool(self):
+        return self.to(dtypes.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.data.dtype.kind != "f":
+            raise RuntimeError(f"requires_grad_: only floating-point tensors can require "
+                               f"gradients, this one is {self.dtype.name}")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach()")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        t = Tensor._make(self.data, self._device, False)
+        t._version = self._version  # shares memory, so shares the version counter
+        t._base = self._base if self._base is not None else self
+        return t
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def clone(self):
+        from .ops import elementwise as ew
+        return ew.clone(self)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""
+        g = _default_grad(self, gradient, "backward")
+        if retain_graph is None:
+            retain_graph = create_graph
+        if inputs is not None:
+            inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+            grads = run_backward([self], [g], retain_graph, create_graph, inputs=inputs,
+                                 allow_unused=True)
+            for t, gt in zip(inputs, grads):
+                if gt is not None:
+                    t.grad = gt if t.grad is None else t.grad + gt
+            return
+        run_backward([self], [g], retain_graph, create_graph)
+
+    def retain_grad(self):
+        """Keep .grad on a non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            return
+        node = self.grad_fn
+        if node.retained is None:
+            node.retained = {}
+        import weakref
+        node.retained[self._out_index] = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        n = self.grad_fn
+        return n is not None and bool(n.retained) and self._out_index in n.retained
+
+    def register_hook(self, hook):
+        """Call hook(grad) when this tensor's gradient is computed; a returned tensor replaces it."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that does not require grad")
+        if self.grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+        else:
+            node = self.grad_fn
+            if node.out_hooks is None:
+                node.out_hooks = {}
+            hooks = node.out_hooks.setdefault(self._out_index, [])
+        hooks.append(hook)
+
+        class _Handle:
+            def remove(self_inner):
+                if hook in hooks:
+                    hooks.remove(hook)
+        return _Handle()
+
+    # ------------------------------------------------------------------ printing
+    def __repr__(self):
+        arr = to_device_array(self.data, CPU)
+        extras = []
+        if self._device is not CPU:
+            extras.append(f"device='{self._device}'")
+        default_shown = {"float32", "int64", "bool"}
+        dt = self.dtype
+        if arr.size == 0:
+            body = f"[]"
+            if arr.ndim > 1 or dt.name not in default_shown:
+                extras.insert(0, f"size={tuple(arr.shape)}")
+        elif dt.category == 2:
+            finite = arr[np.isfinite(arr)]
+            is_int = finite.size == 0 or np.all(finite == np.round(finite))
+            big = finite.size and (np.abs(finite).max() >= 1e8 or
+                                   (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
+            if is_int and not big:
+                fmt = {"float_kind": lambda v: _fmt_int_float(v)}
+                body = np.array2string(arr, separator=", ", prefix="tensor(", formatter=fmt)
+            elif big:
+                body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
+                                       floatmode="fixed", formatter={"float_kind": lambda v: f"{v:.4e}"})
+            else:
+                body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4,
+                                       floatmode="fixed")
+        else:
+            body = np.array2string(arr, separator=", ", prefix="tensor(")
+        if dt.name not in default_shown:
+            extras.append(f"dtype=tinytensor.{dt.name}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{self.grad_fn.name}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    def __str__(self):
+        return self.__repr__()
+
+    def __hash__(self):
+        return id(self)
+
+    def __reduce__(self):
+        return (_rebuild, (to_device_array(self.data, CPU), str(self._device), self.requires_grad))
+
+    # ------------------------------------------------------------------ in-place
+    def _bump(self):
+        self._version[0] += 1
+
+    def _check_inplace(self, op):
+        from .ops.inplace import check_inplace
+        check_inplace(self, op)
+
+
+def _fmt_int_float(v):
+    if np.isnan(v):
+        return "nan"
+    if np.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return f"{int(v)}."
+
+
+def _rebuild(arr, device, requires_grad):
+    t = Tensor(arr, device=device)
+    t.requires_grad = requires_grad
+    return t
+
+
+from . import tensor_methods  # noqa: E402,F401  (attaches the op methods to Tensor)
