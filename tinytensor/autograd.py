@@ -16,6 +16,7 @@ import weakref
 import numpy as np
 
 _seq = itertools.count()
+Tensor = None  # set by tensor.py once the class exists (avoids a circular import)
 
 
 class _State:
@@ -50,12 +51,21 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
+class _NoParamGradMode(_GradMode):
+    """Also usable as a bare decorator, `@tt.no_grad`, like torch."""
+
+    def __new__(cls, fn=None):
+        if fn is None:
+            return super().__new__(cls)
+        return cls()(fn)
+
+
+class no_grad(_NoParamGradMode):
     """Ops inside record nothing and produce tensors that do not require grad."""
     mode = False
 
 
-class enable_grad(_GradMode):
+class enable_grad(_NoParamGradMode):
     mode = True
 
 
@@ -136,7 +146,7 @@ def check_anomaly(node, arrays, phase):
     for i, a in enumerate(arrays):
         if a is None or a.dtype.kind != "f":
             continue
-        xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+        xp = np if isinstance(a, (np.ndarray, np.generic)) else __import__("cupy")
         if not bool(xp.isfinite(a).all()):
             what = "NaN" if bool(xp.isnan(a).any()) else "Inf"
             shapes = ", ".join(str(tuple(m[0])) for m in node.in_meta)
@@ -156,23 +166,25 @@ class Node:
     in_meta[i] / out_meta[j] are (shape, dtype, device) of inputs / outputs.
     """
 
+    # defaults live on the class so that creating a node sets only what differs
+    edges = ()
+    in_meta = ()
+    out_meta = ()
+    inputs = ()           # input Tensors, kept only while a record() is active
+    saved = None          # list of SavedTensor
+    to_save = None        # arrays passed to save_for_backward during forward
+    freed = False
+    out_hooks = None      # {out_index: [hook]}
+    retained = None       # {out_index: weakref(Tensor)}
+    needs_input_grad = ()
+    non_differentiable = None
+
     def __init__(self, fn, name, attrs):
         self.fn = fn
         self.name = name
         self.attrs = attrs
         self.seq = next(_seq)
         self.scope = STATE.scope_path
-        self.edges = ()
-        self.in_meta = ()
-        self.out_meta = ()
-        self.inputs = ()          # input Tensors, kept only while a record() is active
-        self.saved = None         # list of SavedTensor
-        self.to_save = None       # arrays passed to save_for_backward during forward
-        self.freed = False
-        self.out_hooks = None     # {out_index: [hook]}
-        self.retained = None      # {out_index: weakref(Tensor)}
-        self.needs_input_grad = ()
-        self.non_differentiable = None
 
     # ---- the ctx API used inside Function.forward/backward
     def save_for_backward(self, *arrays):
@@ -185,7 +197,7 @@ class Node:
                 f"backward through op '{self.name}' a second time: its saved tensors were "
                 "freed after the first backward. Pass retain_graph=True to the first "
                 "backward (or tt.grad) if you need to backward twice.")
-        return tuple(s.unpack(self) for s in self.saved)
+        return tuple([unpack_saved(self, k, e) for k, e in enumerate(self.saved)])
 
     def mark_non_differentiable(self, *arrays):
         self.non_differentiable = arrays
@@ -195,38 +207,29 @@ class Node:
         return f"<Node #{self.seq} {self.name}{where}>"
 
 
-class SavedTensor:
-    """A tensor saved for backward, with the version it had when saved."""
-    __slots__ = ("data", "edge", "leaf", "version_cell", "version", "requires_grad", "device", "index")
-
-    def __init__(self, data, edge, leaf, version_cell, requires_grad, device, index):
-        self.data = data
-        self.edge = edge            # (node, out_index) for non-leaf tensors
-        self.leaf = leaf            # the Tensor itself for leaves
-        self.version_cell = version_cell
-        self.version = version_cell[0] if version_cell is not None else 0
-        self.requires_grad = requires_grad
-        self.device = device
-        self.index = index
-
-    def unpack(self, node):
-        from .tensor import Tensor
-        if self.version_cell is not None and self.version_cell[0] != self.version:
-            raise RuntimeError(
-                f"one of the tensors needed to compute the gradient of op '{node.name}'"
-                + (f" in {node.scope}" if node.scope else "")
-                + f" was modified by an in-place operation: saved tensor {self.index} of shape "
-                f"{tuple(self.data.shape)} was at version {self.version} and is now at version "
-                f"{self.version_cell[0]}. Use an out-of-place op (x = x + y instead of x.add_(y)) "
-                "or clone() before modifying it.")
-        if self.leaf is not None:
-            return self.leaf
-        t = Tensor._make(self.data, self.device, self.requires_grad)
-        if self.edge is not None:
-            producer, t._out_index = self.edge
-            t.grad_fn = node if producer is None else producer
-        t._version = self.version_cell
-        return t
+# A saved tensor is the tuple (data, edge, leaf, version_cell, version, requires_grad, device):
+# `edge` is (node, out_index) for a tensor produced by an op (node None: this op's own
+# output, stored that way to avoid a reference cycle), `leaf` the Tensor itself for a
+# leaf, and `version` the version it had when saved.
+def unpack_saved(node, k, entry):
+    data, edge, leaf, cell, version, requires_grad, device = entry
+    if cell is not None and cell[0] != version:
+        raise RuntimeError(
+            f"one of the tensors needed to compute the gradient of op '{node.name}'"
+            + (f" in {node.scope}" if node.scope else "")
+            + f" was modified by an in-place operation: saved tensor {k} of shape "
+            f"{tuple(data.shape)} was at version {version} and is now at version {cell[0]}. "
+            "Use an out-of-place op (x = x + y instead of x.add_(y)) or clone() before "
+            "modifying it.")
+    if leaf is not None:
+        return leaf
+    t = Tensor._make(data, device, requires_grad)
+    if edge is not None:
+        producer, t._out_index = edge
+        t.grad_fn = node if producer is None else producer
+    if cell is not None:
+        t._version = cell
+    return t
 
 
 class Tape:
@@ -359,8 +362,6 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     k = ("n", id(node), i)
                     if k in wanted:
                         wanted[k] = g if wanted[k] is None else wanted[k] + g
-            if not any(node.needs_input_grad):
-                continue
             if node.freed:
                 raise RuntimeError(
                     f"backward through op '{node.name}'"
@@ -371,13 +372,14 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             if not retain_graph:
                 node.saved = None
                 node.freed = True
+            in_meta = node.in_meta
             for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
                 if edge is None or g is None:
                     continue
-                shape, dtype = node.in_meta[i][0], node.in_meta[i][1]
-                if g.shape != shape:
+                shape, dtype, _ = in_meta[i]
+                if g.data.shape != shape:
                     g = sum_to(g, shape)  # undo broadcasting: the one shared place
-                if g.dtype is not dtype:
+                if g.data.dtype != dtype.np:
                     g = g.to(dtype)
                 if type(edge) is tuple:
                     n, j = edge
@@ -459,10 +461,18 @@ def _apply_output_hooks(node, grads):
 
 
 def _call_backward(node, grads):
-    from .tensor import Tensor
     if any(g is None for g in grads):  # outputs that got no gradient get zeros
         grads = [g if g is not None else Tensor._zeros_meta(*m) for g, m in zip(grads, node.out_meta)]
-    result = node.fn.backward(node, *grads)
+    if STATE.anomaly:
+        # the ops inside a backward are checked as that backward's result below, so a NaN
+        # is reported against the op being differentiated, not against e.g. a `div` in it
+        STATE.anomaly = False
+        try:
+            result = node.fn.backward(node, *grads)
+        finally:
+            STATE.anomaly = True
+    else:
+        result = node.fn.backward(node, *grads)
     if not isinstance(result, tuple):
         result = (result,)
     n_in = len(node.edges)

@@ -20,7 +20,11 @@ def _to_array(data, dtype, device):
             dt = dtypes.from_numpy_dtype(arr.dtype)
     else:
         device = device or CPU
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"tensor: cannot build a tensor from {type(data).__name__} data: "
+                             f"{e}") from None
         if dt is None:
             kind = arr.dtype.kind
             if kind == "f":
@@ -184,7 +188,9 @@ def randn(*size, dtype=None, device=None, requires_grad=False):
 
 def randint(low, high=None, size=(), dtype=None, device=None):
     """Integers uniform on [low, high) (randint(high, size) also works, like torch)."""
-    if high is None:
+    if isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")

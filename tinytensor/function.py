@@ -18,8 +18,11 @@ gradient (or None) per positional input. Because backward is written in tinytens
 `create_graph=True` makes the gradient itself differentiable. Saving an input or an
 output keeps its place in the graph; any other saved array is a constant.
 """
-from .autograd import STATE, Node, SavedTensor, check_anomaly
-from .device import array_context
+from .autograd import STATE, Node, check_anomaly
+from .device import array_context, device_of_array
+from .dtypes import _BY_NUMPY, from_numpy_dtype
+
+Tensor = None  # set by tensor.py once the class exists (avoids a circular import)
 
 
 class _Ctx:
@@ -51,12 +54,11 @@ class Function:
 
     @classmethod
     def apply(cls, *inputs, **attrs):
-        from .tensor import Tensor
         device = None
         needs_grad = False
         arrays = []
         for t in inputs:
-            if type(t) is not Tensor and not isinstance(t, Tensor):
+            if t.__class__ is not Tensor and not isinstance(t, Tensor):
                 raise TypeError(f"{cls.name}: positional inputs must be Tensors, got "
                                 f"{type(t).__name__}; pass non-tensor arguments as keywords")
             if device is None:
@@ -66,36 +68,48 @@ class Function:
             if t.requires_grad:
                 needs_grad = True
             arrays.append(t.data)
-        grad_on = needs_grad and STATE.grad_enabled
-        track = grad_on or STATE.tapes or STATE.anomaly
+        state = STATE
+        grad_on = needs_grad and state.grad_enabled
+        track = grad_on or state.tapes or state.anomaly
         ctx = Node(cls, cls.name, attrs) if track else _Ctx()
-        if device is None or device.type == "cpu":
-            out = cls.forward(ctx, *arrays, **attrs)
-        else:
-            with array_context(device):
+        try:
+            if device is None or device.type == "cpu":
                 out = cls.forward(ctx, *arrays, **attrs)
-        single = not isinstance(out, tuple)
-        outs = (out,) if single else out
-        if device is None:
-            from .device import device_of_array
-            device = device_of_array(outs[0])
-        results = []
-        for a in outs:
-            t = Tensor._make(a, device, grad_on and a.dtype.kind == "f")
-            results.append(t)
+            else:
+                with array_context(device):
+                    out = cls.forward(ctx, *arrays, **attrs)
+        except ValueError as e:  # e.g. NumPy's broadcast error: say which op, shapes, module
+            err = _forward_error(cls.name, arrays, e)
+            if err is e:
+                raise
+            raise err from e
+        make = Tensor._make
+        if out.__class__ is not tuple:
+            if device is None:
+                device = device_of_array(out)
+            r = make(out, device, grad_on and out.dtype.kind == "f")
+            results = [r]
+            outs = (out,)
+        else:
+            outs = out
+            if device is None:
+                device = device_of_array(outs[0])
+            results = [make(a, device, grad_on and a.dtype.kind == "f") for a in outs]
         if cls.is_view and inputs:
             src = inputs[0]
             results[0]._version = src._version
             src._version[1] = True  # the base now has views: in-place with autograd is refused
             results[0]._base = src._base if src._base is not None else src
         if track:
-            _finish_node(ctx, cls, inputs, arrays, outs, results, grad_on, device)
-        return results[0] if single else tuple(results)
+            _finish_node(ctx, inputs, arrays, outs, results, grad_on, device)
+        return results[0] if out.__class__ is not tuple else tuple(results)
 
 
-def _finish_node(node, cls, inputs, arrays, outs, results, grad_on, device):
-    node.in_meta = tuple((t.data.shape, t.dtype, device) for t in inputs)
-    node.out_meta = tuple((r.data.shape, r.dtype, device) for r in results)
+def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
+    node.in_meta = [(a.shape, _BY_NUMPY.get(a.dtype) or from_numpy_dtype(a.dtype), device)
+                    for a in arrays]
+    node.out_meta = [(a.shape, _BY_NUMPY.get(a.dtype) or from_numpy_dtype(a.dtype), device)
+                     for a in outs]
     if STATE.anomaly:
         check_anomaly(node, outs, "forward")
     if STATE.tapes:
@@ -105,27 +119,36 @@ def _finish_node(node, cls, inputs, arrays, outs, results, grad_on, device):
     if not grad_on:
         node.to_save = None
         return
-    node.edges = tuple(
-        None if not t.requires_grad else ((t.grad_fn, t._out_index) if t.grad_fn is not None else t)
-        for t in inputs)
-    node.needs_input_grad = tuple(e is not None for e in node.edges)
+    edges = []
+    for t in inputs:
+        if not t.requires_grad:
+            edges.append(None)
+        elif t.grad_fn is not None:
+            edges.append((t.grad_fn, t._out_index))
+        else:
+            edges.append(t)
+    node.edges = edges
+    node.needs_input_grad = [e is not None for e in edges]
     if node.non_differentiable:
         for r, a in zip(results, outs):
             if any(a is nd for nd in node.non_differentiable):
                 r.requires_grad = False
-    for i, r in enumerate(results):
+    i = 0
+    for r in results:
         if r.requires_grad:
             r.grad_fn = node
             r._out_index = i
-    saved = []
-    for k, a in enumerate(node.to_save or ()):
-        saved.append(_save(node, k, a, inputs, arrays, outs, results, device))
-    node.saved = saved
-    node.to_save = None
+        i += 1
+    to_save = node.to_save
+    if to_save:
+        node.saved = [_save(node, k, a, inputs, arrays, outs, results, device)
+                      for k, a in enumerate(to_save)]
+        node.to_save = None
+    else:
+        node.saved = ()
 
 
 def _save(node, k, a, inputs, arrays, outs, results, device):
-    from .tensor import Tensor
     if isinstance(a, Tensor):  # allow saving a Tensor directly
         src = a
     else:
@@ -140,14 +163,23 @@ def _save(node, k, a, inputs, arrays, outs, results, device):
                     src = r
                     break
     if src is None:  # an intermediate array: a constant for backward
-        return SavedTensor(a, None, None, None, False, device, k)
+        return (a, None, None, None, 0, False, device)
     if src.grad_fn is None and src.requires_grad:  # a leaf: keep the tensor itself
-        return SavedTensor(src.data, None, src, src._version, True, device, k)
+        return (src.data, None, src, src._version, src._version[0], True, device)
     edge = None
     if src.grad_fn is not None:
         # an output of this very node is stored as (None, index): no reference cycle
         edge = (None if src.grad_fn is node else src.grad_fn, src._out_index)
-    return SavedTensor(src.data, edge, None, src._version, src.requires_grad, device, k)
+    return (src.data, edge, None, src._version, src._version[0], src.requires_grad, device)
+
+
+def _forward_error(name, arrays, e):
+    msg = str(e)
+    if msg.startswith(f"{name}:"):
+        return e
+    shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
+    where = f" in {STATE.scope_path}" if STATE.scope_path else ""
+    return ValueError(f"{name}: {msg.strip()} (input shapes {shapes}){where}")
 
 
 def _device_mismatch(name, inputs):

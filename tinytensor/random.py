@@ -54,5 +54,7 @@ def normal(device, shape, dtype):
 def integers(device, low, high, shape, dtype):
     g = generator(device)
     if device.type == "cpu":
-        return g.integers(low, high, size=shape, dtype=dtype.np)
+        if np.dtype(dtype.np).kind in "iu":
+            return g.integers(low, high, size=shape, dtype=dtype.np)
+        return g.integers(low, high, size=shape).astype(dtype.np)  # randint(..., dtype=float32)
     return g.randint(low, high, size=shape).astype(dtype.np, copy=False)

@@ -37,6 +37,8 @@ class Tensor:
 
     @classmethod
     def _make(cls, data, device, requires_grad):
+        if isinstance(data, np.generic):  # NumPy ufuncs return scalars for 0-d inputs
+            data = np.asarray(data)
         t = object.__new__(cls)
         t.data = data
         t._device = device
@@ -290,7 +292,7 @@ class Tensor:
             if arr.ndim > 1 or dt.name not in default_shown:
                 extras.insert(0, f"size={tuple(arr.shape)}")
         elif dt.category == 2:
-            finite = arr[np.isfinite(arr)]
+            finite = arr[np.isfinite(arr)].astype(np.float64)  # float16 would overflow at 1e8
             is_int = finite.size == 0 or np.all(finite == np.round(finite))
             big = finite.size and (np.abs(finite).max() >= 1e8 or
                                    (np.abs(finite[finite != 0]).min() < 1e-4 if np.any(finite != 0) else False))
@@ -345,4 +347,6 @@ def _rebuild(arr, device, requires_grad):
     return t
 
 
+from . import autograd as _autograd, function as _function  # noqa: E402
+_function.Tensor = _autograd.Tensor = Tensor
 from . import tensor_methods  # noqa: E402,F401  (attaches the op methods to Tensor)

@@ -16,18 +16,41 @@ from . import special
 
 
 # ---------------------------------------------------------------- operand handling
+_CONSTANTS = {}  # (value, dtype, device) -> 0-d constant Tensor; constants are never modified
+
+
 def as_tensor_like(value, ref, dtype=None):
     """A constant tensor holding `value` on ref's device (dtype: ref's unless given)."""
     if isinstance(value, Tensor):
         return value
-    dt = dtype or ref.dtype
+    np_dtype = dtype.np if dtype is not None else ref.data.dtype
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
-        return Tensor(value, device=ref.device).to(dt)
-    return Tensor._make(ref._device.xp.asarray(value, dtype=dt.np), ref._device, False)
+        return Tensor(value, device=ref.device).to(dtypes.from_numpy_dtype(np_dtype))
+    key = (value, value.__class__, np_dtype, ref._device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        t = Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
+        if len(_CONSTANTS) < 4096 and value == value:  # NaN keys never match; skip them
+            _CONSTANTS[key] = t
+    return t
+
+
+_NUMBERS = (float, int)
 
 
 def binary_operands(a, b, op):
     """Tensors of one common dtype for a binary op; Python scalars become 0-d constants."""
+    # fast paths: same dtypes, or a Python number that cannot change the tensor's dtype
+    if a.__class__ is Tensor:
+        if b.__class__ is Tensor:
+            if a.data.dtype == b.data.dtype:
+                return a, b
+        elif b.__class__ in _NUMBERS and (a.data.dtype.kind == "f" or (
+                b.__class__ is int and a.data.dtype.kind in "iu")):
+            return a, as_tensor_like(b, a)
+    elif a.__class__ in _NUMBERS and b.__class__ is Tensor and (b.data.dtype.kind == "f" or (
+            a.__class__ is int and b.data.dtype.kind in "iu")):
+        return as_tensor_like(a, b), b
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb and a.data.dtype == b.data.dtype:
         return a, b
@@ -145,6 +168,10 @@ class Mul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
+        if not STATE.grad_enabled:  # first order: straight on the arrays
+            gd, dev = g.data, g._device
+            return (Tensor._make(gd * b.data, dev, False) if na else None,
+                    Tensor._make(gd * a.data, dev, False) if nb else None)
         return (g * b if na else None), (g * a if nb else None)
 
 
@@ -184,12 +211,13 @@ class Pow(Function):
     def backward(ctx, g):
         a, b, out = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        ga = g * b * a ** (b - 1) if na else None
+        # b * a^(b-1) is 0 * inf = nan at a == 0, b == 0; PyTorch defines it as 0 where b == 0
+        ga = where(eq(b, 0), 0.0, g * b * a ** (b - 1)) if na else None
         gb = None
         if nb:
             # d/db a^b = a^b log a; PyTorch defines it as 0 where a == 0 and b >= 0
             zero_base = logical_and(eq(a, 0), ge(b, 0))
-            gb = where(zero_base, 0.0, g * out * log(a))
+            gb = g * where(zero_base, 0.0, out * log(a))  # g outside the where, as in PyTorch
         return ga, gb
 
 
@@ -277,8 +305,42 @@ def reciprocal(x):
 
 
 # ---------------------------------------------------------------- unary math
+class _TensorMath:
+    """Math for backward formulas when the gradient graph is recorded (create_graph)."""
+    exp = staticmethod(lambda x: exp(x))
+    sin = staticmethod(lambda x: sin(x))
+    cos = staticmethod(lambda x: cos(x))
+    erf = staticmethod(lambda x: erf(x))
+    sigmoid = staticmethod(lambda x: sigmoid(x))
+
+
+class _ArrayMath:
+    """The same functions on raw arrays: first-order backward without building Tensors."""
+
+    def __init__(self, xp):
+        self.exp, self.sin, self.cos = xp.exp, xp.sin, xp.cos
+        self.erf = lambda x: special.erf(xp, x)
+        self.sigmoid = lambda x: _sigmoid(xp, x)
+
+
+_ARRAY_MATH = {}
+
+
+def _array_math(a):
+    xp = _xp(a)
+    m = _ARRAY_MATH.get(xp)
+    if m is None:
+        m = _ARRAY_MATH[xp] = _ArrayMath(xp)
+    return m
+
+
 def _unary(name, fwd, bwd, save="input"):
-    """Define a unary float op: forward(xp, x) and backward(g, x_or_y) in tinytensor ops."""
+    """Define a unary float op from forward(xp, x) and backward(m, g, s).
+
+    `s` is the saved input (or output, with save="output"). The backward formula is
+    written once with operators and `m.exp`/`m.sin`/...: on Tensors (differentiable, for
+    create_graph) or, for a plain first-order backward, directly on the arrays.
+    """
     def forward(ctx, x):
         y = fwd(_xp(x), x)
         ctx.save_for_backward(x if save == "input" else y)
@@ -286,7 +348,11 @@ def _unary(name, fwd, bwd, save="input"):
 
     def backward(ctx, g):
         (s,) = ctx.saved_tensors
-        return bwd(g, s)
+        if STATE.grad_enabled:
+            return bwd(_TensorMath, g, s)
+        gd = g.data
+        out = bwd(_array_math(gd), gd, s.data)
+        return Tensor._make(out.astype(gd.dtype, copy=False), g._device, False)
 
     cls = type(name.capitalize(), (Function,), {
         "name": name, "forward": staticmethod(forward), "backward": staticmethod(backward)})
@@ -302,21 +368,21 @@ def _xp(a):
     return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
-exp = _unary("exp", lambda xp, x: xp.exp(x), lambda g, y: g * y, save="output")
-log = _unary("log", lambda xp, x: xp.log(x), lambda g, x: g / x)
-log1p = _unary("log1p", lambda xp, x: xp.log1p(x), lambda g, x: g / (x + 1.0))
-sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), lambda g, y: g / (y * 2.0), save="output")
-rsqrt = _unary("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), lambda g, y: g * (y * y * y) * -0.5,
+exp = _unary("exp", lambda xp, x: xp.exp(x), lambda m, g, y: g * y, save="output")
+log = _unary("log", lambda xp, x: xp.log(x), lambda m, g, x: g / x)
+log1p = _unary("log1p", lambda xp, x: xp.log1p(x), lambda m, g, x: g / (x + 1.0))
+sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), lambda m, g, y: g / (y * 2.0), save="output")
+rsqrt = _unary("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), lambda m, g, y: g * (y * y * y) * -0.5,
                save="output")
-sin = _unary("sin", lambda xp, x: xp.sin(x), lambda g, x: g * cos(x))
-cos = _unary("cos", lambda xp, x: xp.cos(x), lambda g, x: neg(g * sin(x)))
-tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda g, y: g * (1.0 - y * y), save="output")
-sigmoid = _unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda g, y: g * (y * (1.0 - y)),
+sin = _unary("sin", lambda xp, x: xp.sin(x), lambda m, g, x: g * m.cos(x))
+cos = _unary("cos", lambda xp, x: xp.cos(x), lambda m, g, x: -(g * m.sin(x)))
+tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda m, g, y: g * (1.0 - y * y), save="output")
+sigmoid = _unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda m, g, y: g * (y * (1.0 - y)),
                  save="output")
 erf = _unary("erf", lambda xp, x: special.erf(xp, x),
-             lambda g, x: g * (exp(neg(x * x)) * (2.0 / math.sqrt(math.pi))))
+             lambda m, g, x: g * (m.exp(-(x * x)) * (2.0 / math.sqrt(math.pi))))
 silu = _unary("silu", lambda xp, x: x * _sigmoid(xp, x),
-              lambda g, x: g * _silu_grad(x))
+              lambda m, g, x: g * _silu_grad(m, x))
 
 
 def _sigmoid(xp, x):
@@ -325,8 +391,8 @@ def _sigmoid(xp, x):
     return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-def _silu_grad(x):
-    s = sigmoid(x)
+def _silu_grad(m, x):
+    s = m.sigmoid(x)
     return s * (1.0 + x * (1.0 - s))
 
 

@@ -196,7 +196,7 @@ class _GatherOp(Function):
 
     @staticmethod
     def backward(ctx, g):
-        _, index = ctx.saved_tensors
+        (index,) = ctx.saved_tensors
         zeros = Tensor._zeros_meta(ctx.in_meta[0][0], g.dtype, g.device)
         return ScatterAdd.apply(zeros, index, g, dim=ctx.attrs["dim"]), None
 

@@ -106,6 +106,11 @@ def expand(x, *sizes):
     if lead < 0:
         raise ValueError(f"expand: the number of sizes ({len(sizes)}) must be at least the "
                          f"tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
+    sizes = tuple(int(s) for s in sizes)
+    for i, s in enumerate(sizes):
+        if s < 0 and not (s == -1 and i >= lead):  # -1 keeps a size, so a new dim has none
+            raise ValueError(f"expand: size {s} is not allowed at dimension {i} when expanding "
+                             f"shape {tuple(x.shape)} to {sizes}{_where()}")
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     if shape == x.shape:
         return x
@@ -194,7 +199,17 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unflatten(x, dim, sizes):
     d = norm_dim(dim, x.ndim, "unflatten")
-    return reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1:])
+    sizes = tuple(int(s) for s in sizes)
+    n = x.shape[d]
+    known = 1
+    for s in sizes:
+        known *= s if s != -1 else 1
+    if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (
+            -1 in sizes and (known == 0 or n % known)) or any(s < -1 for s in sizes):
+        raise ValueError(f"unflatten: sizes {sizes} do not multiply up to the size {n} of dimension "
+                         f"{dim} of shape {tuple(x.shape)}{_where()}")
+    sizes = tuple(n // known if s == -1 else s for s in sizes)
+    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
 
 
 def squeeze(x, dim=None):
@@ -251,9 +266,21 @@ def transpose(x, dim0, dim1):
 
 
 def movedim(x, source, destination):
-    s, d = norm_dim(source, x.ndim, "movedim"), norm_dim(destination, x.ndim, "movedim")
-    dims = [i for i in range(x.ndim) if i != s]
-    dims.insert(d, s)
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {source} and destination {destination} must have the "
+                         f"same number of dims{_where()}")
+    src = [norm_dim(d, x.ndim, "movedim") for d in src]
+    dst = [norm_dim(d, x.ndim, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {source} or destination "
+                         f"{destination}{_where()}")
+    dims = [None] * x.ndim
+    for s, d in zip(src, dst):
+        dims[d] = s
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    dims = [next(rest) if d is None else d for d in dims]
     return permute(x, dims)
 
 
@@ -332,6 +359,9 @@ def split(x, split_size_or_sections, dim=0):
 
 def chunk(x, chunks, dim=0):
     d = norm_dim(dim, x.ndim, "chunk")
+    chunks = int(chunks)
+    if chunks <= 0:
+        raise ValueError(f"chunk: the number of chunks must be positive, got {chunks}{_where()}")
     n = x.shape[d]
     size = -(-n // chunks) if n else 1
     return split(x, size, d)
@@ -375,7 +405,15 @@ class Roll(Function):
 
 
 def roll(x, shifts, dims=None):
-    if dims is not None:
+    if dims is None and not isinstance(shifts, (int, np.integer)):
+        shifts = tuple(int(s) for s in shifts)
+        if len(shifts) != 1:
+            raise ValueError(f"roll: {len(shifts)} shifts {shifts} need as many dims; without dims "
+                             f"the tensor is rolled as if flattened by one int shift{_where()}")
+        shifts = shifts[0]
+    if dims is None:
+        shifts = int(shifts)
+    else:
         if isinstance(dims, int):
             dims = (dims,)
             shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
@@ -412,7 +450,10 @@ def repeat(x, *sizes):
     if len(sizes) < x.ndim:
         raise ValueError(f"repeat: number of repeat dims ({len(sizes)}) cannot be smaller than "
                          f"the tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
-    return Repeat.apply(x, repeats=tuple(int(s) for s in sizes))
+    sizes = tuple(int(s) for s in sizes)
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"repeat: repeats {sizes} must be non-negative, shape {tuple(x.shape)}{_where()}")
+    return Repeat.apply(x, repeats=sizes)
 
 
 def tile(x, *dims):
@@ -460,6 +501,9 @@ def pad(x, pad, mode="constant", value=0.0):
             d = x.ndim - 1 - k
             lo, hi = pad[2 * k], pad[2 * k + 1]
             idx[d] = slice(-lo if lo < 0 else 0, x.shape[d] + hi if hi < 0 else x.shape[d])
+            if x.shape[d] + builtins.min(lo, 0) + builtins.min(hi, 0) < 0:
+                raise ValueError(f"pad: pads {pad} crop dimension {d} of shape {tuple(x.shape)} "
+                                 f"below size 0{_where()}")
         x = getitem(x, tuple(idx))
         pad = tuple(builtins.max(p, 0) for p in pad)
     widths = [(0, 0)] * x.ndim
