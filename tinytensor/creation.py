@@ -83,7 +83,9 @@ def from_numpy(array):
     """A tensor sharing memory with a NumPy array."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
-    dtypes.from_numpy_dtype(array.dtype)  # validate
+    dt = dtypes.from_numpy_dtype(array.dtype)  # validate
+    if array.dtype != dt.np:  # uint8, int16, big-endian ...: no such tinytensor dtype, so copy
+        array = array.astype(dt.np)
     return Tensor._make(array, CPU, False)
 
 

@@ -17,9 +17,11 @@ _METHODS = {
     "__pow__": ew.pow, "__rpow__": _r(ew.pow), "__neg__": ew.neg, "__matmul__": linalg.matmul,
     "__rmatmul__": _r(linalg.matmul), "__abs__": ew.abs_,
     "__floordiv__": lambda a, b: ew.div(a, b, rounding_mode="floor"),
+    "__rfloordiv__": lambda a, b: ew.div(b, a, rounding_mode="floor"),
+    "__rand__": _r(ew.bitwise_and), "__ror__": _r(ew.bitwise_or), "__rxor__": _r(ew.bitwise_xor),
     "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le, "__gt__": ew.gt,
-    "__ge__": ew.ge, "__and__": ew.logical_and, "__or__": ew.logical_or,
-    "__xor__": ew.logical_xor, "__invert__": ew.logical_not,
+    "__ge__": ew.ge, "__and__": ew.bitwise_and, "__or__": ew.bitwise_or,
+    "__xor__": ew.bitwise_xor, "__invert__": ew.bitwise_not,  # logical on bool, as in torch
     "__getitem__": ix.getitem, "__setitem__": ix.setitem,
     # math
     "exp": ew.exp, "log": ew.log, "log1p": ew.log1p, "sqrt": ew.sqrt, "rsqrt": ew.rsqrt,

@@ -59,6 +59,43 @@ def test_binary_broadcast(name, shapes):
     check(BINARY[name], list(shapes), low=low)
 
 
+# ------------------------------------------------------------------ unary ops over shapes
+SHAPES = [(3, 4), (), (1,), (2, 1, 3), (0, 3)]
+UNARY = {  # name: (fn, low, high)
+    "neg": (lambda m, x: -x, -2, 2),
+    "exp": (lambda m, x: x.exp(), -2, 2),
+    "log": (lambda m, x: x.log(), 0.1, 2),
+    "log1p": (lambda m, x: x.log1p(), -0.9, 2),
+    "sqrt": (lambda m, x: x.sqrt(), 0.1, 2),
+    "rsqrt": (lambda m, x: x.rsqrt(), 0.1, 2),
+    "abs": (lambda m, x: x.abs(), -2, 2),
+    "sign": (lambda m, x: x.sign(), -2, 2),
+    "sin": (lambda m, x: x.sin(), -4, 4),
+    "cos": (lambda m, x: x.cos(), -4, 4),
+    "tanh": (lambda m, x: x.tanh(), -3, 3),
+    "sigmoid": (lambda m, x: x.sigmoid(), -6, 6),
+    "relu": (lambda m, x: x.relu(), -2, 2),
+    "leaky_relu": (lambda m, x: F(m).leaky_relu(x, 0.1), -2, 2),
+    "gelu": (lambda m, x: F(m).gelu(x), -4, 4),
+    "gelu_tanh": (lambda m, x: F(m).gelu(x, approximate="tanh"), -4, 4),
+    "silu": (lambda m, x: F(m).silu(x), -4, 4),
+    "softplus": (lambda m, x: F(m).softplus(x, beta=1.5, threshold=2.0), -3, 3),
+    "erf": (lambda m, x: x.erf(), -3, 3),
+    "pow_2": (lambda m, x: x ** 2, -2, 2),
+    "pow_3": (lambda m, x: x.pow(3), -2, 2),
+    "pow_0.5": (lambda m, x: x ** 0.5, 0.1, 2),
+    "pow_-1": (lambda m, x: x ** -1, 0.5, 2),
+    "clamp": (lambda m, x: x.clamp(-0.5, 0.5), -2, 2),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name, shape):
+    fn, low, high = UNARY[name]
+    check(fn, [shape], low=low, high=high)
+
+
 # ------------------------------------------------------------------ the rest, one line each
 CASES = [
     # python scalars on either side, 0-d tensors
@@ -74,6 +111,8 @@ CASES = [
     case("rpow_scalar_float", lambda m, x: 0.5 ** x, [(3, 4)]),
     case("mul_0d", lambda m, x, y: x * y, [(), (2, 3)]),
     case("div_0d_0d", lambda m, x, y: x / y, [(), ()], low=0.5),
+    case("add_alpha_scalar", lambda m, x: m.add(x, 1.5, alpha=2) + m.sub(x, 3, alpha=-0.5), [(3, 4)]),
+    case("mul_signed_zero", lambda m, x: (1 / (x * 0.0), 1 / (x * -0.0), 1 / (x + -0.0)), [a(1.0, -2.0, 0.0)], grad=False),
     case("neg", lambda m, x: -x, [(3, 4)]),
     case("neg_fn", lambda m, x: m.neg(x), [(2, 1, 3)]),
     case("neg_0d", lambda m, x: -x, [()]),
@@ -139,6 +178,8 @@ CASES = [
     case("clamp_int_bounds", lambda m, x: m.clamp(x, -1, 1), [(3, 4)]),
     case("clamp_at_bounds", lambda m, x: m.clamp(x, -1, 1), [a(-2, -1, 0, 1, 2)]),
     case("clamp_min_gt_max", lambda m, x: m.clamp(x, 1, -1), [(3, 4)]),
+    case("clamp_int_float_bounds", lambda m, x: m.clamp(x, 0.5), [a(-1, 1, 3, dtype=np.int64)], grad=False),
+    case("clamp_int_int_bounds", lambda m, x: m.clamp(x, 0, 2), [a(-1, 1, 3, dtype=np.int32)], grad=False),
     case("clip_alias", lambda m, x: m.clip(x, -0.5, 0.5), [(3, 4)]),
     case("clamp_tensor", lambda m, x, lo, hi: m.clamp(x, lo, hi), [(3, 4), (4,), (3, 1)]),
     case("clamp_tensor_min", lambda m, x, lo: m.clamp(x, min=lo), [(3, 4), (3, 4)]),
@@ -185,6 +226,13 @@ BOOL_CASES = [
     case("isnan", lambda m, x: m.isnan(x), [SPECIAL]),
     case("isinf", lambda m, x: m.isinf(x), [SPECIAL]),
     case("predicates_methods", lambda m, x: (x.isfinite(), x.isnan(), x.isinf()), [SPECIAL.reshape(2, 3)]),
+    case("sign_bool", lambda m, x: m.sign(x), [a(True, False)]),
+    case("bitwise_int", lambda m, x, y: (x & y, x | y, x ^ y, ~x, x & 6), [a(1, -2, 12, dtype=np.int64), a(3, 5, 4, dtype=np.int64)]),
+    case("reflected_int_ops", lambda m, x: (7 // x, 6 & x, 1 | x, 3 ^ x, x // 2), [a(1, -2, 12, dtype=np.int64)]),
+    case("floordiv_float", lambda m, x: (x // 0.5, 3.0 // x), [a(1.5, -2.2, 0.7)]),
+    case("bitwise_int32", lambda m, x: (x & 3, ~x), [a(1, -2, 12, dtype=np.int32)]),
+    case("int_pow_negative_exponent", lambda m, x, y: (x ** y, 2 ** y), [a(0, 1, -1, -1, 2, -2, 3, dtype=np.int64), a(-1, -3, -3, -2, -1, -2, 2, dtype=np.int64)]),
+    case("int_pow", lambda m, x: (x ** 2, x ** 0, 3 ** x), [a(0, 1, -1, 4, dtype=np.int64)]),
     case("isfinite_int", lambda m, x: m.isfinite(x), [a(1, 2, dtype=np.int64)]),
 ]
 
@@ -272,3 +320,9 @@ def test_result_type(kinds):
                          ids=["exp", "sqrt", "sigmoid", "div", "mul_float", "pow_float"])
 def test_int_inputs_give_float32(fn):
     check(fn, [a(1, 4, 9, dtype=np.int64)], grad=False, rtol=1e-6)
+
+
+@pytest.mark.parametrize("np_dtype", [np.uint8, np.int16, np.dtype(">f8")], ids=str)
+def test_unsupported_numpy_dtypes_are_converted(np_dtype):
+    for t in (tt.from_numpy(np.array([1, 2], dtype=np_dtype)), tt.tensor(np.array([1, 2], dtype=np_dtype))):
+        assert t.data.dtype == t.dtype.np and (t + 1).dtype is t.dtype

@@ -103,6 +103,9 @@ CASES = {
     "repeat_interleave": (lambda m, x: x.repeat_interleave(2), [(2, 3)]),
     "repeat_interleave_dim": (lambda m, x: x.repeat_interleave(3, dim=1), [(2, 3)]),
     "repeat_interleave_neg": (lambda m, x: m.repeat_interleave(x, 2, dim=-3), [(2, 3, 2)]),
+    "repeat_interleave_counts": (lambda m, x: x.repeat_interleave(m.tensor([2, 0, 3]), dim=1), [(2, 3)]),
+    "repeat_interleave_one": (lambda m, x: x.repeat_interleave(m.tensor([2]), dim=0), [(2, 3)]),
+    "repeat_interleave_zero": (lambda m, x: x.repeat_interleave(0, dim=0), [(2, 3)]),
     # cat / stack
     "cat": (lambda m, x, y: m.cat([x, y]), [(2, 3), (4, 3)]),
     "cat_dim1": (lambda m, x, y, z: m.cat([x, y, z], 1), [(2, 3), (2, 1), (2, 4)]),
@@ -128,6 +131,7 @@ CASES = {
     "chunk_more": (lambda m, x: x.chunk(5), [(3, 2)]),
     "unbind": (lambda m, x: x.unbind(), [(3, 2)]),
     "unbind_neg": (lambda m, x: m.unbind(x, -1), [(2, 3, 4)]),
+    "unbind_empty": (lambda m, x: x.unbind(1) + (x,), [(3, 0)]),
     # flip / roll
     "flip": (lambda m, x: x.flip(0), [(2, 3)]),
     "flip_many": (lambda m, x: m.flip(x, (0, -1)), [(2, 3, 4)]),
@@ -135,6 +139,7 @@ CASES = {
     "roll_flat": (lambda m, x: x.roll(2), [(2, 3)]),
     "roll_flat_neg": (lambda m, x: m.roll(x, -4), [(2, 3)]),
     "roll_dim": (lambda m, x: x.roll(1, 1), [(2, 3)]),
+    "roll_dim_list": (lambda m, x: x.roll(1, [0]), [(3, 2)]),
     "roll_dim_neg": (lambda m, x: x.roll(-1, -1), [(2, 3)]),
     "roll_big": (lambda m, x: x.roll(7, 0), [(3, 2)]),
     "roll_tuple": (lambda m, x: x.roll((1, -2), (0, 2)), [(2, 3, 4)]),
@@ -177,6 +182,13 @@ FLOAT32 = ["reshape_neg1", "permute", "expand_lead", "repeat", "repeat_interleav
 def test_movement_float32(name):
     fn, inputs = CASES[name]
     check(fn, inputs, dtype="float32")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FLOAT32)
+def test_movement_cuda(name):
+    fn, inputs = CASES[name]
+    check(fn, inputs, device="cuda")
 
 
 def test_views_share_version_counter():
@@ -222,6 +234,8 @@ ERRORS = {
     "tril_1d": (lambda x: x[0].tril(), ValueError, "tril"),
     "flatten_order": (lambda x: x.flatten(1, 0), ValueError, "flatten"),
     "unflatten_bad": (lambda x: x.unflatten(1, (2, 2)), ValueError, "unflatten"),
+    "repeat_interleave_counts": (lambda x: x.repeat_interleave(tt.tensor([1, 2]), dim=1), ValueError,
+                                 "repeat_interleave"),
     "movedim_range": (lambda x: x.movedim(0, 5), IndexError, "movedim"),
 }
 

@@ -42,8 +42,8 @@ SWEEP = {
     "amin": lambda m, x, d, k: m.amin(x, () if d is None else d, keepdim=k),
     "var": lambda m, x, d, k: x.var(d, keepdim=k),
     "std": lambda m, x, d, k: x.std(d, keepdim=k, unbiased=False),
-    "logsumexp": lambda m, x, d, k: m.logsumexp(x, () if d is None else d, keepdim=k),
-    "norm": lambda m, x, d, k: x.norm(dim=d, keepdim=k),
+    "logsumexp": lambda m, x, d, k: m.logsumexp(x, tuple(range(x.ndim)) if d is None else d, keepdim=k),
+    "norm": lambda m, x, d, k: x.norm(dim=None if d == (0, 1, 2) else d, keepdim=k),
 }
 NONEMPTY_ONLY = {"prod", "amax", "amin"}  # torch refuses or differs on size-0 inputs
 
@@ -78,7 +78,11 @@ CASES = [
     case("sum_axis", lambda m, x: m.sum(x, axis=1, keepdims=True), [(3, 4)]),
     case("mean_axis", lambda m, x: m.mean(x, axis=(0, 1)), [(3, 4, 2)]),
     case("amax_axis", lambda m, x: m.amax(x, axis=-1, keepdims=True), [(3, 4)]),
+    case("axis_aliases", lambda m, x: (m.var(x, axis=1, keepdims=True), m.std(x, axis=0), m.logsumexp(x, axis=1), m.prod(x, axis=1, keepdims=True)), [(3, 4)]),
+    case("axis_aliases_max", lambda m, x: (x.max(axis=1, keepdims=True).values, m.amin(x, axis=0), x.norm(dim=1), x.cumsum(axis=1)), [(3, 4)]),
+    case("axis_aliases_arg", lambda m, x: (x.argmax(axis=0), x.argmin(axis=1, keepdims=True), x.min(axis=0)[1]), [(3, 4)]),
     case("sum_dim_list", lambda m, x: x.sum(dim=[0, 2]), [(3, 4, 2)]),
+    case("sum_empty_dim_tuple", lambda m, x: (m.sum(x, ()), m.amax(x, dim=()), x.mean(())), [(3, 4)]),
     case("sum_dtype", lambda m, x: x.sum(dtype=m.float64), [(3, 4)]),
     # prod with zeros in the reduced slice
     case("prod_zeros_dim1", lambda m, x: x.prod(1), [P0]),
@@ -86,6 +90,9 @@ CASES = [
     case("prod_zeros_full", lambda m, x: x.prod(), [P0[:1]]),
     case("prod_two_zeros_full", lambda m, x: x.prod(), [P0[1:2]]),
     case("prod_all_zero", lambda m, x: x.prod(-1), [a([0.0, 0.0], [0.0, 3.0])]),
+    case("prod_tuple_dims", lambda m, x: m.prod(x, (0, 2)) if m is tt else x.prod(2).prod(0), [(3, 2, 4)], low=0.5),
+    case("prod_tuple_dims_zeros", lambda m, x: m.prod(x, (0, 1)) if m is tt else x.prod(1).prod(0), [P0.reshape(2, 2, 3)]),
+    case("prod_three_zeros", lambda m, x: x.prod(1), [a([0.0, 0.0, 0.0, 2.0], [0.0, 0.0, 3.0, 2.0])]),
     case("prod_negative", lambda m, x: x.prod(1), [(3, 4)], low=-2.0),
     # max/min with dim: values and indices; gradient goes to the chosen index
     case("max_dim", lambda m, x: x.max(1), [(3, 4)]),
@@ -123,13 +130,16 @@ CASES = [
     case("std_full", lambda m, x: x.std(), [(3, 4)]),
     case("std_dim", lambda m, x: m.std(x, -1, keepdim=True), [(3, 4)]),
     case("std_correction", lambda m, x: x.std(dim=0, correction=0), [(3, 4)]),
+    case("std_constant_row", lambda m, x: (x.std(1), x.std(1, correction=0)), [a([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])]),
     case("var_one_element", lambda m, x: x.var(1, unbiased=False), [(3, 1)]),
+    case("var_no_dof", lambda m, x: (x.var(1, correction=3), x.std(1, correction=4)), [(2, 3)], grad=False),
     case("var_one_element_unbiased", lambda m, x: x.var(1), [(3, 1)], double_backward=False),
     # logsumexp with large and -inf entries
     case("logsumexp", lambda m, x: x.logsumexp(1), [(3, 4)]),
     case("logsumexp_tuple", lambda m, x: m.logsumexp(x, (0, 2), keepdim=True), [(3, 4, 2)]),
     case("logsumexp_large", lambda m, x: m.logsumexp(x, 1), [LSE]),
     case("logsumexp_large_dim0", lambda m, x: m.logsumexp(x, 0), [LSE]),
+    case("logsumexp_empty", lambda m, x: m.logsumexp(x, 1), [(2, 0)]),
     case("logsumexp_all_neg_inf", lambda m, x: m.logsumexp(x, 1), [a([-INF, -INF], [0.0, 1.0])]),
     # norm
     case("norm_2", lambda m, x: x.norm(), [(3, 4)]),
@@ -181,6 +191,7 @@ INT_CASES = [
     case("mean_dtype", lambda m, x: x.mean(dtype=m.float64), [INTS]),
     case("cumsum_int", lambda m, x: x.cumsum(1), [INTS]),
     case("all_any", lambda m, x: (x.all(), x.any(), x.all(1), (x > 0).any(0), (x > 0).all(1, keepdim=True)), [INTS]),
+    case("all_any_axis", lambda m, x: (m.all(x > 0, axis=1), m.any(x > 4, axis=0, keepdims=True)), [INTS]),
 ]
 
 

@@ -17,6 +17,7 @@ from . import special
 
 # ---------------------------------------------------------------- operand handling
 _CONSTANTS = {}  # (value, dtype, device) -> 0-d constant Tensor; constants are never modified
+_CACHEABLE = (float, int, bool)
 
 
 def as_tensor_like(value, ref, dtype=None):
@@ -26,7 +27,11 @@ def as_tensor_like(value, ref, dtype=None):
     np_dtype = dtype.np if dtype is not None else ref.data.dtype
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
         return Tensor(value, device=ref.device).to(dtypes.from_numpy_dtype(np_dtype))
+    if value.__class__ not in _CACHEABLE:  # lists, tuples, NumPy scalars: no cache
+        return Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
     key = (value, value.__class__, np_dtype, ref._device)
+    if not value and math.copysign(1.0, value) < 0:
+        key = ("-0.0", np_dtype, ref._device)  # -0.0 == 0.0 would share 0.0's entry
     t = _CONSTANTS.get(key)
     if t is None:
         t = Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
@@ -203,7 +208,7 @@ class Neg(Function):
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        out = _int_pow(a, b) if a.dtype.kind in "iu" else a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -242,16 +247,27 @@ class PowScalar(Function):
         return g * (pow(x, p - 1) * float(p))
 
 
+def _int_pow(a, b):
+    """Integer powers; negative exponents give 1 / a^|b| truncated, as in PyTorch (NumPy refuses)."""
+    xp = _xp(a)
+    negative = b < 0
+    if not negative.any():
+        return a ** b
+    out = a ** xp.where(negative, 0, b)
+    frac = xp.where(a == 1, 1, xp.where(a == -1, 1 - 2 * (b % 2), 0))
+    return xp.where(negative, frac, out).astype(a.dtype, copy=False)
+
+
 def add(a, b, alpha=None):
     if alpha is not None and alpha != 1:
-        b = mul(b, alpha)
+        b = mul(b, alpha) if isinstance(b, Tensor) else b * alpha
     a, b = binary_operands(a, b, "add")
     return Add.apply(a, b)
 
 
 def sub(a, b, alpha=None):
     if alpha is not None and alpha != 1:
-        b = mul(b, alpha)
+        b = mul(b, alpha) if isinstance(b, Tensor) else b * alpha
     a, b = binary_operands(a, b, "sub")
     return Sub.apply(a, b)
 
@@ -425,6 +441,8 @@ class Sign(Function):
 
 
 def sign(x):
+    if x.data.dtype == np.bool_:  # NumPy has no sign for bool; torch returns the input
+        return Tensor._make(x.data.copy(), x.device, False)
     return Sign.apply(x)
 
 
@@ -582,6 +600,9 @@ class ClampScalar(Function):
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    dt = dtypes.result_type(x, *(v for v in (min, max) if v is not None))
+    if dt is not x.dtype:  # clamp(int_tensor, 0.5) is a float tensor, as in torch
+        x = cast(x, dt)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         out = x
         if min is not None:
@@ -646,6 +667,19 @@ logical_or = _compare("logical_or", lambda xp, a, b: xp.logical_or(a, b))
 logical_xor = _compare("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
 
 
+def _bitwise(name, fn):
+    """Bitwise ops on integer and bool tensors (logical on bool), as torch's &, |, ^, ~."""
+    def op(*args):
+        for t in args:
+            if isinstance(t, Tensor) and t.data.dtype.kind not in "biu":
+                raise TypeError(f"{name}: only integer and bool tensors are supported, got "
+                                f"{t.dtype.name}")
+        return impl(*args)
+    impl = _compare(name, fn) if name != "bitwise_not" else _predicate(name, fn)
+    op.__name__ = name
+    return op
+
+
 def _predicate(name, fn):
     cls = type(name.capitalize(), (Function,), {
         "name": name,
@@ -663,3 +697,7 @@ logical_not = _predicate("logical_not", lambda xp, x: xp.logical_not(x))
 isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
 isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
 isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
+bitwise_and = _bitwise("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b))
+bitwise_or = _bitwise("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b))
+bitwise_xor = _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b))
+bitwise_not = _bitwise("bitwise_not", lambda xp, x: xp.invert(x))

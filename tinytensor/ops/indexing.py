@@ -25,32 +25,106 @@ def _add_at(xp, out, key, values):
 
 # ---------------------------------------------------------------- key normalization
 def normalize_key(x, key, op="getitem"):
-    """Turn a user index into (key for the array module, has_advanced)."""
+    """Turn a user index into (key for the array module, has_advanced).
+
+    Bool masks become the integer arrays of their True entries; a key whose integers
+    PyTorch would apply before its arrays becomes an `IntsFirst` (see there)."""
     if not isinstance(key, tuple):
         key = (key,)
-    out = []
-    advanced = False
+    items = []
     for k in key:
         if isinstance(k, Tensor):
             if k.device is not x.device:
                 raise RuntimeError(f"{op}: index on {k.device} for a tensor on {x.device}")
             k = k.data
         elif isinstance(k, (list, np.ndarray)):
-            k = x.device.xp.asarray(k)
-        if hasattr(k, "dtype") and hasattr(k, "ndim"):
-            if k.dtype == np.bool_:
-                out.extend(k.nonzero())  # a mask is the integer indices of its True entries
-                advanced = True
-                continue
-            if k.dtype.kind not in "iu":
-                raise IndexError(f"{op}: tensors used as indices must be integer or bool, got {k.dtype}")
-            advanced = True
+            k = x.device.xp.asarray(k, dtype=np.int64 if isinstance(k, list) and not k else None)
         elif isinstance(k, (bool, np.bool_)):
             raise IndexError(f"{op}: a Python bool is not supported as an index")
+        if hasattr(k, "dtype") and hasattr(k, "ndim"):
+            if k.dtype != np.bool_ and k.dtype.kind not in "iu":
+                raise IndexError(f"{op}: tensors used as indices must be integer or bool, got "
+                                 f"{k.dtype}{_where()}")
+        items.append(k)
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        raise IndexError(f"{op}: an index can hold at most one Ellipsis (...), got {len(key)} "
+                         f"entries{_where()}")
+    # every entry consumes dims of x: a bool mask as many as it has, None and ... none here
+    used = sum(k.ndim if _is_mask(k) else 1 for k in items if k is not None and k is not Ellipsis)
+    if used > x.ndim:
+        raise IndexError(f"{op}: too many indices ({used}) for a tensor of shape "
+                         f"{tuple(x.shape)}{_where()}")
+    out, dim, advanced = [], 0, False
+    for k in items:
+        if k is Ellipsis:
+            dim += x.ndim - used
+        elif _is_mask(k):
+            if k.ndim == 0:  # x[True] / x[False]: a new dim of size 1 / 0
+                raise IndexError(f"{op}: a 0-d bool mask is not supported as an index")
+            if tuple(k.shape) != tuple(x.shape[dim:dim + k.ndim]):
+                raise IndexError(f"{op}: mask of shape {tuple(k.shape)} does not match the "
+                                 f"indexed tensor of shape {tuple(x.shape)} at dimension "
+                                 f"{dim}{_where()}")
+            out.extend(k.nonzero())  # a mask is the integer indices of its True entries
+            advanced = True
+            dim += k.ndim
+            continue
+        elif k is not None:
+            advanced = advanced or hasattr(k, "ndim")
+            dim += 1
         out.append(k)
     key = tuple(out)
     _check_bounds(x, key, op)
+    if advanced:
+        key = _ints_first(key)
     return key, advanced
+
+
+class IntsFirst(tuple):
+    """(first, rest): a key PyTorch and NumPy place differently, split in two steps.
+
+    PyTorch applies integer indices before index arrays, so in x[1, :, [0, 1]] the array
+    stays in place (shape (4, 2) for x of shape (3, 4, 5)); NumPy counts the integer as an
+    array too, which separates the arrays and moves their dims first ((2, 4)). Indexing
+    with `first` (the integers, as basic indexing: a view) and then with `rest` gives
+    PyTorch's result."""
+
+    def __repr__(self):
+        return f"IntsFirst{tuple(self)!r}"
+
+
+def _is_array(k):
+    return hasattr(k, "ndim") and k.ndim > 0
+
+
+def _is_int(k):
+    return isinstance(k, (int, np.integer)) or (hasattr(k, "ndim") and k.ndim == 0)
+
+
+def _adjacent(positions):
+    return not positions or positions[-1] - positions[0] == len(positions) - 1
+
+
+def _ints_first(key):
+    arrays = [i for i, k in enumerate(key) if _is_array(k)]
+    with_ints = [i for i, k in enumerate(key) if _is_array(k) or _is_int(k)]
+    if not arrays or not _adjacent(arrays) or _adjacent(with_ints):
+        return key  # both libraries place the array dims alike
+    first = tuple(int(k) if _is_int(k) else Ellipsis if k is Ellipsis else slice(None)
+                  for k in key if k is not None)
+    rest = tuple(k for k in key if not _is_int(k))
+    return IntsFirst((first, rest))
+
+
+def _target(a, key):
+    """(array, key) to index or write: a view of `a` for an IntsFirst key."""
+    if isinstance(key, IntsFirst):
+        return a[key[0]], key[1]
+    return a, key
+
+
+def _is_mask(k):
+    return hasattr(k, "dtype") and hasattr(k, "ndim") and k.dtype == np.bool_
 
 
 def _check_bounds(x, key, op):
@@ -81,16 +155,29 @@ def _check_bounds(x, key, op):
 
 # ---------------------------------------------------------------- getitem
 class GetItem(Function):
-    is_view = True  # basic slicing returns a view; advanced indexing copies (harmless here)
+    is_view = True  # basic indexing (ints, slices, None, ...) returns a view of x
 
     @staticmethod
     def forward(ctx, x, key, advanced):
-        return x[key]
+        a, k = _target(x, key)
+        return a[k]
 
     @staticmethod
     def backward(ctx, g):
         shape, dtype = ctx.in_meta[0][0], ctx.in_meta[0][1]
         return IndexAdd.apply(g, key=ctx.attrs["key"], advanced=ctx.attrs["advanced"], shape=shape)
+
+
+class GetItemCopy(GetItem):
+    """Advanced indexing: the result is a copy, so it must not share x's version counter
+    (x could not be modified in place afterwards, and writes to the copy would look like
+    writes to x)."""
+    name = "getitem"
+    is_view = False
+
+
+def _get(x, key, advanced):
+    return (GetItemCopy if advanced else GetItem).apply(x, key=key, advanced=advanced)
 
 
 class IndexAdd(Function):
@@ -101,20 +188,21 @@ class IndexAdd(Function):
     def forward(ctx, g, key, advanced, shape):
         xp = _xp(g)
         out = xp.zeros(shape, dtype=g.dtype)
+        a, k = _target(out, key)
         if advanced:
-            _add_at(xp, out, key, g)
+            _add_at(xp, a, k, g)
         else:
-            out[key] = g
+            a[k] = g
         return out
 
     @staticmethod
     def backward(ctx, gg):
-        return GetItem.apply(gg, key=ctx.attrs["key"], advanced=ctx.attrs["advanced"])
+        return _get(gg, ctx.attrs["key"], ctx.attrs["advanced"])
 
 
 def getitem(x, key):
     key, advanced = normalize_key(x, key)
-    return GetItem.apply(x, key=key, advanced=advanced)
+    return _get(x, key, advanced)
 
 
 # ---------------------------------------------------------------- setitem
@@ -125,15 +213,22 @@ class IndexPut(Function):
     @staticmethod
     def forward(ctx, x, value, key, advanced):
         out = x.copy()
-        out[key] = value
+        a, k = _target(out, key)
+        a[k] = value
         return out
 
     @staticmethod
     def backward(ctx, g):
         key, adv = ctx.attrs["key"], ctx.attrs["advanced"]
         nx, nv = ctx.needs_input_grad
-        gx = IndexPut.apply(g, Tensor._zeros_meta((), g.dtype, g.device), key=key, advanced=adv) if nx else None
-        gv = GetItem.apply(g, key=key, advanced=adv) if nv else None
+        zero = Tensor._zeros_meta((), g.dtype, g.device)
+        gx = IndexPut.apply(g, zero, key=key, advanced=adv) if nx else None
+        gv = None
+        if nv:
+            gv = _get(g, key, adv)
+            vshape = ctx.in_meta[1][0]
+            if gv.ndim < len(vshape):  # the value had extra leading 1s, which broadcasting dropped
+                gv = reshape(gv, (1,) * (len(vshape) - gv.ndim) + tuple(gv.shape))
         return gx, gv
 
 
@@ -144,7 +239,13 @@ def setitem(x, key, value):
     value = as_tensor_like(value, x) if not isinstance(value, Tensor) else cast(value, x.dtype)
     if value.device is not x.device:
         raise RuntimeError(f"setitem: value on {value.device} for a tensor on {x.device}")
-    apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value)
+    try:
+        apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value)
+    except ValueError as e:
+        if "broadcast" not in str(e):
+            raise
+        raise ValueError(f"setitem: a value of shape {tuple(value.shape)} cannot be written into "
+                         f"the indexed part of a tensor of shape {tuple(x.shape)} ({e}){_where()}") from e
 
 
 # ---------------------------------------------------------------- gather / scatter_add
@@ -243,6 +344,13 @@ def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.data.dtype != np.bool_:
         raise TypeError("masked_fill: mask must be a bool Tensor")
     from .elementwise import as_tensor_like
+    from .movement import broadcast_shapes
+    if broadcast_shapes(x.shape, mask.shape, op="masked_fill") != x.shape:
+        raise ValueError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
+                         f"tensor's shape {tuple(x.shape)}{_where()}")
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
+                         f"{tuple(value.shape)}{_where()}")
     v = value if isinstance(value, Tensor) else as_tensor_like(value, x)
     return where(mask, v.to(x.dtype), x)
 
@@ -261,7 +369,14 @@ def embedding(ids, weight, padding_idx=None):
                         f"{ids.dtype.name if isinstance(ids, Tensor) else type(ids).__name__}")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
-    out = getitem(weight, ids)
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
+                             f"{n} embeddings{_where()}")
+        padding_idx %= n
+    key, advanced = normalize_key(weight, ids, "embedding")  # so a bad id names embedding
+    out = _get(weight, key, advanced)
     if padding_idx is not None and weight.requires_grad:
         # the padding row gets no gradient: route its lookups through a constant
         from .elementwise import where

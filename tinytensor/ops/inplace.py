@@ -32,6 +32,12 @@ def apply_inplace(x, op, fn, *others):
             "use an out-of-place op or .clone() first")
     from .elementwise import clone
     out = fn(clone(x), *others)
+    if x.requires_grad and not out.requires_grad:
+        # the new value ignores the old one (zero_, fill_, copy_ of a constant): like torch,
+        # x stays in the graph, and its history gets a zero gradient
+        from .elementwise import where
+        old = clone(x)
+        out = where(Tensor._make(x.device.xp.zeros(x.shape, dtype=bool), x.device, False), old, out)
     _write(x, out, op)
     x._version[0] += 1
     x.grad_fn, x._out_index, x.requires_grad = out.grad_fn, out._out_index, out.requires_grad

@@ -3,7 +3,7 @@ import numpy as np
 
 from ..function import Function
 from .elementwise import binary_operands
-from .movement import broadcast_shapes, expand, reshape, squeeze, unsqueeze, _where
+from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
 
 class MatMul(Function):
@@ -35,7 +35,12 @@ def matmul(a, b):
         raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match "
                          f"({ka} != {kb}){_where()}")
     if a.ndim > 2 and b.ndim > 2:
-        broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
+        try:
+            broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
+        except ValueError:
+            raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} have batch "
+                             f"dimensions {tuple(a.shape[:-2])} and {tuple(b.shape[:-2])} that do "
+                             f"not broadcast{_where()}") from None
     if a.ndim == 1 and b.ndim == 1:
         return reshape(MatMul.apply(reshape(a, (1, ka)), reshape(b, (kb, 1))), ())
     if a.ndim == 1:
@@ -86,6 +91,9 @@ def _parse_einsum(equation, operands):
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
     else:
         out = out.replace("...", ell)
+        if len(set(out)) != len(out):
+            raise ValueError(f"einsum: output subscripts {out!r} repeat a subscript in "
+                             f"{equation!r}{_where()}")
     for c in out:
         if not any(c in t for t in new_terms):
             raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
@@ -122,12 +130,13 @@ class Einsum(Function):
             gi = Einsum.apply(g, *[x for _, x in others], terms=(output,) + tuple(s for s, _ in others),
                               output=target)
             shape = ctx.in_meta[i][0]
+            tshape = tuple(shape[t.index(c)] for c in target)
+            if gi.shape != tshape:  # a size-1 subscript broadcast against the other operands
+                gi = sum_to(gi, tuple(1 if s == 1 else n for s, n in zip(tshape, gi.shape)))
+                gi = expand(gi, *tshape)
             if target != t:  # subscripts summed only inside this operand: broadcast back
                 gi = reshape(gi, tuple(shape[k] if c in avail else 1 for k, c in enumerate(t)))
                 gi = expand(gi, *shape)
-            elif gi.shape != shape:  # size-1 broadcast subscripts
-                from .movement import sum_to
-                gi = sum_to(gi, shape)
             grads.append(gi)
         return tuple(grads)
 

@@ -5,7 +5,7 @@ the fused cross-entropy kernel (later) keeps this as its reference decomposition
 import numpy as np
 
 from ..tensor import Tensor
-from .elementwise import (abs_ as absolute, as_tensor_like, cast, exp, log1p, ne, relu, where)
+from .elementwise import cast, eq, ne, softplus, where
 from .indexing import gather, getitem
 from .movement import movedim, squeeze, unsqueeze, _where
 from .nn import log_softmax
@@ -32,7 +32,22 @@ def _class_last(x):
     return movedim(x, 1, -1) if x.ndim > 1 else x
 
 
+def _weighted_mean(total, weight_sum):
+    """total / weight_sum, as torch: nan when every target is ignored (weight_sum == 0), yet
+    the gradients stay zero rather than 0 * inf = nan; no host sync."""
+    empty = eq(weight_sum, 0)
+    return where(empty, float("nan"), total / where(empty, 1.0, weight_sum))
+
+
+def _check_class_weight(weight, c, op):
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ValueError(f"{op}: weight must have shape ({c},), one entry per class, got "
+                         f"{tuple(weight.shape)}{_where()}")
+
+
 def _check_targets(logits, target, op):
+    if logits.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dimension, got a 0-d tensor{_where()}")
     c = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
     expected = (logits.shape[0],) + tuple(logits.shape[2:]) if logits.ndim > 1 else ()
     if tuple(target.shape) != expected:
@@ -48,12 +63,13 @@ def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
     nll, w = _picked(logp, target, weight, ignore_index, "nll_loss")
     if reduction == "mean":
-        return sum_(nll) / sum_(w)
+        return _weighted_mean(sum_(nll), sum_(w))
     return _reduce(nll, reduction)
 
 
 def _picked(logp, target, weight, ignore_index, op):
     c = _check_targets(logp, target, op)
+    _check_class_weight(weight, c, op)
     valid = ne(target, ignore_index)
     tdata = target.data
     bad = (tdata != ignore_index) & ((tdata < 0) | (tdata >= c))
@@ -66,7 +82,8 @@ def _picked(logp, target, weight, ignore_index, op):
     w = cast(valid, logp.dtype)
     if weight is not None:
         w = w * getitem(weight, safe)
-    return -(picked * w), w
+    # drop ignored entries by where, not by * 0: their picked log-probability may be -inf
+    return -(where(valid, picked, 0.0) * w), w
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
@@ -75,6 +92,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if input.ndim == 0:
+        raise ValueError(f"cross_entropy: input must have a class dimension, got a 0-d tensor{_where()}")
     cdim = 1 if input.ndim > 1 else 0
     logp = log_softmax(input, dim=cdim)
     n_classes = input.shape[cdim]
@@ -82,6 +101,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         if target.shape != input.shape:
             raise ValueError(f"cross_entropy: probability targets must have the input's shape "
                              f"{tuple(input.shape)}, got {tuple(target.shape)}{_where()}")
+        _check_class_weight(weight, n_classes, "cross_entropy")
         if label_smoothing > 0:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
         terms = logp * target
@@ -98,16 +118,16 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                         f"(float), got {target.dtype.name}")
     nll, w = _picked(logp, target, weight, ignore_index, "cross_entropy")
     if reduction == "mean":
-        loss = sum_(nll) / sum_(w)
+        loss = _weighted_mean(sum_(nll), sum_(w))
     else:
         loss = _reduce(nll, reduction)
     if label_smoothing <= 0:
         return loss
     lp = _class_last(logp)
-    valid = cast(ne(target, ignore_index), logp.dtype)
-    smooth = -sum_(lp * weight if weight is not None else lp, dim=-1) * valid
+    smooth = where(ne(target, ignore_index),
+                   -sum_(lp * weight if weight is not None else lp, dim=-1), 0.0)
     if reduction == "mean":
-        smooth = sum_(smooth) / sum_(w)
+        smooth = _weighted_mean(sum_(smooth), sum_(w))
     else:
         smooth = _reduce(smooth, reduction)
     return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
@@ -123,12 +143,15 @@ def mse_loss(input, target, reduction="mean"):
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
-    """Numerically stable BCE on logits: never computes log(sigmoid(x)) directly."""
+    """Numerically stable BCE on logits: never computes log(sigmoid(x)) directly.
+
+    -log(sigmoid(x)) is softplus(-x), whose derivative -sigmoid(-x) is smooth at 0 (a
+    relu/abs split has a kink there that breaks the gradient at x == 0)."""
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     if input.shape != target.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: input shape {tuple(input.shape)} and "
                          f"target shape {tuple(target.shape)} differ{_where()}")
-    softplus_neg = log1p(exp(-absolute(input))) + relu(-input)  # log(1 + exp(-x)), stable
+    softplus_neg = softplus(-input, threshold=float("inf"))  # log(1 + exp(-x)), stable
     if pos_weight is not None:
         log_weight = (pos_weight - 1.0) * target + 1.0
         loss = (1.0 - target) * input + log_weight * softplus_neg

@@ -369,6 +369,8 @@ def chunk(x, chunks, dim=0):
 
 def unbind(x, dim=0):
     d = norm_dim(dim, x.ndim, "unbind")
+    if x.shape[d] == 0:
+        return ()
     return tuple(squeeze(t, d) for t in split(x, 1, d))
 
 
@@ -414,13 +416,13 @@ def roll(x, shifts, dims=None):
     if dims is None:
         shifts = int(shifts)
     else:
-        if isinstance(dims, int):
-            dims = (dims,)
-            shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
         dims = tuple(norm_dim(d, x.ndim, "roll") for d in dims)
-        shifts = tuple(shifts)
+        shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+        shifts = tuple(int(s) for s in shifts)
         if len(shifts) != len(dims):
-            raise ValueError(f"roll: got {len(shifts)} shifts for {len(dims)} dims")
+            raise ValueError(f"roll: got {len(shifts)} shifts {shifts} for {len(dims)} dims "
+                             f"{dims}{_where()}")
     return Roll.apply(x, shifts=shifts, dims=dims)
 
 
@@ -468,9 +470,24 @@ def repeat_interleave(x, repeats, dim=None):
         x, dim = flatten(x), 0
     d = norm_dim(dim, x.ndim, "repeat_interleave")
     shape = x.shape
+    if not isinstance(repeats, (int, np.integer)):
+        counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else repeats).reshape(-1)
+        if counts.dtype.kind not in "iu" or (counts.size != 1 and counts.size != shape[d]) or (
+                counts < 0).any():
+            raise ValueError(f"repeat_interleave: repeats must be non-negative integers, one per "
+                             f"entry of dimension {dim} (size {shape[d]}), got {counts.tolist()}"
+                             f"{_where()}")
+        if counts.size != 1:  # per-entry counts: a gather along dim
+            from .indexing import getitem
+            index = np.repeat(np.arange(shape[d]), counts)
+            return getitem(x, (slice(None),) * d + (x.device.xp.asarray(index),))
+        repeats = counts[0]
+    repeats = int(repeats)
+    if repeats < 0:
+        raise ValueError(f"repeat_interleave: repeats must be non-negative, got {repeats}{_where()}")
     y = unsqueeze(x, d + 1)
-    y = expand(y, *shape[:d + 1], int(repeats), *shape[d + 1:])
-    return reshape(y, shape[:d] + (shape[d] * int(repeats),) + shape[d + 1:])
+    y = expand(y, *shape[:d + 1], repeats, *shape[d + 1:])
+    return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
 
 
 # ---------------------------------------------------------------- padding and triangles

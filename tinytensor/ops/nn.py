@@ -11,7 +11,7 @@ from .. import random
 from ..autograd import STATE
 from ..function import Function
 from ..tensor import Tensor
-from .elementwise import as_tensor_like, exp, float_operand, mul, rsqrt
+from .elementwise import exp, float_operand, mul, rsqrt
 from .movement import norm_dim, _where
 from .reduce import mean, sum as sum_
 
@@ -28,6 +28,10 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xp = _xp(x)
+        if x.size == 0:  # max over an empty dim has no identity
+            e = x.copy()
+            ctx.save_for_backward(e)
+            return e
         m = x.max(axis=dim, keepdims=True)
         e = xp.exp(x - m)
         e /= e.sum(axis=dim, keepdims=True)
@@ -50,6 +54,10 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         xp = _xp(x)
+        if x.size == 0:
+            out = x.copy()
+            ctx.save_for_backward(out)
+            return out
         m = x.max(axis=dim, keepdims=True)
         shifted = x - m
         out = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
@@ -88,6 +96,12 @@ def _norm_dims(x, normalized_shape, op):
     return tuple(range(x.ndim - k, x.ndim))
 
 
+def _check_affine(t, normalized_shape, what, op):
+    if t is not None and tuple(t.shape) != tuple(normalized_shape):
+        raise ValueError(f"{op}: {what} shape {tuple(t.shape)} must equal normalized_shape "
+                         f"{tuple(normalized_shape)}{_where()}")
+
+
 class LayerNormCore(Function):
     """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
     name = "layer_norm"
@@ -121,6 +135,8 @@ class LayerNormCore(Function):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     x = float_operand(x, "layer_norm")
     dims = _norm_dims(x, normalized_shape, "layer_norm")
+    _check_affine(weight, x.shape[dims[0]:], "weight", "layer_norm")
+    _check_affine(bias, x.shape[dims[0]:], "bias", "layer_norm")
     out = LayerNormCore.apply(x, dims=dims, eps=float(eps))
     if weight is not None:
         out = out * weight
@@ -157,6 +173,7 @@ class RMSNormCore(Function):
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     x = float_operand(x, "rms_norm")
     dims = _norm_dims(x, normalized_shape, "rms_norm")
+    _check_affine(weight, x.shape[dims[0]:], "weight", "rms_norm")
     if eps is None:
         eps = float(np.finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
     out = RMSNormCore.apply(x, dims=dims, eps=float(eps))
@@ -182,10 +199,17 @@ def dropout(x, p=0.5, training=True):
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
     from .linalg import matmul
-    if x.shape[-1] != weight.shape[-1]:
+    if weight.ndim not in (1, 2) or x.ndim == 0 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input shape {tuple(x.shape)} does not match weight shape "
-                         f"{tuple(weight.shape)} (in_features {weight.shape[-1]}){_where()}")
-    out = matmul(x, weight.mT)
+                         f"{tuple(weight.shape)} (need a 1-d or 2-d weight whose last dimension, "
+                         f"in_features, equals the input's last){_where()}")
+    out_shape = tuple(weight.shape[:-1])  # (out_features,), or () for a 1-d weight
+    out = matmul(x, weight.mT if weight.ndim == 2 else weight)
     if bias is not None:
+        if bias.ndim > len(out_shape) or any(b not in (1, o) for b, o in
+                                             zip(bias.shape[::-1], out_shape[::-1])):
+            raise ValueError(f"linear: bias shape {tuple(bias.shape)} does not fit the "
+                             f"{out_shape[0] if out_shape else 1} output features of weight "
+                             f"{tuple(weight.shape)}{_where()}")
         out = out + bias
     return out

@@ -1,6 +1,7 @@
 """Reductions: sum, mean, prod, max/min (values and indices), amax/amin, argmax/argmin,
 var/std, logsumexp, norm. All take `dim` (int, tuple, negative or None) and `keepdim`;
-NumPy's `axis`/`keepdims` are accepted as aliases."""
+NumPy's `axis`/`keepdims` are accepted as aliases. As in torch, an empty dim tuple
+reduces every dim, and a 0-d tensor accepts dim 0 / -1."""
 import builtins
 import math
 
@@ -8,9 +9,8 @@ import numpy as np
 
 from ..function import Function
 from ..tensor import Tensor
-from .elementwise import (as_tensor_like, cast, eq, exp, float_operand, mul, sign, where,
-                          logical_and, sqrt, abs_ as absolute)
-from .movement import expand, norm_dims, reshape, unsqueeze, norm_dim, _where
+from .elementwise import cast, eq, exp, float_operand, mul, sign, where, abs_ as absolute
+from .movement import expand, norm_dims, reshape, norm_dim, _where
 
 
 def _xp(a):
@@ -24,7 +24,10 @@ def _dims_args(x, dim, keepdim, axis, keepdims, op):
         dim = axis
     if keepdims is not None:
         keepdim = keepdims
-    return norm_dims(dim, x.ndim, op), bool(keepdim)
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        dim = None  # like torch: an empty dim list reduces everything
+    dims = norm_dims(dim, x.ndim, op)
+    return (dims if x.ndim else ()), bool(keepdim)  # a 0-d tensor accepts dim 0 / -1
 
 
 def _keep_shape(shape, dims):
@@ -85,13 +88,21 @@ class Prod(Function):
         shape = x.shape
         out_k = _expand_back(out, shape, dims, keepdim)
         g_k = _expand_back(g, shape, dims, keepdim)
-        # the product of the other entries, also right when x has zeros
         is_zero = eq(x, 0)
+        if not bool(is_zero.data.any()):
+            return g_k * (out_k / x)
+        # others_i = prod_{k != i} x_k, written so that its derivative is right too: a zero
+        # entry's "others" is the product of the nonzero entries times the other zero entry
+        # (their values are 0, but d/dx of x is not), exact to second order for any count
+        def back(t):
+            return _expand_back(t, shape, dims, True)
         nonzero = where(is_zero, 1.0, x)
-        zeros = _expand_back(sum(is_zero, dim=dims, keepdim=True), shape, dims, True)
-        prod_nonzero = _expand_back(prod(nonzero, dim=dims, keepdim=True), shape, dims, True)
-        others = where(is_zero, where(eq(zeros, 1), prod_nonzero, 0.0), out_k / nonzero)
-        return g_k * others
+        zeros = back(sum(is_zero, dim=dims, keepdim=True))
+        prod_nonzero = back(prod(nonzero, dim=dims, keepdim=True))
+        zero_x = back(sum(where(is_zero, x, 0.0), dim=dims, keepdim=True))
+        at_zero = where(eq(zeros, 1), prod_nonzero,
+                        where(eq(zeros, 2), (zero_x - x) * prod_nonzero, 0.0))
+        return g_k * where(is_zero, at_zero, out_k / nonzero)
 
 
 def prod(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
@@ -175,6 +186,9 @@ def _max_min(x, dim, keepdim, axis, keepdims, op, arg_fn, full_fn):
         from .elementwise import maximum, minimum
         return (maximum if op == "max" else minimum)(x, dim)
     d = norm_dim(dim, x.ndim, op)
+    if x.ndim == 0:  # torch allows dim 0 / -1 here: the value itself at index 0
+        from .elementwise import clone
+        return ValuesIndices((clone(x), arg_fn(x, d, keepdim=keepdim)))
     _check_nonempty(x, (d,), op)
     from .indexing import gather
     idx = arg_fn(x, d, keepdim=True)
@@ -206,8 +220,11 @@ def _arg(x, dim, keepdim, axis, keepdims, op, fn):
             r = r.reshape((1,) * x.ndim)
     else:
         d = norm_dim(dim, x.ndim, op)
-        _check_nonempty(x, (d,), op)
-        r = getattr(xp, fn)(x.data, axis=d, keepdims=keepdim) if x.ndim else xp.zeros((), np.int64)
+        if x.ndim == 0:
+            r = xp.zeros((), np.int64)
+        else:
+            _check_nonempty(x, (d,), op)
+            r = getattr(xp, fn)(x.data, axis=d, keepdims=keepdim)
     return Tensor._make(xp.asarray(r, dtype=np.int64), x.device, False)
 
 
@@ -231,19 +248,64 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     centered = x - mean(x, dim=dims, keepdim=True)
     ss = sum(centered * centered, dim=dims, keepdim=keepdim)
     denom = n - correction
-    return mul(ss, 1.0 / denom if denom > 0 else float("nan"))
+    if denom > 0:
+        return mul(ss, 1.0 / denom)
+    from .elementwise import div
+    return div(ss, 0.0)  # like torch: ss / max(0, n - correction), inf or nan
+
+
+class Std(Function):
+    """sqrt(var) with PyTorch's gradient at a zero std: 0, not 0 * inf = nan."""
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, correction):
+        xp = _xp(x)
+        n = 1
+        for d in dims:
+            n *= x.shape[d]
+        centered = x - x.mean(axis=dims, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = (centered * centered).sum(axis=dims, keepdims=keepdim) / xp.asarray(
+                builtins.max(n - correction, 0), dtype=x.dtype)
+        out = xp.sqrt(v).astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        dims, keepdim, correction = ctx.attrs["dims"], ctx.attrs["keepdim"], ctx.attrs["correction"]
+        n = 1
+        for d in dims:
+            n *= x.shape[d]
+        shape = x.shape
+        out_k = _expand_back(out, shape, dims, keepdim)
+        at_zero = eq(out_k, 0)
+        safe = where(at_zero, 1.0, out_k)  # so the masked branch is finite in double backward too
+        g_var = where(at_zero, 0.0, _expand_back(g, shape, dims, keepdim) / (safe * 2.0))
+        centered = x - mean(x, dim=dims, keepdim=True)
+        denom = n - correction
+        return g_var * centered * (2.0 / denom if denom > 0 else math.inf)
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
-    return sqrt(var(x, dim, unbiased, keepdim, correction, axis, keepdims))
+    """Standard deviation, sqrt(var(...)); the gradient where it is 0 is 0, as in PyTorch."""
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "std")
+    x = float_operand(x, "std")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return Std.apply(x, dims=dims, keepdim=keepdim, correction=correction)
 
 
 class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = _xp(x)
-        m = x.max(axis=dims, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)  # all -inf (or inf) rows: do not shift
+        if x.size == 0:  # an empty sum of exponentials: log 0 = -inf
+            m = xp.zeros(_keep_shape(x.shape, dims), dtype=x.dtype)
+        else:
+            m = x.max(axis=dims, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, 0)  # all -inf (or inf) rows: do not shift
         with np.errstate(divide="ignore"):
             out = xp.log(xp.exp(x - m).sum(axis=dims, keepdims=True)) + m
         if not keepdim:
@@ -313,14 +375,14 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
 
 
-def all(x, dim=None, keepdim=False):
-    dims = norm_dims(dim, x.ndim, "all")
+def all(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "all")
     return Tensor._make(x.device.xp.asarray(x.data.astype(bool).all(axis=dims, keepdims=keepdim)),
                         x.device, False)
 
 
-def any(x, dim=None, keepdim=False):
-    dims = norm_dims(dim, x.ndim, "any")
+def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "any")
     return Tensor._make(x.device.xp.asarray(x.data.astype(bool).any(axis=dims, keepdims=keepdim)),
                         x.device, False)
 
@@ -337,5 +399,17 @@ class Cumsum(Function):
         return flip(Cumsum.apply(flip(g, d), dim=d), d)
 
 
-def cumsum(x, dim):
-    return Cumsum.apply(x, dim=norm_dim(dim, x.ndim, "cumsum"))
+def cumsum(x, dim=None, dtype=None, axis=None):
+    if axis is not None:
+        dim = axis
+    if dim is None:
+        raise TypeError("cumsum: dim is required")
+    dim = norm_dim(dim, x.ndim, "cumsum")
+    if dtype is not None:
+        x = cast(x, dtype)
+    elif x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
+        x = cast(x, "int64")  # like torch: integer sums accumulate in int64
+    if x.ndim == 0:  # NumPy would return shape (1,)
+        from .elementwise import clone
+        return clone(x)
+    return Cumsum.apply(x, dim=dim)
