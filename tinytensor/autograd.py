@@ -12,6 +12,7 @@ import contextlib
 import functools
 import itertools
 import weakref
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -288,24 +289,6 @@ def record():
 
 
 # --------------------------------------------------------------------------- the engine
-def _collect(roots):
-    """Nodes reachable from root nodes, in reverse creation order (iterative)."""
-    seen = set()
-    order = []
-    stack = [n for n in roots if n is not None]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        for e in n.edges:
-            if type(e) is tuple and id(e[0]) not in seen:
-                stack.append(e[0])
-    order.sort(key=lambda n: n.seq, reverse=True)
-    return order
-
-
 def _accumulate(store, key, g):
     prev = store.get(key)
     store[key] = g if prev is None else prev + g
@@ -320,10 +303,13 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     from .tensor import Tensor
     from .ops.movement import sum_to
 
-    node_grads = {}   # id(node) -> [grad per output]
+    # Nodes are processed in decreasing creation order, taken from a heap holding
+    # exactly the nodes that have received a gradient: every consumer of a node was
+    # created after it, so its gradient is complete when it comes off the heap.
+    node_grads = {}   # node -> [grad per output]
+    heap = []
     leaf_grads = {}   # id(leaf) -> grad
     leaves = {}
-    roots = []
     for out, g in zip(outputs, grad_outputs):
         if out.grad_fn is None:
             if not out.requires_grad:
@@ -334,32 +320,31 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             _accumulate(leaf_grads, id(out), g)
             continue
         node = out.grad_fn
-        slot = node_grads.setdefault(id(node), [None] * len(node.out_meta))
+        slot = node_grads.get(node)
+        if slot is None:
+            slot = node_grads[node] = [None] * len(node.out_meta)
+            heappush(heap, (-node.seq, node))
         i = out._out_index
         slot[i] = g if slot[i] is None else slot[i] + g
-        roots.append(node)
 
     wanted = None
     if inputs is not None:
         wanted = {}
         for t in inputs:
             if t.grad_fn is not None:
-                wanted[("n", id(t.grad_fn), t._out_index)] = None
-            else:
-                wanted[("l", id(t))] = None
+                wanted[(t.grad_fn, t._out_index)] = None
 
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
-        for node in _collect(roots):
-            grads = node_grads.pop(id(node), None)
-            if grads is None:
-                continue
+        while heap:
+            node = heappop(heap)[1]
+            grads = node_grads.pop(node)
             if node.out_hooks or node.retained:
                 grads = _apply_output_hooks(node, grads)
             if wanted is not None:
                 for i, g in enumerate(grads):
-                    k = ("n", id(node), i)
+                    k = (node, i)
                     if k in wanted:
                         wanted[k] = g if wanted[k] is None else wanted[k] + g
             if node.freed:
@@ -373,7 +358,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 node.saved = None
                 node.freed = True
             in_meta = node.in_meta
-            for i, (edge, g) in enumerate(zip(node.edges, in_grads)):
+            i = -1
+            for edge, g in zip(node.edges, in_grads):
+                i += 1
                 if edge is None or g is None:
                     continue
                 shape, dtype, _ = in_meta[i]
@@ -381,11 +368,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     g = sum_to(g, shape)  # undo broadcasting: the one shared place
                 if g.data.dtype != dtype.np:
                     g = g.to(dtype)
-                if type(edge) is tuple:
+                if edge.__class__ is tuple:
                     n, j = edge
-                    slot = node_grads.get(id(n))
+                    slot = node_grads.get(n)
                     if slot is None:
-                        slot = node_grads[id(n)] = [None] * len(n.out_meta)
+                        slot = node_grads[n] = [None] * len(n.out_meta)
+                        heappush(heap, (-n.seq, n))
                     slot[j] = g if slot[j] is None else slot[j] + g
                 else:
                     leaves[id(edge)] = edge
@@ -396,7 +384,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     if wanted is not None:
         result = []
         for t in inputs:
-            g = wanted.get(("n", id(t.grad_fn), t._out_index)) if t.grad_fn is not None \
+            g = wanted.get((t.grad_fn, t._out_index)) if t.grad_fn is not None \
                 else leaf_grads.get(id(t))
             if g is not None and t.grad_fn is None and t._hooks:
                 g = _run_hooks(t._hooks, g)
@@ -473,8 +461,8 @@ def _call_backward(node, grads):
             STATE.anomaly = True
     else:
         result = node.fn.backward(node, *grads)
-    if not isinstance(result, tuple):
-        result = (result,)
+    if result.__class__ is not tuple:
+        result = tuple(result) if isinstance(result, list) else (result,)
     n_in = len(node.edges)
     if len(result) != n_in:
         raise RuntimeError(

@@ -24,6 +24,17 @@ def _const(arr, like):
     return Tensor._make(arr, like.device, False)
 
 
+def xp_subtract(a, b):
+    return _xp(a).subtract(a, b)
+
+
+def _rowdot(a, b, dim):
+    """sum(a * b, dim, keepdims=True) without materialising a * b when dim is the last."""
+    if dim == a.ndim - 1 and a.dtype == b.dtype:
+        return _xp(a).einsum("...i,...i->...", a, b)[..., None]
+    return (a * b).sum(axis=dim, keepdims=True)
+
+
 class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
@@ -32,8 +43,9 @@ class Softmax(Function):
             e = x.copy()
             ctx.save_for_backward(e)
             return e
-        m = x.max(axis=dim, keepdims=True)
-        e = xp.exp(x - m)
+        # one temporary: shift, exponentiate and normalise in place
+        e = xp.subtract(x, x.max(axis=dim, keepdims=True))
+        xp.exp(e, out=e)
         e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         return e
@@ -42,10 +54,11 @@ class Softmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         dim = ctx.attrs["dim"]
-        if not STATE.grad_enabled:
-            gy = g.data * y.data
-            gy -= y.data * gy.sum(axis=dim, keepdims=True)
-            return _const(gy, g)
+        if not STATE.grad_enabled:  # y * (g - sum(g * y)), with one temporary
+            gd, yd = g.data, y.data
+            gx = xp_subtract(gd, _rowdot(gd, yd, dim))
+            gx *= yd
+            return _const(gx, g)
         gy = g * y
         return gy - y * sum_(gy, dim=dim, keepdim=True)
 
@@ -58,9 +71,8 @@ class LogSoftmax(Function):
             out = x.copy()
             ctx.save_for_backward(out)
             return out
-        m = x.max(axis=dim, keepdims=True)
-        shifted = x - m
-        out = shifted - xp.log(xp.exp(shifted).sum(axis=dim, keepdims=True))
+        out = xp.subtract(x, x.max(axis=dim, keepdims=True))
+        out -= xp.log(xp.exp(out).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(out)
         return out
 
@@ -70,7 +82,10 @@ class LogSoftmax(Function):
         dim = ctx.attrs["dim"]
         if not STATE.grad_enabled:
             xp = _xp(y.data)
-            return _const(g.data - xp.exp(y.data) * g.data.sum(axis=dim, keepdims=True), g)
+            gx = xp.exp(y.data)
+            gx *= g.data.sum(axis=dim, keepdims=True)
+            xp.subtract(g.data, gx, out=gx)
+            return _const(gx, g)
         return g - exp(y) * sum_(g, dim=dim, keepdim=True)
 
 
