@@ -200,6 +200,19 @@ class Node:
                 "backward (or tt.grad) if you need to backward twice.")
         return tuple([unpack_saved(self, k, e) for k, e in enumerate(self.saved)])
 
+    @property
+    def saved_arrays(self):
+        """The saved values as raw arrays (version-checked): for first-order fast paths."""
+        if self.freed:
+            return self.saved_tensors  # raises the freed-graph error
+        out = []
+        for k, e in enumerate(self.saved):
+            cell = e[3]
+            if cell is not None and cell[0] != e[4]:
+                unpack_saved(self, k, e)  # raises the in-place modification error
+            out.append(e[0])
+        return out
+
     def mark_non_differentiable(self, *arrays):
         self.non_differentiable = arrays
 
@@ -291,7 +304,14 @@ def record():
 # --------------------------------------------------------------------------- the engine
 def _accumulate(store, key, g):
     prev = store.get(key)
-    store[key] = g if prev is None else prev + g
+    store[key] = g if prev is None else add_grads(prev, g)
+
+
+def add_grads(a, b):
+    """a + b for two gradients of one shape; straight on the arrays unless recording."""
+    if STATE.grad_enabled or a.requires_grad or b.requires_grad:
+        return a + b
+    return Tensor._make(a.data + b.data, a._device, False)
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False):
@@ -336,10 +356,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
 
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
+    pop_grads, get_grads = node_grads.pop, node_grads.get
     try:
         while heap:
             node = heappop(heap)[1]
-            grads = node_grads.pop(node)
+            grads = pop_grads(node)
             if node.out_hooks or node.retained:
                 grads = _apply_output_hooks(node, grads)
             if wanted is not None:
@@ -357,24 +378,23 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             if not retain_graph:
                 node.saved = None
                 node.freed = True
-            in_meta = node.in_meta
-            i = -1
-            for edge, g in zip(node.edges, in_grads):
-                i += 1
+            for edge, g, meta in zip(node.edges, in_grads, node.in_meta):
                 if edge is None or g is None:
                     continue
-                shape, dtype, _ = in_meta[i]
-                if g.data.shape != shape:
-                    g = sum_to(g, shape)  # undo broadcasting: the one shared place
-                if g.data.dtype != dtype.np:
-                    g = g.to(dtype)
+                data = g.data
+                if data.shape != meta[0]:
+                    g = sum_to(g, meta[0])  # undo broadcasting: the one shared place
+                    data = g.data
+                if data.dtype != meta[1].np:
+                    g = g.to(meta[1])
                 if edge.__class__ is tuple:
                     n, j = edge
-                    slot = node_grads.get(n)
+                    slot = get_grads(n)
                     if slot is None:
                         slot = node_grads[n] = [None] * len(n.out_meta)
                         heappush(heap, (-n.seq, n))
-                    slot[j] = g if slot[j] is None else slot[j] + g
+                    prev = slot[j]
+                    slot[j] = g if prev is None else add_grads(prev, g)
                 else:
                     leaves[id(edge)] = edge
                     _accumulate(leaf_grads, id(edge), g)

@@ -106,49 +106,55 @@ class Function:
 
 
 def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
-    node.in_meta = [(a.shape, _BY_NUMPY.get(a.dtype) or from_numpy_dtype(a.dtype), device)
-                    for a in arrays]
-    node.out_meta = [(a.shape, _BY_NUMPY.get(a.dtype) or from_numpy_dtype(a.dtype), device)
-                     for a in outs]
-    if STATE.anomaly:
+    meta = _BY_NUMPY
+    node.out_meta = [(a.shape, meta.get(a.dtype) or from_numpy_dtype(a.dtype), device) for a in outs]
+    in_meta = []
+    edges = []
+    needs = []
+    for t in inputs:
+        a = t.data
+        in_meta.append((a.shape, meta.get(a.dtype) or from_numpy_dtype(a.dtype), device))
+        if t.requires_grad and grad_on:
+            edges.append(t if t.grad_fn is None else (t.grad_fn, t._out_index))
+            needs.append(True)
+        else:
+            edges.append(None)
+            needs.append(False)
+    node.in_meta = in_meta
+    state = STATE
+    if state.anomaly:
         check_anomaly(node, outs, "forward")
-    if STATE.tapes:
+    if state.tapes:
         node.inputs = inputs
-        for tape in STATE.tapes:
+        for tape in state.tapes:
             tape.nodes.append(node)
     if not grad_on:
         node.to_save = None
         return
-    edges = []
-    for t in inputs:
-        if not t.requires_grad:
-            edges.append(None)
-        elif t.grad_fn is not None:
-            edges.append((t.grad_fn, t._out_index))
-        else:
-            edges.append(t)
     node.edges = edges
-    node.needs_input_grad = [e is not None for e in edges]
+    node.needs_input_grad = needs
     if node.non_differentiable:
         for r, a in zip(results, outs):
             if any(a is nd for nd in node.non_differentiable):
                 r.requires_grad = False
-    i = 0
-    for r in results:
+    if len(results) == 1:
+        r = results[0]
         if r.requires_grad:
             r.grad_fn = node
-            r._out_index = i
-        i += 1
+    else:
+        for i, r in enumerate(results):
+            if r.requires_grad:
+                r.grad_fn = node
+                r._out_index = i
     to_save = node.to_save
     if to_save:
-        node.saved = [_save(node, k, a, inputs, arrays, outs, results, device)
-                      for k, a in enumerate(to_save)]
+        node.saved = [_save(node, a, inputs, arrays, outs, results, device) for a in to_save]
         node.to_save = None
     else:
         node.saved = ()
 
 
-def _save(node, k, a, inputs, arrays, outs, results, device):
+def _save(node, a, inputs, arrays, outs, results, device):
     if isinstance(a, Tensor):  # allow saving a Tensor directly
         src = a
     else:

@@ -20,23 +20,26 @@ def _set_threads(n):
 def _parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=7, help="timed runs per case (median reported)")
+    ap.add_argument("--repeat", type=int, default=15, help="timed runs per case (median reported)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     return ap.parse_args()
 
 
-def median_time(fn, repeat, inner=1):
+def median_times(fn_a, fn_b, repeat, inner=1):
+    """Median seconds per call of two functions, timed alternately so that both see the
+    same machine state (another process, turbo, caches)."""
     import time
     for _ in range(2):
-        fn()
-    times = []
+        fn_a()
+        fn_b()
+    times = ([], [])
     for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t) / inner)
-    times.sort()
-    return times[len(times) // 2]
+        for fn, out in ((fn_a, times[0]), (fn_b, times[1])):
+            t = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            out.append((time.perf_counter() - t) / inner)
+    return tuple(sorted(ts)[len(ts) // 2] for ts in times)
 
 
 def cases():
@@ -112,8 +115,7 @@ def main():
 
     rows = []
     for name, f_tt, f_th, inner in cases():
-        t_tt = median_time(f_tt, args.repeat, inner)
-        t_th = median_time(f_th, args.repeat, inner)
+        t_tt, t_th = median_times(f_tt, f_th, args.repeat, inner)
         rows.append((name, t_tt, t_th, t_tt / t_th))
         if not args.markdown:
             print(f"{name:48s} tinytensor {t_tt * 1e3:9.3f} ms   torch {t_th * 1e3:9.3f} ms   "

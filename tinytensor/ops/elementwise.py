@@ -171,12 +171,13 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         if not STATE.grad_enabled:  # first order: straight on the arrays
+            a, b = ctx.saved_arrays
             gd, dev = g.data, g._device
-            return (Tensor._make(gd * b.data, dev, False) if na else None,
-                    Tensor._make(gd * a.data, dev, False) if nb else None)
+            return (Tensor._make(gd * b, dev, False) if na else None,
+                    Tensor._make(gd * a, dev, False) if nb else None)
+        a, b = ctx.saved_tensors
         return (g * b if na else None), (g * a if nb else None)
 
 
@@ -363,11 +364,12 @@ def _unary(name, fwd, bwd, save="input"):
         return y
 
     def backward(ctx, g):
-        (s,) = ctx.saved_tensors
         if STATE.grad_enabled:
+            (s,) = ctx.saved_tensors
             return bwd(_TensorMath, g, s)
         gd = g.data
-        out = bwd(_array_math(gd), gd, s.data)
+        (s,) = ctx.saved_arrays
+        out = bwd(_array_math(gd), gd, s)
         return Tensor._make(out.astype(gd.dtype, copy=False), g._device, False)
 
     cls = type(name.capitalize(), (Function,), {
