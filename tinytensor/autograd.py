@@ -247,10 +247,27 @@ def unpack_saved(node, k, entry):
 
 
 class Tape:
-    """The ops recorded inside `with tt.record() as tape:`, in execution order."""
+    """The ops recorded inside `with tt.record() as tape:`, in execution order.
+
+    `tape.nodes[k]` is the k-th op's Node (its `inputs` are kept while recording);
+    `tape.outputs[k]` are the Tensors it produced, and `tape.producer(t)` says which op
+    and output produced tensor `t` (None for tensors made outside the tape).
+    """
 
     def __init__(self):
         self.nodes = []
+        self.outputs = []
+        self._producer = {}  # id(tensor) -> (op index, output index); outputs keep ids valid
+
+    def add(self, node, results):
+        k = len(self.nodes)
+        self.nodes.append(node)
+        self.outputs.append(results)
+        for j, r in enumerate(results):
+            self._producer[id(r)] = (k, j)
+
+    def producer(self, t):
+        return self._producer.get(id(t))
 
     def __iter__(self):
         return iter(self.nodes)
@@ -261,33 +278,38 @@ class Tape:
     def __getitem__(self, i):
         return self.nodes[i]
 
+    def _ref(self, t):
+        p = self.producer(t)
+        if p is not None:
+            k, j = p
+            return f"%{k}" + (f".{j}" if len(self.outputs[k]) > 1 else "")
+        if t.name:
+            return t.name
+        if t.requires_grad:
+            return "param"
+        if t.ndim == 0:
+            return repr(t.item())  # a constant such as the 2.0 in x * 2.0
+        return "input"
+
     def __repr__(self):
-        names = {}
-
-        def ref(i, node):
-            t = node.inputs[i] if i < len(node.inputs) else None
-            edge = node.edges[i] if i < len(node.edges) else None
-            if isinstance(edge, tuple) and edge[0].seq in names:
-                return names[edge[0].seq] + (f".{edge[1]}" if len(edge[0].out_meta) > 1 else "")
-            if t is not None:
-                if t.grad_fn is not None and t.grad_fn.seq in names:
-                    return names[t.grad_fn.seq] + (f".{t._out_index}" if len(t.grad_fn.out_meta) > 1 else "")
-                if t.name:
-                    return t.name
-                return "param" if t.requires_grad else "input"
-            return "input"
-
         lines = [f"Tape with {len(self.nodes)} ops:"]
         for k, node in enumerate(self.nodes):
-            names[node.seq] = f"%{k}"
-            args = ", ".join(f"{ref(i, node)}{list(m[0])}" for i, m in enumerate(node.in_meta))
-            attrs = "".join(f", {a}={v!r}" for a, v in node.attrs.items()) if node.attrs else ""
+            args = ", ".join(self._ref(t) + ("" if t.ndim == 0 and self.producer(t) is None and
+                                             not t.requires_grad and not t.name
+                                             else str(list(t.shape)))
+                             for t in node.inputs)
+            attrs = "".join(f", {a}={_short(v)}" for a, v in node.attrs.items())
             outs = ", ".join(f"{list(m[0])} {m[1].name}" for m in node.out_meta)
             where = f"   @ {node.scope}" if node.scope else ""
             lines.append(f"  %{k} = {node.name}({args}{attrs}) -> {outs}{where}")
         return "\n".join(lines)
 
     __str__ = __repr__
+
+
+def _short(v, limit=40):
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
 
 
 @contextlib.contextmanager

@@ -18,6 +18,8 @@ gradient (or None) per positional input. Because backward is written in tinytens
 `create_graph=True` makes the gradient itself differentiable. Saving an input or an
 output keeps its place in the graph; any other saved array is a constant.
 """
+import re
+
 from .autograd import STATE, Node, check_anomaly
 from .device import array_context, device_of_array
 from .dtypes import _BY_NUMPY, from_numpy_dtype
@@ -41,8 +43,8 @@ class Function:
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        if "name" not in cls.__dict__:
-            cls.name = cls.__name__.lower()
+        if "name" not in cls.__dict__:  # LeakyRelu -> leaky_relu
+            cls.name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
 
     @staticmethod
     def forward(ctx, *arrays, **attrs):
@@ -127,7 +129,7 @@ def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
     if state.tapes:
         node.inputs = inputs
         for tape in state.tapes:
-            tape.nodes.append(node)
+            tape.add(node, results)
     if not grad_on:
         node.to_save = None
         return

@@ -486,7 +486,7 @@ def test_custom_function_attrs_and_needs_input_grad():
     with tt.record() as tape:
         y = ScaledMul.apply(a, b, scale=0.5)
     node = tape[0]
-    assert node.name == "scaledmul" and node.attrs == {"scale": 0.5}
+    assert node.name == "scaled_mul" and node.attrs == {"scale": 0.5}
     assert tuple(node.needs_input_grad) == (True, False)
     y.sum().backward()
     close(a.grad, np.ones((2, 3)))

@@ -155,6 +155,7 @@ def _check_bounds(x, key, op):
 
 # ---------------------------------------------------------------- getitem
 class GetItem(Function):
+    name = "getitem"
     is_view = True  # basic indexing (ints, slices, None, ...) returns a view of x
 
     @staticmethod

@@ -298,6 +298,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 
 class LogSumExp(Function):
+    name = "logsumexp"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = _xp(x)
