@@ -551,7 +551,7 @@ def test_custom_function_saving_its_output():
 
 
 def test_custom_function_rejects_non_tensor_positional():
-    with pytest.raises(TypeError, match="scaledmul.*keywords"):
+    with pytest.raises(TypeError, match="scaled_mul.*keywords"):
         ScaledMul.apply(tt.ones(2), 3.0)
 
 
@@ -566,7 +566,7 @@ def test_custom_function_wrong_number_of_grads_raises():
             return g, g
 
     (x,), _ = leaves(X)
-    with pytest.raises(RuntimeError, match="twograds.*returned 2 gradients.*1 tensor inputs"):
+    with pytest.raises(RuntimeError, match="two_grads.*returned 2 gradients.*1 tensor inputs"):
         TwoGrads.apply(x).sum().backward()
 
 
