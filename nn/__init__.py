@@ -1,1 +1,2 @@
-"""nn: modules, layers, losses, optimizers (to come; see the issues)."""
+"""nn: modules, Transformer building blocks, losses, optimizers, schedules, checkpoints."""
+from .module import Module, ModuleDict, ModuleList, Parameter, Sequential

@@ -100,11 +100,16 @@ def is_grad_enabled():
 
 # --------------------------------------------------------------------------- module scope
 @contextlib.contextmanager
-def module_scope(name):
-    """Push one module path component; every op recorded inside carries the full path."""
-    STATE.scope.append(name)
+def module_scope(name, absolute=False):
+    """Run ops under a module path: `name` is appended to the current path, or replaces
+    it with absolute=True (nn.Module passes its full path, `blocks.3.attn`)."""
     prev = STATE.scope_path
-    STATE.scope_path = ".".join(p for p in STATE.scope if p)
+    if absolute:
+        path = name
+    else:
+        path = f"{prev}.{name}" if prev and name else (name or prev)
+    STATE.scope.append(name)
+    STATE.scope_path = path
     try:
         yield
     finally:

@@ -1,0 +1,436 @@
+"""Module, Parameter and the containers (Sequential, ModuleList, ModuleDict).
+
+A Module registers Parameters, buffers and submodules by attribute, like torch.nn.
+Calling a module pushes its name onto the tape's scope stack, so every op recorded
+inside knows its module path (`blocks.3.attn.q_proj`); graph export, anomaly reports
+and error messages read that path.
+"""
+from collections import OrderedDict
+
+import numpy as np
+
+import tinytensor as tt
+from tinytensor.autograd import STATE, module_scope
+
+
+class Parameter(tt.Tensor):
+    """A Tensor that a Module registers as a trainable parameter (requires grad by default)."""
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        if isinstance(data, tt.Tensor):
+            data = data.detach()
+            self._init(data.data, data.device)
+        else:
+            super().__init__(data)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of every layer and model."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_forward_pre_hooks", [])
+        object.__setattr__(self, "_forward_hooks", [])
+        object.__setattr__(self, "_scope_name", "")   # attribute name in the first parent
+        object.__setattr__(self, "_path", None)       # full path from the root module
+        object.__setattr__(self, "_names_valid", False)
+        object.__setattr__(self, "training", True)
+
+    # ------------------------------------------------------------------ registration
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning "
+                               "attributes in __init__")
+        for store in (self._parameters, self._buffers, self._modules):
+            store.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            if not value._scope_name:
+                object.__setattr__(value, "_scope_name", name)
+            self._modules[name] = value
+        elif name in self.__dict__.get("_buffer_names", ()) and (value is None or isinstance(value, tt.Tensor)):
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+        object.__setattr__(self, "_names_valid", False)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, param if isinstance(param, Parameter) else Parameter(param))
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor that belongs to the module's state but is not trained (e.g. a mask)."""
+        if tensor is not None and not isinstance(tensor, tt.Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None")
+        names = self.__dict__.setdefault("_buffer_names", set())
+        names.add(name)
+        self.__dict__.pop(name, None)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def add_module(self, name, module):
+        setattr(self, name, module)
+
+    # ------------------------------------------------------------------ calling
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        if not STATE.scope and not self._names_valid:
+            self._assign_names()
+        scope = module_scope(self._path, absolute=True) if self._path is not None \
+            else module_scope(self._scope_name)
+        with scope:
+            for hook in self._forward_pre_hooks:
+                r = hook(self, args)
+                if r is not None:
+                    args = r if isinstance(r, tuple) else (r,)
+            out = self.forward(*args, **kwargs)
+            for hook in self._forward_hooks:
+                r = hook(self, args, out)
+                if r is not None:
+                    out = r
+        return out
+
+    def _assign_names(self):
+        # modules know their path from this root, and parameters their full name, so that
+        # tapes, graphs and errors can say where an op ran and which weight it used
+        for name, m in self.named_modules():
+            object.__setattr__(m, "_path", name)
+            object.__setattr__(m, "_names_valid", True)
+        for name, p in self.named_parameters():
+            p.name = name
+        for name, b in self.named_buffers():
+            b.name = name
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) runs before forward; a returned value replaces args."""
+        return _Handle(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) runs after forward; a returned value replaces output."""
+        return _Handle(self._forward_hooks, hook)
+
+    # ------------------------------------------------------------------ traversal
+    def named_modules(self, prefix="", memo=None):
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, attr, prefix, recurse):
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in modules:
+            for name, t in getattr(m, attr).items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{mname}.{name}" if mname else name), t
+
+    def named_parameters(self, prefix="", recurse=True):
+        yield from self._named("_parameters", prefix, recurse)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True):
+        yield from self._named("_buffers", prefix, recurse)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def num_parameters(self, trainable_only=False):
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # ------------------------------------------------------------------ modes and moves
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = tt.zeros_like(p.grad)
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, **kwargs):
+        """Move (and/or cast floating) parameters and buffers in place; returns self."""
+        for m in self.modules():
+            for store in (m._parameters, m._buffers):
+                for name, t in store.items():
+                    if t is None:
+                        continue
+                    moved = _move(t, args, kwargs)
+                    if moved is not t:
+                        if isinstance(t, Parameter):
+                            t.data, t._device = moved.data, moved.device
+                            t._version[0] += 1
+                            if t.grad is not None:
+                                t.grad = _move(t.grad, args, kwargs)
+                        else:
+                            store[name] = moved
+        return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, index=None):
+        return self.to("cuda" if index is None else f"cuda:{index}")
+
+    def float(self):
+        return self.to(tt.float32)
+
+    def double(self):
+        return self.to(tt.float64)
+
+    def half(self):
+        return self.to(tt.float16)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self, prefix=""):
+        """name -> Tensor (detached, sharing memory) for every parameter and persistent buffer."""
+        out = OrderedDict()
+        for mname, m in self.named_modules(prefix):
+            for name, p in m._parameters.items():
+                if p is not None:
+                    out[f"{mname}.{name}" if mname else name] = p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent:
+                    out[f"{mname}.{name}" if mname else name] = b.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy tensors in by name. Every missing, unexpected and mis-shaped key is reported
+        at once; with strict=False missing and unexpected keys are returned, not raised."""
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        wrong = [(k, tuple(own[k].shape), tuple(_shape_of(state_dict[k])))
+                 for k in own if k in state_dict and tuple(own[k].shape) != tuple(_shape_of(state_dict[k]))]
+        problems = []
+        if wrong:
+            problems.append("wrong shape: " + ", ".join(f"{k} expects {a} but got {b}" for k, a, b in wrong))
+        if strict and missing:
+            problems.append("missing: " + ", ".join(missing))
+        if strict and unexpected:
+            problems.append("unexpected: " + ", ".join(unexpected))
+        if problems:
+            raise RuntimeError(f"load_state_dict for {type(self).__name__}: " + "; ".join(problems))
+        with tt.no_grad():
+            for k, target in own.items():
+                if k in state_dict:
+                    target.copy_(_as_tensor(state_dict[k], target))
+        return _LoadResult(missing, unexpected)
+
+    # ------------------------------------------------------------------ printing
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        for name, m in self._modules.items():
+            child = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {child}")
+        extra = self.extra_repr()
+        own = sum(p.numel() for p in self._parameters.values() if p is not None)
+        if not self._modules:
+            return f"{type(self).__name__}({extra})" + (f"  # {own:,} params" if own else "")
+        return (f"{type(self).__name__}({extra}\n" + "\n".join(lines)
+                + f"\n)  # {self.num_parameters():,} params")
+
+
+def _shape_of(v):
+    return v.shape if hasattr(v, "shape") else np.shape(v)
+
+
+def _as_tensor(v, like):
+    if isinstance(v, tt.Tensor):
+        return v.to(like.device)
+    return tt.tensor(np.asarray(v), device=like.device)
+
+
+def _move(t, args, kwargs):
+    dtype = kwargs.get("dtype")
+    device = kwargs.get("device")
+    for a in args:
+        if isinstance(a, (tt.dtypes.DType, type)) or (isinstance(a, str) and not a.startswith(("cpu", "cuda"))):
+            dtype = a
+        else:
+            device = a
+    out = t
+    if device is not None:
+        out = out.detach().to(device)
+    if dtype is not None and out.is_floating_point():
+        out = out.detach().to(dtype)
+    return out
+
+
+class _LoadResult(tuple):
+    def __new__(cls, missing, unexpected):
+        return super().__new__(cls, (missing, unexpected))
+
+    @property
+    def missing_keys(self):
+        return self[0]
+
+    @property
+    def unexpected_keys(self):
+        return self[1]
+
+
+class _Handle:
+    def __init__(self, hooks, hook):
+        self.hooks, self.hook = hooks, hook
+        hooks.append(hook)
+
+    def remove(self):
+        if self.hook in self.hooks:
+            self.hooks.remove(self.hook)
+
+
+class Sequential(Module):
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            for name, m in modules[0].items():
+                setattr(self, name, m)
+        else:
+            for i, m in enumerate(modules):
+                setattr(self, str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ModuleList(list(self._modules.values())[i])
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for name, m in (modules or {}).items():
+            setattr(self, name, m)
+
+    def __getitem__(self, name):
+        return self._modules[name]
+
+    def __setitem__(self, name, module):
+        setattr(self, name, module)
+
+    def __contains__(self, name):
+        return name in self._modules
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
