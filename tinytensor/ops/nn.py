@@ -10,6 +10,7 @@ import numpy as np
 from .. import random
 from ..autograd import STATE
 from ..function import Function
+from ..kernels import fusion as _fusion, layer_norm as _k_norm, softmax as _k_softmax
 from ..tensor import Tensor
 from .elementwise import exp, float_operand, mul, rsqrt
 from .movement import norm_dim, _where
@@ -91,12 +92,18 @@ class LogSoftmax(Function):
 
 def softmax(x, dim=-1, dtype=None):
     x = float_operand(x, "softmax") if dtype is None else x.to(dtype)
-    return Softmax.apply(x, dim=norm_dim(dim, x.ndim, "softmax"))
+    dim = norm_dim(dim, x.ndim, "softmax")
+    if _fusion.enabled("softmax") and _k_softmax.applies(x, dim):  # fused kernel (tinytensor.kernels)
+        return _k_softmax.softmax(x)
+    return Softmax.apply(x, dim=dim)
 
 
 def log_softmax(x, dim=-1, dtype=None):
     x = float_operand(x, "log_softmax") if dtype is None else x.to(dtype)
-    return LogSoftmax.apply(x, dim=norm_dim(dim, x.ndim, "log_softmax"))
+    dim = norm_dim(dim, x.ndim, "log_softmax")
+    if _fusion.enabled("softmax") and _k_softmax.applies(x, dim):
+        return _k_softmax.softmax(x, log=True)
+    return LogSoftmax.apply(x, dim=dim)
 
 
 # ---------------------------------------------------------------- normalization
@@ -152,6 +159,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     dims = _norm_dims(x, normalized_shape, "layer_norm")
     _check_affine(weight, x.shape[dims[0]:], "weight", "layer_norm")
     _check_affine(bias, x.shape[dims[0]:], "bias", "layer_norm")
+    if _fusion.enabled("layer_norm") and _k_norm.applies(x, weight, bias):
+        return _k_norm.layer_norm(x, len(dims), weight, bias, float(eps))
     out = LayerNormCore.apply(x, dims=dims, eps=float(eps))
     if weight is not None:
         out = out * weight
@@ -191,6 +200,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     _check_affine(weight, x.shape[dims[0]:], "weight", "rms_norm")
     if eps is None:
         eps = float(np.finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
+    if _fusion.enabled("layer_norm") and _k_norm.applies(x, weight, None):
+        return _k_norm.rms_norm(x, len(dims), weight, float(eps))
     out = RMSNormCore.apply(x, dims=dims, eps=float(eps))
     if weight is not None:
         out = out * weight
@@ -219,7 +230,13 @@ def linear(x, weight, bias=None):
                          f"{tuple(weight.shape)} (need a 1-d or 2-d weight whose last dimension, "
                          f"in_features, equals the input's last){_where()}")
     out_shape = tuple(weight.shape[:-1])  # (out_features,), or () for a 1-d weight
-    out = matmul(x, weight.mT if weight.ndim == 2 else weight)
+    if x.ndim > 2 and weight.ndim == 2:
+        # (B, T, C) -> (B*T, C): one GEMM forward and one for the weight gradient,
+        # instead of a batched product whose weight gradient is then summed over B
+        lead = x.shape[:-1]
+        out = matmul(x.reshape(-1, x.shape[-1]), weight.mT).reshape(*lead, weight.shape[0])
+    else:
+        out = matmul(x, weight.mT if weight.ndim == 2 else weight)
     if bias is not None:
         if bias.ndim > len(out_shape) or any(b not in (1, o) for b, o in
                                              zip(bias.shape[::-1], out_shape[::-1])):
