@@ -1,0 +1,44 @@
+"""GPT-1 / GPT-2 <-> HuggingFace GPT2LMHeadModel / OpenAIGPTLMHeadModel weights.
+
+HF stores these layers as Conv1D, whose weight is (in, out): the transpose of our Linear.
+The LM head is tied to the token embedding, so `lm_head.weight` is not a separate tensor.
+"""
+from . import hf
+from .gpt import GPT, GPTConfig
+
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def _to_ours(name, arr, config):
+    if name.startswith("transformer."):
+        name = name[len("transformer."):]
+    if name == "lm_head.weight":
+        return None  # tied to the token embedding
+    if name.endswith(_CONV1D):
+        arr = arr.T
+    return name, arr
+
+
+def _to_hf(name, arr, config):
+    if name.endswith(_CONV1D):
+        arr = arr.T
+    return "transformer." + name, arr
+
+
+def _build(config):
+    if config.get("tie_word_embeddings", True) is False:
+        raise NotImplementedError("from_hf: GPT with an untied lm_head is not supported")
+    return GPT(GPTConfig.from_dict(config))
+
+
+_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers in older checkpoints
+
+hf.register(hf.Family("gpt2", "GPT2LMHeadModel", _build, _to_ours, _to_hf, _BUFFERS))
+hf.register(hf.Family("openai-gpt", "OpenAIGPTLMHeadModel", _build, _to_ours, _to_hf, _BUFFERS))
+
+
+def save_hf(model, directory):
+    hf.save_hf(model, directory, hf.FAMILIES[model.config.model_type])
+
+
+GPT.save_hf = save_hf
