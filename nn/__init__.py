@@ -1,3 +1,13 @@
 """nn: modules, Transformer building blocks, losses, optimizers, schedules, checkpoints."""
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU
+from .feedforward import FeedForward
+from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
+from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)
+from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+from . import init
+from . import optim
+from . import schedules
+from .clip import clip_grad_norm_, clip_grad_value_
+from .checkpoint import CheckpointError, load, save
+from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state

@@ -29,6 +29,13 @@ class Parameter(tt.Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    def __reduce__(self):  # copy.deepcopy and pickle keep it a Parameter
+        return (_rebuild_parameter, (self.detach().numpy(), str(self.device), self.requires_grad))
+
+
+def _rebuild_parameter(array, device, requires_grad):
+    return Parameter(tt.tensor(array, device=device), requires_grad=requires_grad)
+
 
 class Module:
     """Base class of every layer and model."""
@@ -50,19 +57,29 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise RuntimeError(f"{type(self).__name__}: call super().__init__() before assigning "
                                "attributes in __init__")
-        for store in (self._parameters, self._buffers, self._modules):
-            store.pop(name, None)
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            target = self._parameters
         elif isinstance(value, Module):
+            target = self._modules
             if not value._scope_name:
                 object.__setattr__(value, "_scope_name", name)
-            self._modules[name] = value
         elif name in self.__dict__.get("_buffer_names", ()) and (value is None or isinstance(value, tt.Tensor)):
-            self._buffers[name] = value
+            target = self._buffers
+        elif name in self._parameters and value is not None:
+            raise TypeError(f"{type(self).__name__}: cannot assign a {type(value).__name__} to "
+                            f"parameter '{name}' (an nn.Parameter or None is expected); to change "
+                            f"its values use `with tt.no_grad(): module.{name}.copy_(value)`")
+        elif name in self._parameters:
+            target = self._parameters
         else:
+            target = None
+        for store in (self._parameters, self._buffers, self._modules):
+            if store is not target:  # reassigning keeps the entry's place, as in torch
+                store.pop(name, None)
+        if target is None:
             object.__setattr__(self, name, value)
             return
+        target[name] = value
         self.__dict__.pop(name, None)
         object.__setattr__(self, "_names_valid", False)
 

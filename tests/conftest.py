@@ -1,3 +1,10 @@
+import os
+
+# Tests run many tiny matmuls; BLAS threads only add synchronisation there (and thrash
+# when the machine is busy). Must be set before NumPy is imported.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import numpy as np
 import pytest
 

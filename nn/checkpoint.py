@@ -1,0 +1,339 @@
+"""Checkpoints: `nn.save(obj, path)` and `nn.load(path)` in the safetensors format.
+
+`obj` is a model state_dict, an optimizer state_dict, or any nesting of dicts, lists and
+tuples of them with plain values (step counters, a config dict, strings, numbers, None).
+Tensors and NumPy arrays are stored as safetensors tensors; everything else is JSON.
+
+The file (https://github.com/huggingface/safetensors, format described in its README):
+
+    8 bytes      N, the header length, unsigned little-endian
+    N bytes      the header: a JSON object, padded with spaces to a multiple of 8 bytes
+                   {"__metadata__": {str: str},
+                    "<tensor name>": {"dtype": "F32", "shape": [4, 16], "data_offsets": [b, e]},
+                    ...}
+    the rest     raw little-endian, C-order tensor data; tensor k occupies bytes [b, e) of it,
+                 and the tensors tile it exactly, with no gaps or overlaps
+
+Tensor names are the dotted path to each tensor in `obj` (`model.blocks.0.attn.weight`,
+`optimizer.state.3.exp_avg`); a flat state_dict keeps its own keys, so a model's file
+reads like any other safetensors weight file. The tree around the tensors goes into
+`__metadata__["tinytensor"]` as JSON, with each tensor replaced by {"__tensor__": name}
+(or {"__ndarray__": name} for a NumPy array), dicts with keys that are not all strings as
+{"__dict__": [[key, value], ...]} and tuples as {"__tuple__": [...]}. A flat state_dict
+also gets `"format": "pt"`, which HuggingFace loaders require of a weight file; its layout
+is torch's. Tensors are written widest dtype first, so every tensor starts aligned.
+
+Saving is atomic: the bytes go to a temporary file in the destination directory, which
+is flushed and fsync'ed, then renamed over `path` with os.replace (atomic on POSIX and
+Windows), and the directory is fsync'ed so the rename itself survives a power cut. A
+crash at any point leaves either the old file or the new one, never a torn one.
+
+Loading checks the whole header (dtypes known, shapes valid, offsets inside the file,
+sizes matching shapes, no overlaps, the tree's tensor references present) and reports
+every problem at once, naming the file. Files without a tinytensor tree (written by other
+tools) load as {name: Tensor}; BF16 tensors are widened to float32.
+"""
+import json
+import math
+import os
+import struct
+import uuid
+
+import numpy as np
+
+import tinytensor as tt
+from tinytensor.device import CPU, get_device, to_device_array
+
+__all__ = ["save", "load", "CheckpointError"]
+
+_CODES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32,
+          "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
+_BY_DTYPE = {np.dtype(v): k for k, v in _CODES.items()}
+_ITEMSIZE = {k: np.dtype(v).itemsize for k, v in _CODES.items()}
+_ITEMSIZE["BF16"] = 2
+_MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__")
+_TREE_KEY = "tinytensor"
+_MAX_HEADER = 100_000_000  # the safetensors limit; a bigger length means a broken file
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read; the message lists every problem found."""
+
+
+# --------------------------------------------------------------------------- saving
+def save(obj, path):
+    """Write `obj` (state_dicts, nested containers, plain values) to `path`, atomically."""
+    path = os.fspath(path)
+    arrays = {}
+    tree = _encode(obj, [], arrays)
+    flat = isinstance(obj, dict) and obj and all(
+        isinstance(k, str) and isinstance(v, tt.Tensor) for k, v in obj.items())
+    metadata = {"format": "pt" if flat else "tinytensor", _TREE_KEY: json.dumps(tree)}
+    header, order = _header(arrays, metadata)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"nn.save: cannot write {path}: directory {directory} does not exist")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(header)))
+            f.write(header)
+            for name in order:
+                _write_array(f, arrays[name])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _write_array(f, arr):
+    if arr.size:
+        f.write(memoryview(arr.reshape(-1).view(np.uint8)))
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # Windows cannot open a directory; its rename is durable already
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _header(arrays, metadata):
+    # widest dtype first: with the header padded to 8 bytes every tensor starts aligned
+    order = sorted(arrays, key=lambda n: -arrays[n].dtype.itemsize)
+    entries, offset = {"__metadata__": metadata}, 0
+    for name in order:
+        a = arrays[name]
+        entries[name] = {"dtype": _BY_DTYPE[a.dtype], "shape": list(a.shape),
+                         "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    header = json.dumps(entries, separators=(",", ":")).encode("utf-8")
+    header += b" " * (-len(header) % 8)
+    return header, order
+
+
+def _encode(obj, where, arrays):
+    if isinstance(obj, tt.Tensor):
+        return {"__tensor__": _add_array(to_device_array(obj.data, CPU), where, arrays)}
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": _add_array(obj, where, arrays)}
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj) and not any(k in _MARKERS for k in obj):
+            return {k: _encode(v, where + [k], arrays) for k, v in obj.items()}
+        items = []
+        for k, v in obj.items():
+            if not (k is None or isinstance(k, (bool, int, float, str))):
+                raise TypeError(f"nn.save: dict key {k!r} at '{_dotted(where)}' is a "
+                                f"{type(k).__name__}; keys must be str, int, float, bool or None")
+            items.append([k, _encode(v, where + [str(k)], arrays)])
+        return {"__dict__": items}
+    if isinstance(obj, list):
+        return [_encode(v, where + [str(i)], arrays) for i, v in enumerate(obj)]
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, where + [str(i)], arrays) for i, v in enumerate(obj)]}
+    raise TypeError(f"nn.save: cannot store a {type(obj).__name__} at '{_dotted(where)}'; a "
+                    "checkpoint holds tensors, arrays, dicts, lists, tuples, str, numbers and "
+                    "None (turn a config object into a dict first)")
+
+
+def _dotted(where):
+    return ".".join(where) or "<top level>"
+
+
+def _add_array(arr, where, arrays):
+    dt = arr.dtype.newbyteorder("=") if arr.dtype.byteorder not in "=|" else arr.dtype
+    if dt not in _BY_DTYPE:
+        raise TypeError(f"nn.save: the array at '{_dotted(where)}' has dtype {arr.dtype}, which "
+                        "safetensors cannot store")
+    arr = arr.astype(np.dtype(dt).newbyteorder("<"), order="C", copy=False)  # keeps 0-d as 0-d
+    base = _dotted(where) if where else "tensor"
+    name, k = base, 1
+    while name in arrays or name == "__metadata__":
+        k += 1
+        name = f"{base}#{k}"
+    arrays[name] = arr
+    return name
+
+
+# --------------------------------------------------------------------------- loading
+def load(path, device=None):
+    """Read a file written by `save` (or any safetensors file); tensors go to `device`
+    (default cpu). Raises CheckpointError listing every problem with the file."""
+    path = os.fspath(path)
+    dev = get_device(device) if device is not None else CPU
+    size = os.path.getsize(path)
+    buf = bytearray(size)
+    with open(path, "rb") as f:
+        got = f.readinto(buf)
+    if got != size:
+        _fail(path, [f"read {got} of {size} bytes (the file changed while reading?)"])
+    header, data_start, problems = _parse_header(buf)
+    if problems:
+        _fail(path, problems)
+    metadata = header.pop("__metadata__", None) or {}
+    entries, problems = _check_entries(header, len(buf) - data_start)
+    tree = None
+    if _TREE_KEY in metadata:
+        try:
+            tree = json.loads(metadata[_TREE_KEY])
+        except (TypeError, ValueError) as e:
+            problems.append(f"__metadata__['{_TREE_KEY}'] is not valid JSON ({e})")
+        else:
+            refs = []
+            _references(tree, refs)
+            for name in refs:
+                if name not in header:
+                    problems.append(f"the stored structure refers to tensor '{name}', which the "
+                                    "header does not list")
+    if problems:
+        _fail(path, problems)
+    arrays = {name: _array(buf, data_start, e) for name, e in entries.items()}
+    if tree is None:  # a plain safetensors file: names to tensors, in file order
+        return {name: _tensor(arrays[name], dev) for name in
+                sorted(arrays, key=lambda n: entries[n]["data_offsets"][0])}
+    return _decode(tree, arrays, dev)
+
+
+def _fail(path, problems):
+    lines = "\n".join(f"  - {p}" for p in problems)
+    raise CheckpointError(f"nn.load: {path} is not a valid safetensors checkpoint "
+                          f"({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
+
+
+def _parse_header(buf):
+    if len(buf) < 8:
+        return None, 0, [f"the file has {len(buf)} bytes, fewer than the 8-byte header length "
+                         "(empty or truncated file)"]
+    n = struct.unpack_from("<Q", buf, 0)[0]
+    if n > _MAX_HEADER or 8 + n > len(buf):
+        return None, 0, [f"the header length says {n} bytes, but the file has {len(buf) - 8} "
+                         "after the length field (truncated, or not a safetensors file)"]
+    raw = bytes(buf[8:8 + n])
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, 0, ["the header is not UTF-8 text (not a safetensors file?)"]
+    except ValueError as e:
+        return None, 0, [f"the header is not valid JSON ({e})"]
+    if not isinstance(header, dict):
+        return None, 0, [f"the header is a JSON {type(header).__name__}, not an object"]
+    problems = []
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict) and
+                                 all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items())):
+        problems.append("__metadata__ must map strings to strings")
+    return header, 8 + n, problems
+
+
+def _check_entries(header, data_len):
+    """Validate every tensor entry; returns ({name: entry} of the good ones, problems)."""
+    problems, good = [], {}
+    for name, e in header.items():
+        if not isinstance(e, dict):
+            problems.append(f"tensor '{name}': entry is a {type(e).__name__}, not an object")
+            continue
+        bad = []
+        dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
+        if dtype not in _ITEMSIZE:
+            bad.append(f"unknown dtype {dtype!r}")
+        if not (isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
+                                                and s >= 0 for s in shape)):
+            bad.append(f"shape {shape!r} is not a list of non-negative integers")
+            shape = None
+        if not (isinstance(offs, list) and len(offs) == 2 and
+                all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
+            bad.append(f"data_offsets {offs!r} is not a pair of integers")
+            offs = None
+        elif not 0 <= offs[0] <= offs[1] <= data_len:
+            bad.append(f"data_offsets {offs} fall outside the {data_len} data bytes "
+                       "(truncated file?)")
+        if shape is not None and offs is not None and dtype in _ITEMSIZE:
+            want = math.prod(shape) * _ITEMSIZE[dtype]
+            if offs[1] - offs[0] != want:
+                bad.append(f"{offs[1] - offs[0]} bytes stored, but dtype {dtype} and shape "
+                           f"{shape} need {want}")
+        if bad:
+            problems.append(f"tensor '{name}': " + "; ".join(bad))
+        else:
+            good[name] = e
+    if not problems:
+        spans = sorted((e["data_offsets"][0], e["data_offsets"][1], n) for n, e in good.items())
+        end = 0
+        for b, e, n in spans:
+            if b < end:
+                problems.append(f"tensor '{n}': bytes [{b}, {e}) overlap the tensor before it")
+            elif b > end:
+                problems.append(f"tensor '{n}': a gap of {b - end} bytes before it")
+            end = max(end, e)
+        if end != data_len:
+            problems.append(f"{data_len - end} bytes after the last tensor's data "
+                            "(corrupted or concatenated file?)")
+    return good, problems
+
+
+def _references(tree, out):
+    if isinstance(tree, dict):
+        for m in ("__tensor__", "__ndarray__"):
+            if m in tree and len(tree) == 1:
+                out.append(tree[m])
+                return
+        for v in tree.values():
+            _references(v, out)
+    elif isinstance(tree, list):
+        for v in tree:
+            _references(v, out)
+
+
+def _array(buf, data_start, e):
+    b, end = e["data_offsets"]
+    shape = tuple(e["shape"])
+    if e["dtype"] == "BF16":  # tinytensor has no bfloat16: widen to float32 (exact)
+        bits = np.frombuffer(buf, dtype="<u2", count=(end - b) // 2, offset=data_start + b)
+        return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    dt = np.dtype(_CODES[e["dtype"]]).newbyteorder("<")
+    arr = np.frombuffer(buf, dtype=dt, count=(end - b) // dt.itemsize, offset=data_start + b)
+    if not dt.isnative or (data_start + b) % dt.itemsize:
+        arr = arr.astype(dt.newbyteorder("="))  # misaligned (other writers) or big-endian host
+    return arr.reshape(shape)
+
+
+def _tensor(arr, dev):
+    return tt.tensor(arr, device=dev)
+
+
+def _decode(tree, arrays, dev):
+    if isinstance(tree, list):
+        return [_decode(v, arrays, dev) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if len(tree) == 1:
+        (k, v), = tree.items()
+        if k == "__tensor__":
+            return _tensor(arrays[v], dev)
+        if k == "__ndarray__":
+            return arrays[v]
+        if k == "__tuple__":
+            return tuple(_decode(x, arrays, dev) for x in v)
+        if k == "__dict__":
+            return {key: _decode(val, arrays, dev) for key, val in v}
+    return {k: _decode(v, arrays, dev) for k, v in tree.items()}

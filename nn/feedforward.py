@@ -1,0 +1,57 @@
+"""FeedForward: the position-wise MLP of a Transformer block, plain or gated.
+
+Plain (relu, gelu, gelu_tanh, silu):  fc2(dropout(act(fc1(x))))       -- as torch.nn.TransformerEncoderLayer
+Gated (swiglu, geglu):                down_proj(dropout(act(gate_proj(x)) * up_proj(x)))  -- as LLaMA / T5 v1.1
+
+The gated names follow HF LLaMA (gate_proj, up_proj, down_proj), so its checkpoints load by name.
+"""
+import tinytensor.functional as F
+
+from .layers import Linear
+from .module import Module
+
+_ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+    "swiglu": F.silu,   # gated: act(gate) * up
+    "geglu": F.gelu,
+}
+_GATED = ("swiglu", "geglu")
+
+
+class FeedForward(Module):
+    def __init__(self, d_model, d_ff, activation="relu", dropout=0.0, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, "
+                             f"got {activation!r}")
+        self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
+        self.dropout = dropout
+        self.gated = activation in _GATED
+        kw = dict(bias=bias, device=device, dtype=dtype)
+        if self.gated:
+            self.gate_proj = Linear(d_model, d_ff, **kw)
+            self.up_proj = Linear(d_model, d_ff, **kw)
+            self.down_proj = Linear(d_ff, d_model, **kw)
+        else:
+            self.fc1 = Linear(d_model, d_ff, **kw)
+            self.fc2 = Linear(d_ff, d_model, **kw)
+
+    def forward(self, x):  # (..., d_model)
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"FeedForward: input shape {tuple(x.shape)} does not end in "
+                             f"d_model={self.d_model}")
+        act = _ACTIVATIONS[self.activation]
+        if self.gated:
+            h = act(self.gate_proj(x)) * self.up_proj(x)  # (..., d_ff)
+        else:
+            h = act(self.fc1(x))  # (..., d_ff)
+        h = F.dropout(h, self.dropout, self.training)
+        return (self.down_proj if self.gated else self.fc2)(h)  # (..., d_model)
+
+    def extra_repr(self):
+        return (f"d_model={self.d_model}, d_ff={self.d_ff}, activation='{self.activation}', "
+                f"dropout={self.dropout}")

@@ -1,0 +1,159 @@
+"""Transformer encoder/decoder layers and stacks, as torch.nn.Transformer* (batch_first by default).
+
+  post-norm (norm_first=False, the 2017 paper):  x = norm(x + sublayer(x))
+  pre-norm  (norm_first=True, GPT-2 and later):  x = x + sublayer(norm(x))
+
+Names match torch's except where a sublayer is a module here: torch's `linear1`/`linear2`
+are `ffn.fc1`/`ffn.fc2`, `multihead_attn` is `cross_attn`, and attention weights are split
+into q/k/v_proj. `convert_torch_transformer_state(torch_module.state_dict())` renames a
+state_dict of any torch.nn.Transformer{Encoder,Decoder}{Layer,} or torch.nn.Transformer;
+every class here also has `load_torch_state_dict(sd)`.
+
+Decoding with a cache: `caches = decoder.init_cache()`, then call the decoder on the new
+tokens only with cache=caches (and tgt_is_causal=True); see tests/nn/test_transformer.py.
+"""
+from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
+from .feedforward import FeedForward
+from .layers import Dropout, LayerNorm
+from .module import Module, ModuleList
+
+_RENAMES = {"linear1": "ffn.fc1", "linear2": "ffn.fc2", "multihead_attn": "cross_attn"}
+
+
+def convert_torch_transformer_state(state_dict):
+    """torch.nn.Transformer* state_dict -> this module's names (values become NumPy arrays)."""
+    out = {}
+    for key, val in convert_torch_mha_state(state_dict).items():
+        out[".".join(_RENAMES.get(part, part) for part in key.split("."))] = val
+    return out
+
+
+class _TorchLoadable:
+    def load_torch_state_dict(self, state_dict, strict=True):
+        """Load the state_dict of the corresponding torch.nn module."""
+        return self.load_state_dict(convert_torch_transformer_state(state_dict), strict=strict)
+
+
+class TransformerEncoderLayer(_TorchLoadable, Module):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 num_kv_heads=None, device=None, dtype=None):
+        config = dict(locals())
+        super().__init__()
+        self._config = {k: v for k, v in config.items() if k not in ("self", "__class__")}
+        kw = dict(device=device, dtype=dtype)
+        self.batch_first, self.norm_first = batch_first, norm_first
+        self.self_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
+                                            dropout=dropout, **kw)
+        self.ffn = FeedForward(d_model, dim_feedforward, activation, dropout, bias, **kw)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src if self.batch_first else src.transpose(0, 1)  # (B, T, d_model)
+        sa = lambda h: self.dropout1(self.self_attn(  # noqa: E731
+            h, attn_mask=src_mask, key_padding_mask=src_key_padding_mask, is_causal=is_causal))
+        ff = lambda h: self.dropout2(self.ffn(h))  # noqa: E731
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            x = x + ff(self.norm2(x))
+        else:
+            x = self.norm1(x + sa(x))
+            x = self.norm2(x + ff(x))
+        return x if self.batch_first else x.transpose(0, 1)
+
+
+class TransformerDecoderLayer(_TorchLoadable, Module):
+    """Self-attention, cross-attention over `memory`, feed-forward.
+    cache: None or a pair (KVCache(), KVCache(static=True)) for incremental decoding."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 num_kv_heads=None, device=None, dtype=None):
+        config = dict(locals())
+        super().__init__()
+        self._config = {k: v for k, v in config.items() if k not in ("self", "__class__")}
+        kw = dict(device=device, dtype=dtype)
+        self.batch_first, self.norm_first = batch_first, norm_first
+        self.self_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
+                                            dropout=dropout, **kw)
+        self.cross_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
+                                             dropout=dropout, **kw)
+        self.ffn = FeedForward(d_model, dim_feedforward, activation, dropout, bias, **kw)
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
+        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
+                cache=None):
+        if not self.batch_first:
+            tgt, memory = tgt.transpose(0, 1), memory.transpose(0, 1)
+        self_cache, cross_cache = (None, None) if cache is None else cache
+        sa = lambda h: self.dropout1(self.self_attn(  # noqa: E731
+            h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+            is_causal=tgt_is_causal, cache=self_cache))
+        ca = lambda h: self.dropout2(self.cross_attn(  # noqa: E731
+            h, memory, memory, attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
+            is_causal=memory_is_causal, cache=cross_cache))
+        ff = lambda h: self.dropout3(self.ffn(h))  # noqa: E731
+        x = tgt  # (B, T, d_model)
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            x = x + ca(self.norm2(x))
+            x = x + ff(self.norm3(x))
+        else:
+            x = self.norm1(x + sa(x))
+            x = self.norm2(x + ca(x))
+            x = self.norm3(x + ff(x))
+        return x if self.batch_first else x.transpose(0, 1)
+
+
+def _copies(layer, num_layers):
+    # fresh layers built with the same arguments: torch deep-copies instead, so its layers
+    # start out identical; load weights when you need to match torch
+    return [layer] + [type(layer)(**layer._config) for _ in range(num_layers - 1)]
+
+
+class TransformerEncoder(_TorchLoadable, Module):
+    def __init__(self, encoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = ModuleList(_copies(encoder_layer, num_layers))
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=is_causal)
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(_TorchLoadable, Module):
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        self.layers = ModuleList(_copies(decoder_layer, num_layers))
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def init_cache(self):
+        """One (self-attention, cross-attention) KVCache pair per layer."""
+        return [(KVCache(), KVCache(static=True)) for _ in self.layers]
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
+                cache=None):
+        if cache is not None and len(cache) != len(self.layers):
+            raise ValueError(f"TransformerDecoder: cache has {len(cache)} entries for "
+                             f"{len(self.layers)} layers; use init_cache()")
+        x = tgt
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal,
+                      cache=None if cache is None else cache[i])
+        return x if self.norm is None else self.norm(x)
