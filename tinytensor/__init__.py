@@ -17,7 +17,7 @@ from .ops.elementwise import (add, sub, mul, div, neg, pow, exp, log, log1p, sqr
                               sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, silu, softplus, erf,
                               maximum, minimum, clamp, where, eq, ne, lt, le, gt, ge, logical_and,
                               logical_or, logical_not, logical_xor, isfinite, isnan, isinf,
-                              square, reciprocal, abs_ as abs)
+                              square, reciprocal, remainder, abs_ as abs)
 from .ops.elementwise import clamp as clip
 from .ops.reduce import (sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std,
                          logsumexp, norm, all, any, cumsum)
@@ -30,6 +30,7 @@ from .ops.linalg import matmul, einsum
 from .ops.nn import softmax, log_softmax
 from . import functional
 from . import testing
+from . import viz
 
 
 def cuda_device_count():

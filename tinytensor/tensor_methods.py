@@ -22,6 +22,7 @@ _METHODS = {
     "__eq__": ew.eq, "__ne__": ew.ne, "__lt__": ew.lt, "__le__": ew.le, "__gt__": ew.gt,
     "__ge__": ew.ge, "__and__": ew.bitwise_and, "__or__": ew.bitwise_or,
     "__xor__": ew.bitwise_xor, "__invert__": ew.bitwise_not,  # logical on bool, as in torch
+    "__mod__": ew.remainder, "__rmod__": _r(ew.remainder), "remainder": ew.remainder,
     "__getitem__": ix.getitem, "__setitem__": ix.setitem,
     # math
     "exp": ew.exp, "log": ew.log, "log1p": ew.log1p, "sqrt": ew.sqrt, "rsqrt": ew.rsqrt,

@@ -326,3 +326,14 @@ def test_int_inputs_give_float32(fn):
 def test_unsupported_numpy_dtypes_are_converted(np_dtype):
     for t in (tt.from_numpy(np.array([1, 2], dtype=np_dtype)), tt.tensor(np.array([1, 2], dtype=np_dtype))):
         assert t.data.dtype == t.dtype.np and (t + 1).dtype is t.dtype
+
+
+@pytest.mark.parametrize("divisor", [1.5, -0.7, 3.0])
+def test_remainder_matches_torch(divisor):
+    from tinytensor.testing import compare_with_torch
+    import torch
+    compare_with_torch(lambda a: a % divisor, lambda a: a % divisor, [(3, 4)], double_backward=True)
+    compare_with_torch(lambda a: 7.5 % a, lambda a: 7.5 % a, [np.array([0.5, 1.3, -2.2, 3.1])],
+                       grad=False)
+    ints = np.arange(-7, 7)
+    assert (tt.tensor(ints) % 3).tolist() == (torch.tensor(ints) % 3).tolist()

@@ -703,3 +703,26 @@ bitwise_and = _bitwise("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b))
 bitwise_or = _bitwise("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b))
 bitwise_xor = _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b))
 bitwise_not = _bitwise("bitwise_not", lambda xp, x: xp.invert(x))
+
+
+# ---------------------------------------------------------------- remainder
+class Remainder(Function):
+    """a - floor(a / b) * b, with the sign of b (Python's and torch's `%`)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _xp(a).remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        # floor(a / b) is piecewise constant, so it enters the gradient as a constant
+        quotient = Tensor._make(_xp(a.data).floor(a.data / b.data), g._device, False)
+        return (g if na else None), (-(g * quotient) if nb else None)
+
+
+def remainder(a, b):
+    a, b = binary_operands(a, b, "remainder")
+    return Remainder.apply(a, b)
