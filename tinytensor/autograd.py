@@ -26,6 +26,7 @@ class _State:
     scope_path = ""
     tapes = []            # active record() tapes
     anomaly = False
+    order = 0             # derivative order of the backward being recorded (0: forward)
 
 
 STATE = _State()
@@ -184,6 +185,7 @@ class Node:
     retained = None       # {out_index: weakref(Tensor)}
     needs_input_grad = ()
     non_differentiable = None
+    order = 0             # set while recording: 1 for ops a first backward ran, 2 for its backward, ...
 
     def __init__(self, fn, name, attrs):
         self.fn = fn
@@ -265,6 +267,13 @@ class Tape:
         self._producer = {}  # id(tensor) -> (op index, output index); outputs keep ids valid
 
     def add(self, node, results):
+        order = STATE.order  # an op on gradients is part of that derivative order too
+        for t in node.inputs:
+            f = t.grad_fn
+            if f is not None and f.order > order:
+                order = f.order
+        if order:
+            node.order = order
         k = len(self.nodes)
         self.nodes.append(node)
         self.outputs.append(results)
@@ -383,10 +392,18 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
 
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
+    # while recording, the ops a backward runs carry the module path of the op being
+    # differentiated and a derivative order, so graph export can place and colour them
+    recording = bool(STATE.tapes)
+    if recording:
+        prev_scope, prev_order = STATE.scope_path, STATE.order
+        STATE.order = 1 + max([o.grad_fn.order for o in outputs if o.grad_fn is not None], default=0)
     pop_grads, get_grads = node_grads.pop, node_grads.get
     try:
         while heap:
             node = heappop(heap)[1]
+            if recording:
+                STATE.scope_path = node.scope
             grads = pop_grads(node)
             if node.out_hooks or node.retained:
                 grads = _apply_output_hooks(node, grads)
@@ -427,6 +444,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     _accumulate(leaf_grads, id(edge), g)
     finally:
         STATE.grad_enabled = prev_mode
+        if recording:
+            STATE.scope_path, STATE.order = prev_scope, prev_order
 
     if wanted is not None:
         result = []

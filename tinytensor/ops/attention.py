@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..kernels import attention as _k_attention, fusion as _fusion
 from ..tensor import Tensor
 from .elementwise import where
 from .linalg import matmul
@@ -39,6 +40,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise ValueError(f"{op}: pass either attn_mask or is_causal, not both")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if _fusion.enabled("attention") and _k_attention.applies(query, key, value, attn_mask, dropout_p):
+        out = _k_attention.attention(query, key, value, attn_mask, is_causal, scale, enable_gqa)
+        if out is not None:  # flash-style kernel (tinytensor.kernels.attention)
+            return out
     scores = matmul(query, key.mT) * scale  # (..., L, S)
     xp = query.device.xp
     live = None  # bool array (mask shape[:-1] + (1,)), False on query rows that see no key

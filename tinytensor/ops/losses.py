@@ -4,6 +4,7 @@ Written as compositions of primitive ops, so every order of gradient comes for f
 the fused cross-entropy kernel (later) keeps this as its reference decomposition."""
 import numpy as np
 
+from ..kernels import cross_entropy as _k_ce, fusion as _fusion
 from ..tensor import Tensor
 from .elementwise import cast, eq, ne, softplus, where
 from .indexing import gather, getitem
@@ -94,6 +95,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.ndim == 0:
         raise ValueError(f"cross_entropy: input must have a class dimension, got a 0-d tensor{_where()}")
+    if _fusion.enabled("cross_entropy") and _k_ce.applies(input, target, weight):
+        return _k_ce.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     cdim = 1 if input.ndim > 1 else 0
     logp = log_softmax(input, dim=cdim)
     n_classes = input.shape[cdim]
