@@ -20,13 +20,15 @@ from .torch_pickle import load_torch_bin
 class Family:
     """How one HF `model_type` maps to a tinytensor model class."""
 
-    def __init__(self, model_type, architecture, build, to_ours, to_hf, ignore=()):
+    def __init__(self, model_type, architecture, build, to_ours, to_hf, ignore=(), configure=None):
         self.model_type = model_type
         self.architecture = architecture  # class name written into config.json
         self.build = build                # config dict -> model
         self.to_ours = to_ours            # (hf_name, array) -> (our_name, array) | None to drop
         self.to_hf = to_hf                # (our_name, array) -> (hf_name, array)
         self.ignore = ignore              # HF names that are buffers, not weights
+        self.configure = configure        # (config, {hf_name: array}) -> config, before build:
+                                          # settings the weights decide (T5: an untied lm_head)
 
 
 FAMILIES = {}
@@ -69,10 +71,13 @@ def from_hf(directory, device=None):
     if family is None:
         raise ValueError(f"from_hf: unknown architecture model_type={model_type!r} in {directory}; "
                          f"supported: {', '.join(sorted(FAMILIES))}")
-    model = family.build(config)
     weights = read_weights(directory)
+    if family.configure is not None:
+        config = family.configure(dict(config), weights)
+    model = family.build(config)
     state = {}
     unknown = []
+    origin = {}  # our name -> the checkpoint's name, for error messages
     for name, arr in weights.items():
         if any(name.endswith(s) for s in family.ignore):
             continue
@@ -84,7 +89,9 @@ def from_hf(directory, device=None):
             continue
         ours, arr = mapped
         state[ours] = tt.tensor(np.ascontiguousarray(arr))
+        origin[ours] = name
     own = model.state_dict()
+    unknown += [origin[k] for k in state if k not in own]  # mapped to a name the model lacks
     problems = []
     if unknown:
         problems.append("tensors in the checkpoint this model has no place for: " + ", ".join(unknown))

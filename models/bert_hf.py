@@ -1,0 +1,92 @@
+"""BERT <-> HuggingFace BertModel / BertForPreTraining / BertForMaskedLM /
+BertForSequenceClassification weights.
+
+config.json's `architectures` picks the head. Our names are HF's without the base model's
+`bert.` prefix. The MLM decoder is tied to the word embedding and its bias to
+`cls.predictions.bias`, so `cls.predictions.decoder.*` (present in older checkpoints) is
+dropped on load and not written on save. Old TF-converted checkpoints name LayerNorm
+parameters gamma/beta. Like HF, heads the chosen class does not use (a pre-training
+checkpoint's pooler / NSP head loaded for masked LM) are dropped; anything else unknown is
+an error.
+"""
+from . import hf
+from .bert import BERT, BertConfig, mask_tokens  # noqa: F401  (mask_tokens re-exported)
+
+HEAD_OF_ARCHITECTURE = {
+    "BertModel": None,
+    "BertForPreTraining": "pretraining",
+    "BertForMaskedLM": "mlm",
+    "BertForSequenceClassification": "classification",
+}
+ARCHITECTURE_OF_HEAD = {head: arch for arch, head in HEAD_OF_ARCHITECTURE.items()}
+
+_BASE = ("embeddings.", "encoder.", "pooler.")
+_HEADS = ("cls.predictions.", "cls.seq_relationship.", "classifier.")
+_TIED = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+def _head(config):
+    archs = config.get("architectures") or ["BertModel"]
+    for arch in archs:
+        if arch in HEAD_OF_ARCHITECTURE:
+            return HEAD_OF_ARCHITECTURE[arch]
+    raise ValueError(f"from_hf: BERT architecture {archs} is not supported; supported: "
+                     f"{', '.join(HEAD_OF_ARCHITECTURE)}")
+
+
+def _uses(head, name):
+    """Does a model with this head have a place for the (prefix-free) HF name?"""
+    if name.startswith("pooler."):
+        return head != "mlm"
+    if name.startswith("cls.predictions."):
+        return head in ("pretraining", "mlm")
+    if name.startswith("cls.seq_relationship."):
+        return head == "pretraining"
+    if name.startswith("classifier."):
+        return head == "classification"
+    return True
+
+
+def _to_ours(name, arr, config):
+    if name.startswith("bert."):
+        name = name[len("bert."):]
+    if name.endswith(".gamma"):
+        name = name[:-len("gamma")] + "weight"
+    elif name.endswith(".beta"):
+        name = name[:-len("beta")] + "bias"
+    if not name.startswith(_BASE + _HEADS):
+        return False
+    if name in _TIED or not _uses(_head(config), name):
+        return None
+    return name, arr
+
+
+def _to_hf(name, arr, config):
+    base = name.startswith(_BASE)
+    prefixed = base and config["architectures"] != ["BertModel"]
+    return ("bert." + name if prefixed else name), arr
+
+
+def _build(config):
+    for flag in ("is_decoder", "add_cross_attention"):
+        if config.get(flag):
+            raise NotImplementedError(f"from_hf: BERT with {flag}=True is not supported")
+    kind = config.get("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise NotImplementedError(f"from_hf: BERT position_embedding_type={kind!r} is not supported")
+    return BERT(BertConfig.from_dict(config), head=_head(config))
+
+
+# buffers, not weights: position ids and the all-zero token types
+_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+FAMILY = hf.Family("bert", "BertForPreTraining", _build, _to_ours, _to_hf, _BUFFERS)
+hf.register(FAMILY)
+
+
+def save_hf(model, directory):
+    """Writes the HF class matching `model.head` (BertForMaskedLM for head='mlm', ...)."""
+    arch = ARCHITECTURE_OF_HEAD[model.head]
+    hf.save_hf(model, directory, hf.Family("bert", arch, _build, _to_ours, _to_hf, _BUFFERS))
+
+
+BERT.save_hf = save_hf

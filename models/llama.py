@@ -1,0 +1,228 @@
+"""LLaMA: a Pre-RMSNorm decoder-only Transformer with rotary positions, a SwiGLU MLP and
+grouped-query attention (Touvron et al. 2023; the layout of HF's LlamaForCausalLM).
+
+    x = embed_tokens(ids)                                    no absolute positions
+    per layer:  x = x + o_proj(attn(rope(q), rope(k), v))    on input_layernorm(x)
+                x = x + down_proj(silu(gate_proj(h)) * up_proj(h)),  h = post_attention_layernorm(x)
+    logits = lm_head(norm(x))                                lm_head tied or not
+
+Grouped-query attention: num_key_value_heads < num_attention_heads; each k/v head serves
+num_attention_heads // num_key_value_heads consecutive query heads, and the KV cache keeps
+only the k/v heads. RoPE is HF's rotate-half convention (pairs (x[i], x[i + d/2])).
+Parameter names are HF's inside `model.` (this module's `model` attribute), plus `lm_head`.
+"""
+from dataclasses import dataclass, fields
+
+import tinytensor as tt
+import tinytensor.functional as F
+import nn
+
+from .gpt import KVCache
+from .output import ModelOutput
+
+
+@dataclass
+class LlamaConfig:
+    """Field names are those of HuggingFace's LlamaConfig."""
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 11008
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int = None       # None means num_attention_heads (plain multi-head)
+    head_dim: int = None                  # None means hidden_size // num_attention_heads
+    hidden_act: str = "silu"
+    max_position_embeddings: int = 2048
+    initializer_range: float = 0.02
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    attention_bias: bool = False
+    attention_dropout: float = 0.0
+    mlp_bias: bool = False
+    tie_word_embeddings: bool = False
+    pad_token_id: int = None              # its embedding row gets no gradient (torch padding_idx)
+    bos_token_id: int = 1
+    eos_token_id: int = 2
+    model_type: str = "llama"
+
+    def __post_init__(self):
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+
+    @property
+    def n_positions(self):
+        # models.generation slides its window past this length (HF just keeps extrapolating)
+        return self.max_position_embeddings
+
+    @classmethod
+    def from_dict(cls, d):
+        d = dict(d)
+        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise NotImplementedError(f"Llama: rope_type {kind!r} is not supported (only 'default')")
+        if "rope_theta" in rope:  # transformers >= 5 nests it in rope_parameters
+            d["rope_theta"] = rope["rope_theta"]
+        if d.get("hidden_act", "silu") != "silu":
+            raise NotImplementedError(f"Llama: hidden_act {d['hidden_act']!r} is not supported "
+                                      "(only 'silu', i.e. SwiGLU)")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def to_dict(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["rope_parameters"] = {"rope_type": "default", "rope_theta": self.rope_theta}
+        return d
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        nh, nkv, hd = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+        if nh % nkv:
+            raise ValueError(f"Llama: num_attention_heads {nh} is not a multiple of "
+                             f"num_key_value_heads {nkv}")
+        self.num_heads, self.num_kv_heads, self.head_dim = nh, nkv, hd
+        self.rope_theta = config.rope_theta
+        self.attention_dropout = config.attention_dropout
+        bias = config.attention_bias
+        self.q_proj = nn.Linear(config.hidden_size, nh * hd, bias=bias)
+        self.k_proj = nn.Linear(config.hidden_size, nkv * hd, bias=bias)
+        self.v_proj = nn.Linear(config.hidden_size, nkv * hd, bias=bias)
+        self.o_proj = nn.Linear(nh * hd, config.hidden_size, bias=bias)
+
+    def forward(self, x, cos, sin, mask, cache=None):
+        B, T, _ = x.shape
+        nh, nkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
+        q = self.q_proj(x).reshape(B, T, nh, hd).transpose(1, 2)     # (B, nh, T, hd)
+        k = self.k_proj(x).reshape(B, T, nkv, hd).transpose(1, 2)    # (B, nkv, T, hd)
+        v = self.v_proj(x).reshape(B, T, nkv, hd).transpose(1, 2)    # (B, nkv, T, hd)
+        q, k = nn.apply_rope(q, cos, sin), nn.apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(k, v)                                 # (B, nkv, past+T, hd)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, enable_gqa=nkv != nh,
+            dropout_p=self.attention_dropout if self.training else 0.0)  # (B, nh, T, hd)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, nh * hd))  # (B, T, hidden)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        h, i, bias = config.hidden_size, config.intermediate_size, config.mlp_bias
+        self.gate_proj = nn.Linear(h, i, bias=bias)
+        self.up_proj = nn.Linear(h, i, bias=bias)
+        self.down_proj = nn.Linear(i, h, bias=bias)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.self_attn = LlamaAttention(config)
+        self.mlp = LlamaMLP(config)
+        self.input_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+    def forward(self, x, cos, sin, mask, cache=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    """The stack without the head: HF's LlamaModel (`model.` in checkpoints)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
+                                         padding_idx=config.pad_token_id)
+        self.layers = nn.ModuleList([LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers)])
+        self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+
+
+class Llama(nn.Module):
+    """Decoder-only LLaMA. `forward(input_ids, attention_mask=None, labels=None,
+    position_ids=None, cache=None)` returns `.logits` (B, T, vocab) and, with labels, `.loss`
+    (next-token cross-entropy, labels shifted inside, -100 ignored), as LlamaForCausalLM."""
+
+    def __init__(self, config=None, **overrides):
+        super().__init__()
+        if config is None:
+            config = LlamaConfig(**overrides)  # derived head_dim / kv heads follow the overrides
+        else:
+            for k, v in overrides.items():
+                setattr(config, k, v)
+        self.config = config
+        self.model = LlamaModel(config)
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self._init_weights()
+
+    def _init_weights(self):
+        # HF's scheme: N(0, initializer_range) for every matrix, zero biases, unit norms
+        std = self.config.initializer_range
+        with tt.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("layernorm.weight") or name == "model.norm.weight":
+                    p.fill_(1.0)
+                elif name.endswith("bias"):
+                    p.zero_()
+                else:
+                    p.copy_(tt.randn(*p.shape) * std)
+            pad = self.config.pad_token_id
+            if pad is not None:
+                self.model.embed_tokens.weight[pad] = 0.0
+
+    @property
+    def output_weight(self):
+        return self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
+
+    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None, cache=None):
+        B, T = input_ids.shape
+        past = cache.length if cache is not None else 0
+        S = past + T
+        dev = input_ids.device
+        if position_ids is None:
+            # HF's forward: positions past .. past+T-1 whatever the padding. RoPE only sees
+            # differences of positions, so a left-padded row's shift does not change its scores.
+            position_ids = T
+        x = self.model.embed_tokens(input_ids)                                   # (B, T, hidden)
+        cos, sin = nn.rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta,
+                                   past_length=past, dtype=x.dtype, device=dev)  # (T|B,T, hd/2)
+        if cos.ndim == 3:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                         # (B, 1, T, hd/2)
+        mask = _attention_mask(T, S, attention_mask, dev)                        # (B|1, 1, T, S)
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
+        x = self.model.norm(x)
+        logits = F.linear(x, self.output_weight)                                  # (B, T, vocab)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                   labels[:, 1:].reshape(-1), ignore_index=-100)
+        return ModelOutput(logits=logits, loss=loss, cache=cache)
+
+    def new_cache(self):
+        return KVCache(self.config.num_hidden_layers)
+
+    def generate(self, input_ids, max_new_tokens=20, **kwargs):
+        """Greedy or sampled continuation with a KV cache; see models.generation.generate."""
+        from .generation import generate
+        return generate(self, input_ids, max_new_tokens, **kwargs)
+
+
+def _attention_mask(T, S, attention_mask, device):
+    """Causal mask for T new queries over S keys (the last T of which are the new ones),
+    combined with a (B, S) padding mask where 1 = attend, 0 = padding."""
+    causal = tt.ones(T, S, dtype=tt.bool, device=device).tril(S - T)      # (T, S)
+    if attention_mask is None:
+        return causal
+    if tuple(attention_mask.shape) != (attention_mask.shape[0], S):
+        raise ValueError(f"Llama: attention_mask shape {tuple(attention_mask.shape)} should be "
+                         f"(batch, past + new tokens) = (B, {S})")
+    pad = attention_mask.to(tt.bool).reshape(attention_mask.shape[0], 1, 1, S)  # (B, 1, 1, S)
+    return causal & pad                                                   # (B, 1, T, S)
