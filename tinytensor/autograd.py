@@ -395,9 +395,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     # while recording, the ops a backward runs carry the module path of the op being
     # differentiated and a derivative order, so graph export can place and colour them
     recording = bool(STATE.tapes)
+    pass_order = 0
     if recording:
         prev_scope, prev_order = STATE.scope_path, STATE.order
-        STATE.order = 1 + max([o.grad_fn.order for o in outputs if o.grad_fn is not None], default=0)
+        pass_order = STATE.order = 1 + max([o.grad_fn.order for o in outputs if o.grad_fn is not None],
+                                           default=0)
     pop_grads, get_grads = node_grads.pop, node_grads.get
     try:
         while heap:
@@ -463,7 +465,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             result.append(g)
         return tuple(result)
 
-    with _GradModeSet(create_graph):
+    with _GradModeSet(create_graph), _OrderSet(recording, pass_order):
         for key, leaf in leaves.items():
             g = leaf_grads[key]
             if leaf._hooks:
@@ -489,6 +491,21 @@ class _GradModeSet:
 
     def __exit__(self, *exc):
         STATE.grad_enabled = self.prev
+
+
+class _OrderSet:
+    """While recording, the .grad accumulation of a backward carries its derivative order."""
+
+    def __init__(self, recording, order):
+        self.recording, self.order = recording, order
+
+    def __enter__(self):
+        if self.recording:
+            self.prev, STATE.order = STATE.order, self.order
+
+    def __exit__(self, *exc):
+        if self.recording:
+            STATE.order = self.prev
 
 
 def _run_hooks(hooks, g):

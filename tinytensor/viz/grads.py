@@ -1,0 +1,50 @@
+"""The gradient graph: run the backward itself under `tt.record()` and draw what it ran.
+
+Each op's backward is written in tinytensor ops, so recording `tt.grad(...,
+create_graph=True)` yields the gradient computation as ordinary tape nodes. The engine
+stamps them with the module path of the op being differentiated and their derivative
+order (1 for the gradient, 2 for the gradient of the gradient, ...), which is what the
+picture groups and colours by. create_graph=True is needed even for order 1: without
+it some backwards take raw-array fast paths that record nothing.
+"""
+from ..autograd import grad, record
+from ..tensor import Tensor
+
+_SUPERSCRIPT = {1: "", 2: "\u00b2", 3: "\u00b3"}
+
+
+def record_gradients(outputs, wrt, orders):
+    """Differentiate `outputs` w.r.t. `wrt` `orders` times (each order differentiates the sum
+    of the previous gradients). Returns the tape, [(grad, label, module path, 'grad')] and
+    {label: seed tensor} for the all-ones gradients the backward started from."""
+    outs = [o for o in outputs if o.requires_grad]
+    if not outs:
+        raise ValueError("viz.graph(backward=...): no output requires grad, so there is no "
+                         "gradient graph to draw")
+    wrt = [w for w in wrt if w.requires_grad]
+    if not wrt:
+        raise ValueError("viz.graph(backward=...): the graph reads no tensor that requires grad")
+    results, seeds_by_name = [], {}
+    with record() as tape:
+        current = outs
+        for order in range(1, orders + 1):
+            seeds = [Tensor._ones_meta(o.shape, o.dtype, o.device) for o in current]
+            for k, s in enumerate(seeds):
+                single = len(seeds) == 1 and order == 1
+                seeds_by_name["ones (seed)" if single else f"ones (seed {order}.{k})"] = s
+            grads = grad(current, wrt, grad_outputs=seeds, create_graph=True,
+                         retain_graph=True, allow_unused=True)
+            nxt = []
+            for w, gr in zip(wrt, grads):
+                if gr is None:
+                    continue
+                name = w.name or "input"
+                sup = _SUPERSCRIPT.get(order, f"^{order}")
+                results.append((gr, f"grad{sup} {name}", name.rsplit(".", 1)[0] if "." in name
+                                else "", "grad"))
+                if gr.requires_grad:
+                    nxt.append(gr)
+            if not nxt:
+                break
+            current = nxt
+    return tape, results, seeds_by_name
