@@ -1,0 +1,48 @@
+"""Helpers shared by the fused ops: array-module dispatch, chunking, constants."""
+import numpy as np
+
+from ..tensor import Tensor
+
+# rows are processed in chunks of about this many elements on the CPU, so that each
+# chunk's temporaries stay in cache while it is read a few times
+CHUNK_ELEMS = 1 << 16
+
+
+def is_cpu(a):
+    return isinstance(a, np.ndarray)
+
+
+def xp_of(a):
+    if isinstance(a, np.ndarray):
+        return np
+    import cupy
+    return cupy
+
+
+def acc_dtype(dtype):
+    """What a row is accumulated in: float64 for float64, float32 for narrower floats."""
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+def row_chunks(rows, n, elems=CHUNK_ELEMS):
+    step = max(1, elems // max(n, 1))
+    for r0 in range(0, rows, step):
+        yield r0, min(rows, r0 + step)
+
+
+def const(arr, like):
+    """A Tensor holding `arr`, on `like`'s device, outside the graph."""
+    return Tensor._make(arr, like.device, False)
+
+
+def cuda_ok(a):
+    """True when `a` is a CuPy array the CUDA kernels take (their dtypes)."""
+    return not isinstance(a, np.ndarray) and str(a.dtype) in ("float32", "float64", "float16", "bfloat16")
+
+
+def i32(v):
+    return np.int32(v)
+
+
+def f32(v):
+    return np.float32(v)
