@@ -1,0 +1,313 @@
+"""Generation for encoder-decoder models: greedy, sampling and beam search, with a KV cache.
+
+    out = generate_seq2seq(model, input_ids, attention_mask, max_new_tokens=20, num_beams=4)
+    # (B, 1 + n) decoder token ids, starting with decoder_start_token_id
+
+The model interface this relies on (T5, BART, Marian and the 2017 Transformer all provide it):
+
+    model.encode(input_ids, attention_mask) -> encoder_states          (B, S, d) Tensor
+    model.decode(decoder_input_ids, encoder_states, encoder_attention_mask, cache=None)
+        -> logits (B, T, vocab) for the T decoder positions passed in. With a cache, only the
+        new positions are passed; the decoder reads the earlier ones from the cache (and the
+        cross-attention keys/values, computed once from encoder_states on the first call).
+    model.new_cache() -> an object with `.length` (decoder positions cached so far) and
+        `.select(index)` (keep/reorder batch rows; beam search moves beams around with it).
+        `Seq2SeqCache` below is such an object: one growing self-attention `nn.KVCache`
+        and one static cross-attention `nn.KVCache` per decoder layer.
+    model.config: eos_token_id, pad_token_id, decoder_start_token_id (or bos_token_id)
+        give the defaults of the arguments of the same names.
+
+Greedy decoding and beam search follow HuggingFace transformers 5.x token for token
+(`GenerationMixin._sample` / `_beam_search`), including its conventions:
+- a row that produced EOS is padded with pad_token_id afterwards (greedy);
+- beam search keeps 2 * num_beams candidates per step (more with several EOS ids), a
+  hypothesis that ends (EOS, or the length limit) is scored sum(log p) / length**length_penalty
+  where length counts the generated tokens (the start token excluded), and only the
+  `num_beams` best candidates of a step may finish;
+- early_stopping: True stops a batch row once num_beams hypotheses are finished; False
+  (the default) stops when the best running beam, scored at its current length, cannot beat
+  the worst finished one; "never" uses the best length it could still reach when
+  length_penalty > 0 (the canonical, slower rule);
+- beam-search outputs shorter than the longest are filled with pad_token_id, or with the
+  first EOS id when pad_token_id is 0 or unset (HF's `pad_token_id or eos_token_id[0]`).
+Scores are kept in float32 as HF does, so ties break the same way.
+"""
+import numpy as np
+
+import nn
+import tinytensor as tt
+
+from .generation import _choose
+
+_NEG = np.float32(-1.0e9)  # HF's "impossible" score
+
+
+class Seq2SeqCache:
+    """Decoder state for incremental decoding: per layer, the self-attention keys/values of
+    the positions decoded so far, and the cross-attention keys/values of the encoder states."""
+
+    def __init__(self, num_layers):
+        self.self_attn = [nn.KVCache() for _ in range(num_layers)]
+        self.cross_attn = [nn.KVCache(static=True) for _ in range(num_layers)]
+
+    @property
+    def length(self):
+        return len(self.self_attn[0]) if self.self_attn else 0
+
+    def select(self, index):
+        """Keep the batch rows in `index` (an int array/Tensor; repeats allowed)."""
+        for c in self.self_attn + self.cross_attn:
+            if c.key is not None:
+                idx = tt.as_tensor(np.asarray(index, dtype=np.int64), device=c.key.device) \
+                    if not isinstance(index, tt.Tensor) else index
+                c.key, c.value = c.key[idx], c.value[idx]
+
+    def __repr__(self):
+        return f"Seq2SeqCache(layers={len(self.self_attn)}, length={self.length})"
+
+
+def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, num_beams=1,
+                     length_penalty=1.0, eos_token_id=None, decoder_start_token_id=None,
+                     do_sample=False, temperature=1.0, top_k=None, top_p=None, seed=None,
+                     use_cache=True, early_stopping=False, pad_token_id=None,
+                     num_return_sequences=1):
+    """Decode up to `max_new_tokens` tokens for each row of `input_ids` (B, S).
+
+    Returns int64 decoder ids (B * num_return_sequences, 1 + n), n <= max_new_tokens, each
+    row starting with decoder_start_token_id. Greedy unless do_sample=True (temperature,
+    top_k, top_p; `seed` makes it reproducible). num_beams > 1 runs beam search (with
+    do_sample: beam sampling). eos_token_id may be an int or a list of ints; None takes
+    model.config's, and [] never stops early.
+    """
+    config = getattr(model, "config", None)
+    if not isinstance(input_ids, tt.Tensor):
+        input_ids = tt.tensor(np.asarray(input_ids), dtype=tt.int64)
+    if input_ids.ndim != 2:
+        raise ValueError(f"generate_seq2seq: input_ids must be (batch, length), got shape "
+                         f"{tuple(input_ids.shape)}")
+    if attention_mask is not None and not isinstance(attention_mask, tt.Tensor):
+        attention_mask = tt.tensor(np.asarray(attention_mask), device=input_ids.device)
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"generate_seq2seq: attention_mask shape {tuple(attention_mask.shape)} "
+                         f"differs from input_ids shape {tuple(input_ids.shape)}")
+    if num_beams < 1 or not 1 <= num_return_sequences <= num_beams:
+        raise ValueError(f"generate_seq2seq: need num_beams >= 1 and 1 <= num_return_sequences <= "
+                         f"num_beams, got num_beams={num_beams}, "
+                         f"num_return_sequences={num_return_sequences}")
+    if do_sample and temperature <= 0:
+        raise ValueError("generate_seq2seq: temperature must be positive when sampling")
+    if early_stopping not in (True, False, "never"):
+        raise ValueError(f"generate_seq2seq: early_stopping must be True, False or 'never', "
+                         f"got {early_stopping!r}")
+
+    eos = eos_token_id if eos_token_id is not None else getattr(config, "eos_token_id", None)
+    eos = [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+    pad = pad_token_id if pad_token_id is not None else getattr(config, "pad_token_id", None)
+    if pad is None and eos:
+        pad = eos[0]
+    start = decoder_start_token_id
+    for name in ("decoder_start_token_id", "bos_token_id"):
+        if start is None:
+            start = getattr(config, name, None)
+    if start is None:
+        raise ValueError("generate_seq2seq: no decoder_start_token_id given and model.config has "
+                         "neither decoder_start_token_id nor bos_token_id")
+
+    rng = np.random.default_rng(seed)
+    was_training = model.training
+    model.eval()
+    try:
+        with tt.no_grad():
+            encoder_states = model.encode(input_ids, attention_mask)  # (B, S, d)
+            if num_beams == 1:
+                stepper = _Stepper(model, encoder_states, attention_mask, use_cache)
+                out = _greedy(stepper, input_ids.shape[0], max_new_tokens, start, eos, pad,
+                              do_sample, temperature, top_k, top_p, rng)
+            else:
+                # each input row becomes num_beams consecutive rows (HF's repeat_interleave)
+                B = input_ids.shape[0]
+                rows = tt.as_tensor(np.repeat(np.arange(B), num_beams), device=input_ids.device)
+                mask = attention_mask[rows] if attention_mask is not None else None
+                stepper = _Stepper(model, encoder_states[rows], mask, use_cache)
+                out = _beam_search(stepper, B, num_beams, max_new_tokens, start, eos, pad,
+                                   length_penalty, early_stopping, num_return_sequences,
+                                   do_sample, temperature, top_k, top_p, rng)
+    finally:
+        model.train(was_training)
+    return tt.tensor(out, dtype=tt.int64, device=input_ids.device)
+
+
+class _Stepper:
+    """Runs the decoder on the tokens so far and returns the next-token logits, feeding only
+    the new positions when a cache is used."""
+
+    def __init__(self, model, encoder_states, encoder_mask, use_cache):
+        self.model, self.encoder_states, self.encoder_mask = model, encoder_states, encoder_mask
+        self.cache = model.new_cache() if use_cache else None
+
+    def next_logits(self, seqs):  # seqs (N, t) int64 numpy -> (N, vocab) float32 numpy
+        new = seqs[:, self.cache.length:] if self.cache is not None else seqs
+        ids = tt.tensor(np.ascontiguousarray(new), dtype=tt.int64, device=self.encoder_states.device)
+        logits = self.model.decode(ids, self.encoder_states, self.encoder_mask, cache=self.cache)
+        return logits[:, -1].float().numpy().astype(np.float32)
+
+    def select(self, index):  # the rows of the next step are these rows of this one
+        if self.cache is not None:
+            self.cache.select(index)
+
+
+def _greedy(stepper, B, max_new_tokens, start, eos, pad, do_sample, temperature, top_k, top_p, rng):
+    seqs = np.full((B, 1), start, dtype=np.int64)
+    unfinished = np.ones(B, dtype=bool)
+    for _ in range(max_new_tokens):
+        logits = stepper.next_logits(seqs)  # (B, vocab)
+        nxt = _choose(logits, temperature, top_k, top_p, do_sample, rng).astype(np.int64)
+        if eos:
+            nxt = np.where(unfinished, nxt, pad)
+            unfinished &= ~np.isin(nxt, eos)
+        seqs = np.concatenate([seqs, nxt[:, None]], axis=1)
+        if not unfinished.any():
+            break
+    return seqs
+
+
+def _log_softmax(x):  # float32, along the last axis
+    m = x.max(-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _warp(logp, temperature, top_k, top_p):
+    """HF's sampling warpers applied to log-probabilities (beam sampling): temperature,
+    then top-k, then top-p; removed tokens get -inf. Keeps at least 2 tokens, as HF does
+    for beams."""
+    logp = logp / np.float32(temperature)
+    V = logp.shape[-1]
+    if top_k is not None and top_k > 0:
+        k = min(max(top_k, 2), V)
+        kth = np.sort(logp, axis=-1)[:, -k][:, None]
+        logp = np.where(logp < kth, -np.inf, logp)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(logp, axis=-1, kind="stable")  # ascending, as HF's TopPLogitsWarper
+        sorted_lp = np.take_along_axis(logp, order, -1)
+        p = np.exp(sorted_lp - sorted_lp.max(-1, keepdims=True))
+        cum = np.cumsum(p / p.sum(-1, keepdims=True), -1)
+        drop = cum <= 1 - top_p
+        drop[:, -2:] = False
+        remove = np.zeros_like(drop)
+        np.put_along_axis(remove, order, drop, -1)
+        logp = np.where(remove, -np.inf, logp)
+    return logp.astype(np.float32)
+
+
+def _topk(x, k):  # indices of the k largest along the last axis, best first, ties to the lower index
+    return np.argsort(-x, axis=-1, kind="stable")[..., :k]
+
+
+def _gather(x, idx):  # x (B, K, ...) rows picked per batch by idx (B, k)
+    idx = idx.reshape(idx.shape + (1,) * (x.ndim - 2))
+    return np.take_along_axis(x, idx, axis=1)
+
+
+def _beam_search(stepper, B, nb, max_new_tokens, start, eos, pad, length_penalty, early_stopping,
+                 num_return_sequences, do_sample, temperature, top_k, top_p, rng):
+    """Static-shape beam search, step for step HF's `_beam_search`. Per batch row it keeps
+    `nb` running beams and the `nb` best finished hypotheses seen so far."""
+    max_length = 1 + max_new_tokens
+    prompt_len = cur_len = 1
+    keep = max(2, 1 + len(eos)) * nb                   # candidates kept per step
+    top_nb = np.arange(keep) < nb                       # only these may finish this step
+    fill = (pad if pad else eos[0]) if eos else -1
+    running = np.full((B, nb, max_length), fill, dtype=np.int64)  # running beams' tokens
+    running[:, :, 0] = start
+    finished_seqs = running.copy()                      # best finished hypotheses
+    running_scores = np.zeros((B, nb), np.float32)      # sum of log-probs
+    running_scores[:, 1:] = _NEG                        # step 1 expands beam 0 only
+    finished_scores = np.full((B, nb), _NEG, np.float32)
+    is_finished = np.zeros((B, nb), dtype=bool)
+    improvable = np.ones((B, 1), dtype=bool)            # could a running beam still win?
+    running_src = np.full((B, nb, max_new_tokens), -1, np.int64)  # flat row each step came from
+    finished_src = running_src.copy()
+    batch_offset = np.arange(B)[:, None] * nb
+
+    if max_new_tokens <= 0:
+        return running[:, :num_return_sequences].reshape(B * num_return_sequences, -1)[:, :1]
+    while True:
+        logits = stepper.next_logits(running[:, :, :cur_len].reshape(B * nb, cur_len))  # (B*nb, V)
+        V = logits.shape[-1]
+        logp = _log_softmax(logits)
+        if do_sample:
+            logp = _warp(logp, temperature, top_k, top_p)
+        logp = (logp.reshape(B, nb, V) + running_scores[:, :, None]).reshape(B, nb * V)
+
+        # c. the `keep` best continuations over all beams (or sampled without replacement)
+        if do_sample:
+            cand = _sample_without_replacement(logp, keep, rng)
+        else:
+            cand = _topk(logp, keep)                                      # (B, keep)
+        cand_scores = np.take_along_axis(logp, cand, -1)                  # (B, keep)
+        src_beam, token = cand // V, cand % V
+        cand_seqs = _gather(running, src_beam).copy()                     # (B, keep, max_length)
+        cand_seqs[:, :, cur_len] = token
+        cand_src = _gather(running_src, src_beam).copy()
+        cand_src[:, :, cur_len - prompt_len] = src_beam + batch_offset
+
+        # d. which candidates end here: EOS, or the length limit
+        ends = np.isin(token, eos) | (cur_len + 1 >= max_length)          # (B, keep)
+
+        # e. the nb best candidates that go on
+        go_scores = cand_scores + ends.astype(np.float32) * _NEG
+        nxt = _topk(go_scores, nb)
+        running = _gather(cand_seqs, nxt)
+        running_scores = _gather(go_scores, nxt)
+        running_src = _gather(cand_src, nxt)
+
+        # f. finished candidates enter the finished set if they beat its members
+        just_finished = ends & top_nb[None, :]
+        fin_scores = cand_scores / np.float32((cur_len + 1 - prompt_len) ** length_penalty)
+        batch_full = is_finished.all(-1, keepdims=True) & (early_stopping is True)
+        fin_scores = fin_scores + batch_full.astype(np.float32) * _NEG
+        fin_scores = fin_scores + (~improvable).astype(np.float32) * _NEG
+        fin_scores = fin_scores + (~just_finished).astype(np.float32) * _NEG
+        merged_scores = np.concatenate([finished_scores, fin_scores], axis=1)
+        best = _topk(merged_scores, nb)
+        finished_seqs = _gather(np.concatenate([finished_seqs, cand_seqs], axis=1), best)
+        finished_scores = _gather(merged_scores, best)
+        finished_src = _gather(np.concatenate([finished_src, cand_src], axis=1), best)
+        is_finished = _gather(np.concatenate([is_finished, just_finished], axis=1), best)
+
+        # g. move the cache rows along with their beams
+        stepper.select(running_src[:, :, cur_len - prompt_len].reshape(-1))
+        cur_len += 1
+
+        if early_stopping == "never" and length_penalty > 0.0:
+            best_len = max_length - prompt_len
+        else:
+            best_len = cur_len - prompt_len
+        best_running = running_scores[:, :1] / np.float32(best_len ** length_penalty)
+        worst_finished = np.where(is_finished, finished_scores.min(1, keepdims=True), _NEG)
+        improvable = improvable & (best_running > worst_finished).any(-1, keepdims=True)
+
+        all_full = is_finished.all() and early_stopping is True
+        if not improvable.any() or all_full or ends.all():
+            break
+
+    seqs = finished_seqs[:, :num_return_sequences].reshape(B * num_return_sequences, max_length)
+    src = finished_src[:, :num_return_sequences].reshape(B * num_return_sequences, -1)
+    generated = int((src != -1).sum(1).max())
+    return seqs[:, :prompt_len + generated]
+
+
+def _sample_without_replacement(logp, k, rng):
+    """k indices per row drawn without replacement from softmax(logp), sorted by logp."""
+    out = np.empty((logp.shape[0], k), dtype=np.int64)
+    for b, row in enumerate(logp.astype(np.float64)):
+        p = np.exp(row - row.max())
+        p /= p.sum()
+        nz = int((p > 0).sum())
+        picked = rng.choice(len(p), size=min(k, nz), replace=False, p=p)
+        if nz < k:  # too few live tokens: pad with impossible ones (score -inf, never chosen)
+            rest = np.setdiff1d(np.argsort(-row, kind="stable"), picked, assume_unique=False)
+            picked = np.concatenate([picked, rest[:k - nz]])
+        out[b] = picked[np.argsort(-row[picked], kind="stable")]
+    return out

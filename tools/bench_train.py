@@ -1,0 +1,88 @@
+"""Training-step benchmark (`python tools/bench.py train`): a GPT-2-style model, 4 layers,
+d=256, 4 heads, context 128, batch 8, vocabulary 1024. tinytensor's models.GPT against
+transformers' GPT2LMHeadModel in PyTorch eager mode with identical weights, both on the
+same number of threads: forward + backward + AdamW, and forward only."""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from tools.timing import median_times, set_threads  # noqa: E402
+
+CONFIG = dict(vocab_size=1024, n_positions=128, n_embd=256, n_layer=4, n_head=4,
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+BATCH, CONTEXT = 8, 128
+
+
+def build_pair():
+    import numpy as np
+    import torch
+    import transformers
+    import nn
+    import tinytensor as tt
+    import models
+    from models.gpt_hf import _to_ours
+
+    torch.manual_seed(0)
+    ref = transformers.GPT2LMHeadModel(transformers.GPT2Config(**CONFIG))  # torch eager (sdpa attention)
+    ours = models.GPT(models.GPTConfig(**CONFIG))
+    state = {}
+    for name, v in ref.state_dict().items():
+        mapped = _to_ours(name, v.detach().numpy(), CONFIG)
+        if mapped and not name.endswith((".attn.bias", ".attn.masked_bias")):
+            state[mapped[0]] = tt.tensor(np.ascontiguousarray(mapped[1]))
+    ours.load_state_dict(state)
+    ids = np.random.default_rng(0).integers(0, CONFIG["vocab_size"], (BATCH, CONTEXT))
+    return ours, ref, tt.tensor(ids), torch.tensor(ids), nn, torch, tt
+
+
+def train_cases():
+    ours, ref, ids_tt, ids_th, nn, torch, tt = build_pair()
+    opt_tt = nn.optim.AdamW(ours.parameters(), lr=1e-4)
+    opt_th = torch.optim.AdamW(ref.parameters(), lr=1e-4)
+
+    def step_tt():
+        loss = ours(ids_tt, labels=ids_tt).loss
+        opt_tt.zero_grad()
+        loss.backward()
+        opt_tt.step()
+
+    def step_th():
+        loss = ref(ids_th, labels=ids_th).loss
+        opt_th.zero_grad()
+        loss.backward()
+        opt_th.step()
+
+    def fwd_tt():
+        with tt.no_grad():
+            ours(ids_tt)
+
+    def fwd_th():
+        with torch.no_grad():
+            ref(ids_th)
+
+    yield "GPT-2-style 4x256, B=8 T=128: fwd+bwd+AdamW", step_tt, step_th
+    yield "GPT-2-style 4x256, B=8 T=128: forward only", fwd_tt, fwd_th
+
+
+def train_main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args(argv)
+    set_threads(args.threads)
+    import torch
+    torch.set_num_threads(args.threads)
+    rows = []
+    for name, f_tt, f_th in train_cases():
+        a, b = median_times(f_tt, f_th, args.repeat)
+        rows.append((name, a, b))
+        if not args.markdown:
+            print(f"{name:46s} tinytensor {a * 1e3:8.1f} ms   torch {b * 1e3:8.1f} ms   "
+                  f"ratio {a / b:5.2f}", flush=True)
+    if args.markdown:
+        print("| benchmark | tinytensor (ms) | torch (ms) | ratio |\n|---|---:|---:|---:|")
+        for name, a, b in rows:
+            print(f"| {name} | {a * 1e3:.1f} | {b * 1e3:.1f} | {a / b:.2f} |")

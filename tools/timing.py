@@ -1,0 +1,42 @@
+"""Timing helpers shared by the benchmarks: thread setup and interleaved medians."""
+import os
+
+
+def set_threads(n):
+    """Same thread count for NumPy's BLAS (through the environment, so call it before
+    NumPy is imported) and, by the caller, torch."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+
+
+def median_times(fn_a, fn_b, repeat, inner=1):
+    """Median seconds per call of two functions, timed alternately so that both see the
+    same machine state (another process, turbo, caches)."""
+    import time
+    for _ in range(2):
+        fn_a()
+        fn_b()
+    times = ([], [])
+    for _ in range(repeat):
+        for fn, out in ((fn_a, times[0]), (fn_b, times[1])):
+            t = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            out.append((time.perf_counter() - t) / inner)
+    return tuple(sorted(ts)[len(ts) // 2] for ts in times)
+
+
+def median_n(fns, repeat, inner=1):
+    """Median seconds per call of several functions, timed round-robin (as median_times)."""
+    import time
+    for _ in range(2):
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, out in zip(fns, times):
+            t = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            out.append((time.perf_counter() - t) / inner)
+    return [sorted(ts)[len(ts) // 2] for ts in times]
