@@ -84,7 +84,7 @@ class MaskedLM(LanguageModeling):
 
     def show(self, model, device, n_tokens, seed):
         text = b"    def __init__(self, name, value=None):\n        self.name = name\n"
-        ids = np.frombuffer(text, dtype=np.uint8).astype(np.int64)[None]
+        ids = np.frombuffer(text, dtype=np.uint8).astype(np.int64)[None, :self.context]
         masked = ids.copy()
         where = np.arange(4, ids.shape[1], 7)
         masked[0, where] = self.mask_token_id
@@ -96,7 +96,8 @@ class MaskedLM(LanguageModeling):
         filled[0, where] = pred[0, where]
         shown = masked.copy()
         shown[0, where] = ord("_")
-        return ("masked: " + decode(shown[0]) + "filled: " + decode(np.minimum(filled[0], 255)))
+        return ("masked: " + decode(shown[0]).rstrip("\n") + "\nfilled: "
+                + decode(np.minimum(filled[0], 255)).rstrip("\n"))
 
 
 class Reverse:

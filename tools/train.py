@@ -32,8 +32,8 @@ from tools.tasks import LanguageModeling, MaskedLM, Reverse  # noqa: E402
 
 # per-kind defaults for flags left unset: text models, and the small seq2seq task
 DEFAULTS = {
-    "lm": dict(steps=600, batch_size=16, context=64, layers=4, d_model=128, heads=4, lr=3e-3),
-    "mlm": dict(steps=600, batch_size=16, context=64, layers=4, d_model=128, heads=4, lr=1e-3),
+    "lm": dict(steps=1200, batch_size=16, context=64, layers=4, d_model=128, heads=4, lr=3e-3),
+    "mlm": dict(steps=1200, batch_size=16, context=64, layers=4, d_model=128, heads=4, lr=1e-3),
     "seq2seq": dict(steps=500, batch_size=32, context=16, layers=2, d_model=64, heads=4, lr=3e-3),
 }
 
@@ -44,7 +44,7 @@ def parse_args(argv=None):
     ap.add_argument("--model", default="gpt2", choices=model_zoo.NAMES)
     ap.add_argument("--data", default=None, help="a text file; default: Python's stdlib source")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--steps", type=int, help="default: 600 (text), 500 (reverse task)")
+    ap.add_argument("--steps", type=int, help="default: 1200 (text), 500 (reverse task)")
     ap.add_argument("--batch-size", type=int, help="default: 16 (text), 32 (reverse task)")
     ap.add_argument("--context", type=int, help="tokens per sequence; default 64 (text)")
     ap.add_argument("--layers", type=int, help="default: 4 (text), 2 per stack (reverse task)")
