@@ -1,4 +1,5 @@
-"""The README's Python examples run as written (in order, sharing one namespace)."""
+"""The README's Python examples run as written (in order, sharing one namespace).
+Blocks fenced as ```python run; ```py marks an illustration that needs outside files."""
 import os
 import re
 
