@@ -9,7 +9,7 @@ Parameter names follow HuggingFace's GPT2Model/OpenAIGPTModel, so their checkpoi
 by name (their Conv1D weights are stored transposed; models/hf.py handles that).
 """
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import tinytensor as tt
 import tinytensor.functional as F

@@ -11,7 +11,6 @@ no dependency counting, and 100k-node graphs are fine.
 import contextlib
 import functools
 import itertools
-import weakref
 from heapq import heappop, heappush
 
 import numpy as np
@@ -356,7 +355,6 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     With `inputs=None` gradients accumulate into the `.grad` of every leaf reached
     (Tensor.backward); otherwise they are returned for `inputs` only (tt.grad).
     """
-    from .tensor import Tensor
     from .ops.movement import sum_to
 
     # Nodes are processed in decreasing creation order, taken from a heap holding

@@ -3,7 +3,7 @@ randint, the *_like forms and from_numpy."""
 import numpy as np
 
 from . import dtypes, random
-from .device import CPU, Device, device_of_array, get_device, to_device_array, array_context
+from .device import CPU, device_of_array, get_device, to_device_array, array_context
 from .tensor import Tensor
 
 

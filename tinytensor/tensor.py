@@ -6,8 +6,8 @@ which is where forward and backward live.
 import numpy as np
 
 from . import dtypes
-from .autograd import STATE, run_backward, _default_grad
-from .device import CPU, Device, device_of_array, get_device, to_device_array
+from .autograd import run_backward, _default_grad
+from .device import CPU, get_device, to_device_array
 
 
 class Tensor:
@@ -288,7 +288,7 @@ class Tensor:
         default_shown = {"float32", "int64", "bool"}
         dt = self.dtype
         if arr.size == 0:
-            body = f"[]"
+            body = "[]"
             if arr.ndim > 1 or dt.name not in default_shown:
                 extras.insert(0, f"size={tuple(arr.shape)}")
         elif dt.category == 2:

@@ -1,7 +1,7 @@
 """Tensor methods and operators, each a thin call into an op (names follow PyTorch)."""
 from .tensor import Tensor
-from .ops import (attention, elementwise as ew, indexing as ix, inplace as ip, linalg,
-                  losses, movement as mv, nn, reduce as rd)
+from .ops import (elementwise as ew, indexing as ix, inplace as ip, linalg, movement as mv, nn,
+                  reduce as rd)
 
 
 def _r(fn):

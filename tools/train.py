@@ -20,8 +20,6 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import numpy as np  # noqa: E402
-
 import nn  # noqa: E402
 import tinytensor as tt  # noqa: E402
 from tools import model_zoo  # noqa: E402

@@ -5,24 +5,11 @@ of random float64 tensors that require grad.
 """
 import numpy as np
 import pytest
-import torch
 
 import tinytensor as tt
-from tinytensor.testing import compare_with_torch
+from .oracle import check
 
 
-def with_squares(fn, m):
-    """fn's output and its square: the square makes the cotangent reaching the op depend on
-    the inputs, so the double-backward check covers every path through the op's backward."""
-    def run(*xs):
-        out = fn(m, *xs)
-        return out, out * out
-    return run
-
-
-def check(fn, inputs, dtype="float64", **kw):
-    compare_with_torch(with_squares(fn, tt), with_squares(fn, torch), inputs,
-                       dtype=dtype, double_backward=dtype == "float64", **kw)
 
 
 def mm(m, a, b):

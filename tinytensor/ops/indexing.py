@@ -5,7 +5,6 @@ appears twice receives both contributions.
 """
 import numpy as np
 
-from ..autograd import STATE
 from ..function import Function
 from ..tensor import Tensor
 from .movement import norm_dim, reshape, _where
@@ -165,8 +164,8 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, g):
-        shape, dtype = ctx.in_meta[0][0], ctx.in_meta[0][1]
-        return IndexAdd.apply(g, key=ctx.attrs["key"], advanced=ctx.attrs["advanced"], shape=shape)
+        return IndexAdd.apply(g, key=ctx.attrs["key"], advanced=ctx.attrs["advanced"],
+                              shape=ctx.in_meta[0][0])
 
 
 class GetItemCopy(GetItem):
