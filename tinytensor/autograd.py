@@ -530,7 +530,8 @@ def _apply_output_hooks(node, grads):
 
 
 def _call_backward(node, grads):
-    if any(g is None for g in grads):  # outputs that got no gradient get zeros
+    # a slot exists only once a gradient arrived, so single-output nodes never miss one
+    if len(grads) > 1 and any(g is None for g in grads):  # outputs with no gradient get zeros
         grads = [g if g is not None else Tensor._zeros_meta(*m) for g, m in zip(grads, node.out_meta)]
     if STATE.anomaly:
         # the ops inside a backward are checked as that backward's result below, so a NaN
