@@ -340,6 +340,8 @@ def mask_tokens(input_ids, mask_token_id, vocab_size, special_ids=(), mlm_probab
     ids = input_ids.numpy() if is_tensor else np.asarray(input_ids)
     if not np.issubdtype(ids.dtype, np.integer):
         raise TypeError(f"mask_tokens: input_ids must be integers, got {ids.dtype}")
+    if ids.dtype.kind == "u":  # uint8/uint16 token arrays cannot hold -100 (or a larger mask id)
+        ids = ids.astype(np.int64)
     if not 0.0 <= mlm_probability <= 1.0:
         raise ValueError(f"mask_tokens: mlm_probability must be in [0, 1], got {mlm_probability}")
     rng = np.random.default_rng(seed)

@@ -1,5 +1,7 @@
 """Text generation for decoder-only models: greedy, temperature, top-k and top-p sampling,
 with a KV cache so each new token costs one position, not a re-run of the prefix."""
+import inspect
+
 import numpy as np
 
 import tinytensor as tt
@@ -9,22 +11,27 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
              do_sample=False, eos_token_id=None, seed=None, use_cache=True, attention_mask=None):
     """Append up to `max_new_tokens` tokens to `input_ids` (B, T); returns (B, T + new).
 
-    Greedy unless do_sample=True. Rows that produced `eos_token_id` keep emitting it.
+    Greedy unless do_sample=True. A row that produced `eos_token_id` (an int or a list of
+    ints) keeps emitting the id it produced.
     `seed` makes sampling reproducible without touching the global generator.
     """
     if input_ids.ndim != 2:
         raise ValueError(f"generate: input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
     if temperature <= 0 and do_sample:
         raise ValueError("generate: temperature must be positive when sampling")
+    eos = [] if eos_token_id is None else [int(e) for e in (
+        eos_token_id if isinstance(eos_token_id, (list, tuple)) else [eos_token_id])]
     rng = np.random.default_rng(seed)
     was_training = model.training
     model.eval()
     ids = input_ids
     B = ids.shape[0]
     done = np.zeros(B, dtype=bool)
+    ended = np.zeros(B, dtype=np.int64)  # the eos id each finished row keeps emitting
     cache = model.new_cache() if use_cache else None
     mask = attention_mask
     max_len = getattr(getattr(model, "config", None), "n_positions", None)
+    takes_positions = "position_ids" in inspect.signature(model.forward).parameters
     try:
         with tt.no_grad():
             step_input = ids
@@ -37,18 +44,26 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
                     step_input = ids[:, -keep:]
                 if mask is not None:
                     step_mask = mask[:, -((cache.length if cache else 0) + step_input.shape[1]):]
-                out = model(step_input, attention_mask=step_mask, cache=cache)
+                kw = {}
+                if mask is not None and takes_positions:
+                    # a left-padded row's positions start at its first real token (as HF's generate)
+                    m = step_mask.to(tt.int64)
+                    pos = m.cumsum(-1) - 1
+                    pos = tt.where(m > 0, pos, tt.ones_like(pos))
+                    kw["position_ids"] = pos[:, -step_input.shape[1]:]   # (B, T_step)
+                out = model(step_input, attention_mask=step_mask, cache=cache, **kw)
                 logits = out.logits[:, -1].float().numpy().astype(np.float64)  # (B, vocab)
                 nxt = _choose(logits, temperature, top_k, top_p, do_sample, rng)
-                if eos_token_id is not None:
-                    nxt = np.where(done, eos_token_id, nxt)
-                    done |= nxt == eos_token_id
+                if eos:
+                    nxt = np.where(done, ended, nxt)
+                    ended = np.where(done, ended, nxt)
+                    done |= np.isin(nxt, eos)
                 new = tt.tensor(nxt.reshape(B, 1), dtype=tt.int64, device=ids.device)
                 ids = tt.cat([ids, new], dim=1)
                 if mask is not None:
                     mask = tt.cat([mask, tt.ones(B, 1, dtype=mask.dtype, device=mask.device)], dim=1)
                 step_input = new if use_cache else ids
-                if eos_token_id is not None and done.all():
+                if eos and done.all():
                     break
     finally:
         model.train(was_training)

@@ -92,6 +92,9 @@ def _attention_mask(T, S, attention_mask, device):
     causal = tt.ones(T, S, dtype=tt.bool, device=device).tril(S - T)     # (T, S)
     if attention_mask is None:
         return causal
+    if attention_mask.ndim != 2 or attention_mask.shape[1] != S:
+        raise ValueError(f"GPT: attention_mask shape {tuple(attention_mask.shape)} should be "
+                         f"(batch, past + new tokens) = (B, {S})")
     pad = attention_mask.to(tt.bool).reshape(attention_mask.shape[0], 1, 1, S)  # (B, 1, 1, S)
     return causal & pad                                                  # (B, 1, T, S)
 
@@ -176,6 +179,9 @@ class GPT(nn.Module):
         for k, v in overrides.items():
             setattr(config, k, v)
         self.config = config
+        if not config.tie_word_embeddings:  # the head below always reuses the token embedding
+            raise NotImplementedError("GPT: an lm_head untied from the token embedding "
+                                      "(tie_word_embeddings=False) is not supported")
         if config.pre_ln:
             self.wte = nn.Embedding(config.vocab_size, config.n_embd)
             self.wpe = nn.Embedding(config.n_positions, config.n_embd)
@@ -208,13 +214,16 @@ class GPT(nn.Module):
                     s = std / math.sqrt(2 * self.config.n_layer) if name.endswith("c_proj.weight") else std
                     p.copy_(tt.randn(*p.shape) * s)
 
-    def forward(self, input_ids, attention_mask=None, labels=None, cache=None):
+    def forward(self, input_ids, attention_mask=None, labels=None, cache=None, position_ids=None):
         B, T = input_ids.shape
         past = cache.length if cache is not None else 0
         if past + T > self.config.n_positions:
             raise ValueError(f"GPT: sequence length {past + T} exceeds n_positions "
                              f"{self.config.n_positions}")
-        pos = tt.arange(past, past + T, device=input_ids.device)                        # (T,)
+        # HF's default: past .. past+T-1 whatever the padding; generate passes the positions
+        # of a left-padded row counted from its first real token, as HF's generate does
+        pos = tt.arange(past, past + T, device=input_ids.device) if position_ids is None \
+            else position_ids                                                           # (T,) | (B, T)
         x = self.drop(self.token_embedding(input_ids) + self.position_embedding(pos))  # (B, T, C)
         for i, block in enumerate(self.h):
             x = block(x, attention_mask, cache.layers[i] if cache is not None else None)

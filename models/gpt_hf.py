@@ -28,6 +28,11 @@ def _to_hf(name, arr, config):
 def _build(config):
     if config.get("tie_word_embeddings", True) is False:
         raise NotImplementedError("from_hf: GPT with an untied lm_head is not supported")
+    # attention variants that change the scores; loading them would give wrong logits silently
+    for flag, default in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                          ("add_cross_attention", False)):
+        if config.get(flag, default) != default:
+            raise NotImplementedError(f"from_hf: GPT-2 with {flag}={config[flag]} is not supported")
     return GPT(GPTConfig.from_dict(config))
 
 

@@ -27,6 +27,12 @@ class _StorageType:
 
 def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None):
     itemsize = storage.dtype.itemsize
+    # as_strided does not check bounds: a corrupt or hostile file must not read past its storage
+    if offset < 0 or any(n < 0 for n in size) or any(st < 0 for st in stride) or (
+            all(size) and offset + sum((n - 1) * st for n, st in zip(size, stride)) >= len(storage)):
+        raise pickle.UnpicklingError(f"tensor of size {tuple(size)}, stride {tuple(stride)} at "
+                                     f"offset {offset} does not fit its storage of {len(storage)} "
+                                     "elements")
     if not size:
         return storage[offset:offset + 1].reshape(()).copy()
     return np.lib.stride_tricks.as_strided(

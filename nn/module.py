@@ -140,14 +140,19 @@ class Module:
 
     def _assign_names(self):
         # modules know their path from this root, and parameters their full name, so that
-        # tapes, graphs and errors can say where an op ran and which weight it used
+        # tapes, graphs and errors can say where an op ran and which weight it used. The
+        # first root to name a module keeps it: calling a slice or a submodule on its own
+        # later does not rename the layers it shares with the whole model.
         for name, m in self.named_modules():
-            object.__setattr__(m, "_path", name)
+            if m._path is None:
+                object.__setattr__(m, "_path", name)
             object.__setattr__(m, "_names_valid", True)
         for name, p in self.named_parameters():
-            p.name = name
+            if p.name is None:
+                p.name = name
         for name, b in self.named_buffers():
-            b.name = name
+            if b.name is None:
+                b.name = name
 
     def register_forward_pre_hook(self, hook):
         """hook(module, args) runs before forward; a returned value replaces args."""
@@ -386,6 +391,8 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, i):
+        if isinstance(i, slice):  # as torch: a slice is a Sequential (callable), not a list
+            return Sequential(dict(list(self._modules.items())[i]))
         return list(self._modules.values())[i]
 
     def __len__(self):

@@ -10,6 +10,7 @@ no dependency counting, and 100k-node graphs are fine.
 """
 import contextlib
 import functools
+import inspect
 import itertools
 from heapq import heappop, heappush
 
@@ -45,6 +46,22 @@ class _GradMode:
         return False
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            # the body of a generator runs at each next(), after a plain wrapper has returned:
+            # enter the mode around every step instead
+            @functools.wraps(fn)
+            def gen_wrapper(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                value = None
+                while True:
+                    with self.__class__():
+                        try:
+                            item = gen.send(value)
+                        except StopIteration as stop:
+                            return stop.value
+                    value = yield item
+            return gen_wrapper
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.__class__():
@@ -219,6 +236,23 @@ class Node:
             out.append(e[0])
         return out
 
+    def saved_tensor(self, k):
+        """Saved value k alone: version-checks only what a backward really uses (x * 2.0
+        needs only the 2.0, so modifying x in place afterwards is fine, as in torch)."""
+        if self.freed:
+            return self.saved_tensors  # raises the freed-graph error
+        return unpack_saved(self, k, self.saved[k])
+
+    def saved_array(self, k):
+        """saved_tensor(k) as a raw array, for first-order fast paths."""
+        if self.freed:
+            return self.saved_tensors
+        e = self.saved[k]
+        cell = e[3]
+        if cell is not None and cell[0] != e[4]:
+            unpack_saved(self, k, e)  # raises the in-place modification error
+        return e[0]
+
     def mark_non_differentiable(self, *arrays):
         self.non_differentiable = arrays
 
@@ -387,6 +421,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         for t in inputs:
             if t.grad_fn is not None:
                 wanted[(t.grad_fn, t._out_index)] = None
+        run = _nodes_leading_to(list(node_grads), {n for n, _ in wanted},
+                                {id(t) for t in inputs if t.grad_fn is None})
 
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
@@ -412,6 +448,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     k = (node, i)
                     if k in wanted:
                         wanted[k] = g if wanted[k] is None else wanted[k] + g
+                if node not in run:  # nothing wanted lies below: like torch, neither run nor free it
+                    continue
             if node.freed:
                 raise RuntimeError(
                     f"backward through op '{node.name}'"
@@ -427,6 +465,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     continue
                 data = g.data
                 if data.shape != meta[0]:
+                    _check_grad_shape(node, data.shape, meta[0])
                     g = sum_to(g, meta[0])  # undo broadcasting: the one shared place
                     data = g.data
                 if data.dtype != meta[1].np:
@@ -447,6 +486,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         if recording:
             STATE.scope_path, STATE.order = prev_scope, prev_order
 
+    # arrays already visible to the caller: a gradient sharing memory with one is copied
+    handed = {id(_owner(g.data)) for g in grad_outputs}
     if wanted is not None:
         result = []
         for t in inputs:
@@ -459,7 +500,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     f"grad: one of the inputs (shape {tuple(t.shape)}) was not used to compute "
                     "the outputs; pass allow_unused=True to get None for it")
             if g is not None and not create_graph:
-                g = g.detach()
+                g = _owned(g, handed)
             result.append(g)
         return tuple(result)
 
@@ -468,15 +509,60 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             g = leaf_grads[key]
             if leaf._hooks:
                 g = _run_hooks(leaf._hooks, g)
-            if not create_graph:
-                g = g.detach()
             if leaf.grad is None:
-                leaf.grad = g
+                leaf.grad = g if create_graph else _owned(g, handed)  # _owned detaches
             else:
                 leaf.grad = leaf.grad + g
                 if not create_graph:
                     leaf.grad = leaf.grad.detach()
     return None
+
+
+def _check_grad_shape(node, got, shape):
+    """A gradient may be broadcast over its input (summed back below), nothing else."""
+    lead = len(got) - len(shape)
+    if lead < 0 or any(s != 1 and s != t for s, t in zip(shape, got[lead:])):
+        raise RuntimeError(
+            f"backward of op '{node.name}'" + (f" in {node.scope}" if node.scope else "")
+            + f" returned a gradient of shape {tuple(got)} for an input of shape {tuple(shape)}; "
+            "it must have the input's shape (or one the input broadcasts to)")
+
+
+def _owner(a):
+    return a if a.base is None else a.base
+
+
+def _owned(g, handed):
+    """g detached, with an array of its own: backward may hand one array to two inputs
+    (x and y in x + y), a read-only broadcast view (x in x.sum()) or the caller's own
+    output gradient, and an in-place update of one .grad must not change the others."""
+    d = g.data
+    b = d.base
+    key = id(d if b is None else b)
+    if key in handed or (b is not None and not getattr(d.flags, "writeable", True)):
+        d = d.copy()
+        key = id(d)
+    handed.add(key)
+    return Tensor._make(d, g._device, False)
+
+
+def _nodes_leading_to(starts, wanted_nodes, wanted_leaves):
+    """The nodes reachable from `starts` whose backward leads to a wanted node or leaf."""
+    reach, stack = set(starts), list(starts)
+    while stack:
+        for e in stack.pop().edges:
+            if e.__class__ is tuple and e[0] not in reach:
+                reach.add(e[0])
+                stack.append(e[0])
+    run = set()
+    for n in sorted(reach, key=lambda n: n.seq):  # inputs of a node come before it
+        for e in n.edges:
+            if e is None:
+                continue
+            if (e[0] in run or e[0] in wanted_nodes) if e.__class__ is tuple else id(e) in wanted_leaves:
+                run.add(n)
+                break
+    return run
 
 
 class _GradModeSet:
@@ -524,7 +610,7 @@ def _apply_output_hooks(node, grads):
         if node.retained and i in node.retained:
             t = node.retained[i]()
             if t is not None:
-                gd = g.detach()
+                gd = Tensor._make(g.data.copy(), g._device, False)  # its own memory, as .grad
                 t.grad = gd if t.grad is None else t.grad + gd
     return grads
 

@@ -12,6 +12,8 @@ def _to_array(data, dtype, device):
     if isinstance(data, Tensor):
         data = data.data
     dt = dtypes.from_any(dtype) if dtype is not None else None
+    if isinstance(data, np.generic):  # np.float64(2.0) keeps its dtype, as in torch
+        data = np.asarray(data)
     if isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy"):
         src_dev = device_of_array(data)
         device = device or src_dev
@@ -66,7 +68,7 @@ def _finish(arr, dev, requires_grad):
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor copying `data` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
     arr, dev = _to_array(data, dtype, get_device(device) if device is not None else None)
-    if isinstance(data, (np.ndarray, Tensor)) and arr is (data.data if isinstance(data, Tensor) else data):
+    if arr is (data.data if isinstance(data, Tensor) else data):  # NumPy or CuPy: never share
         arr = arr.copy()
     return _finish(arr, dev, requires_grad)
 

@@ -38,8 +38,14 @@ def uniform(device, shape, dtype):
     if device.type == "cpu":
         if dtype.np in (np.float32, np.float64):
             return g.random(shape, dtype=dtype.np)
-        return g.random(shape).astype(dtype.np)
-    return g.random_sample(shape).astype(dtype.np, copy=False)
+        a = g.random(shape)
+    else:
+        a = g.random_sample(shape)
+        if dtype.np != np.float16:
+            return a.astype(dtype.np, copy=False)
+    if dtype.np == np.float16:  # values just below 1 would round up to 1.0: keep [0, 1)
+        a = device.xp.minimum(a, 1.0 - 2.0 ** -11)
+    return a.astype(dtype.np)
 
 
 def normal(device, shape, dtype):

@@ -116,6 +116,16 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.data.shape[0]
 
+    def __iter__(self):
+        # without this, Python iterates via __getitem__ until IndexError: a 0-d tensor
+        # would silently iterate as empty
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    def __contains__(self, element):
+        return bool((self == element).any())
+
     # ------------------------------------------------------------------ conversion
     def numpy(self):
         if self.requires_grad:
@@ -152,7 +162,7 @@ class Tensor:
         a = to_device_array(self.data, CPU)
         return a if dtype is None else a.astype(dtype)
 
-    def to(self, *args, dtype=None, device=None, copy=False):
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`."""
         for a in args:
             if isinstance(a, Tensor):
@@ -179,7 +189,7 @@ class Tensor:
     def cpu(self):
         return self.to("cpu")
 
-    def cuda(self, index=None):
+    def cuda(self, index=None, non_blocking=False):  # non_blocking accepted for torch code; copies are synchronous
         return self.to("cuda" if index is None else f"cuda:{index}")
 
     def float(self):

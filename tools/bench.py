@@ -19,7 +19,9 @@ from tools.timing import median_times, set_threads  # noqa: E402
 
 
 def _parse():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="other suites: `bench.py train --help` (a GPT-2 training "
+                                        "step), `bench.py kernels --help` (fused kernels)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=15, help="timed runs per case (median reported)")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")

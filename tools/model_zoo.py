@@ -23,7 +23,7 @@ def build(name, vocab, context, d, layers, heads, dropout, special=None):
             vocab_size=vocab, hidden_size=d, intermediate_size=(8 * d // 3 + 63) // 64 * 64,
             num_hidden_layers=layers, num_attention_heads=heads,
             num_key_value_heads=max(1, heads // 2), max_position_embeddings=context,
-            tie_word_embeddings=True))
+            attention_dropout=dropout, tie_word_embeddings=True))
     if name == "bert":
         return models.BERT(models.BertConfig(
             vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,

@@ -121,6 +121,10 @@ def main(argv=None):
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, history = state["step"], state["history"]
+        if "rng" in state:  # continue the data stream (and dropout) where it stopped
+            task.rng.bit_generator.state = state["rng"]["data"]
+            if state["rng"].get("cpu") is not None:
+                tt.random.generator(tt.device("cpu")).bit_generator.state = state["rng"]["cpu"]
     total = max(args.steps, start + 1)
     schedule = nn.schedules.cosine_with_warmup(min(args.warmup, total), total, min_ratio=0.1)
     os.makedirs(args.out, exist_ok=True)
@@ -151,8 +155,10 @@ def main(argv=None):
             score = task.evaluate(model, args.device)
             history["val"].append((step, score))
             bar.write(f"step {step:5d}  train loss {value:.4f}  {task.metric} {score:.4f}")
+            rng = {"data": task.rng.bit_generator.state,
+                   "cpu": tt.random.generator(tt.device("cpu")).bit_generator.state}
             nn.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                     "config": config, "history": history}, ckpt)
+                     "config": config, "history": history, "rng": rng}, ckpt)
     curve = os.path.join(args.out, "loss.svg")
     series = {"train loss": _smooth(history["train"])}
     if task.metric.endswith("loss"):

@@ -281,3 +281,13 @@ def test_on_cuda_matches_reference(tmp_path):
     np.testing.assert_allclose(grad, ref.bert.embeddings.word_embeddings.weight.grad.numpy(), atol=1e-4)
     masked, mlm_labels = models.mask_tokens(on[0], MASK_ID, VOCAB, SPECIAL, seed=0)
     assert masked.device.type == "cuda" and mlm_labels.device.type == "cuda"
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_mask_tokens_on_unsigned_token_arrays(dtype):
+    ids = (np.arange(400) % 250).astype(dtype).reshape(4, 100)  # bytes, or nanoGPT-style uint16
+    inputs, labels = models.mask_tokens(ids, 256, 257, seed=0)   # a mask id past the byte range
+    selected = labels != -100
+    assert selected.any() and (labels[~selected] == -100).all()
+    np.testing.assert_array_equal(labels[selected], ids[selected])
+    assert (inputs == 256).any()

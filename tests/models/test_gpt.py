@@ -140,3 +140,67 @@ def test_unknown_architecture_and_mismatched_weights_are_clear_errors(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(FileNotFoundError, match="neither model.safetensors nor pytorch_model.bin"):
         models.from_hf(str(tmp_path))
+
+
+def test_left_padded_greedy_generation_equals_reference(tmp_path):
+    # HF's generate counts a left-padded row's positions from its first real token
+    ref = _reference("gpt2", tmp_path)
+    with torch.no_grad():  # strong position embeddings, so a shift changes the argmax
+        ref.transformer.wpe.weight.mul_(50)
+    ref.save_pretrained(tmp_path)
+    model = models.from_hf(str(tmp_path))
+    prompt = torch.tensor([[0, 0, 5, 17, 33, 2], [9, 9, 40, 1, 7, 3]])
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])
+    expected = ref.generate(prompt, attention_mask=mask, max_new_tokens=8, do_sample=False,
+                            pad_token_id=0, eos_token_id=None).numpy()
+    for use_cache in (True, False):
+        got = model.generate(tt.tensor(prompt.numpy()), 8, attention_mask=tt.tensor(mask.numpy()),
+                             use_cache=use_cache).numpy()
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("flag,value", [("scale_attn_by_inverse_layer_idx", True),
+                                        ("scale_attn_weights", False)])
+def test_attention_variants_we_do_not_implement_are_refused(tmp_path, flag, value):
+    ref = _reference("gpt2", tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg.get(flag, not value) != value  # the default checkpoint loads (other tests)
+    (tmp_path / "config.json").write_text(json.dumps(dict(cfg, **{flag: value})))
+    with pytest.raises(NotImplementedError, match=flag):
+        models.from_hf(str(tmp_path))
+
+
+def test_generation_stops_at_any_of_several_eos_ids(pair):
+    _, _, model = pair
+    ids = tt.tensor([[5, 17, 33, 2], [9, 9, 40, 1]])
+    free = model.generate(ids, 6).numpy()
+    stop = int(free[1, 5])  # row 1's second new token, among ids never produced
+    out = model.generate(ids, 6, eos_token_id=[VOCAB + 7, stop, VOCAB + 8]).numpy()
+    assert out[1, 5] == stop and (out[1, 6:] == stop).all()
+    first = list(free[0, 4:]).index(stop) + 5 if stop in free[0, 4:] else out.shape[1]
+    np.testing.assert_array_equal(out[0, :first], free[0, :first])
+
+
+def test_pytorch_model_bin_tensor_outside_its_storage_is_refused():
+    import pickle
+
+    from models.torch_pickle import _rebuild_tensor_v2
+    storage = np.zeros(4, dtype=np.float32)
+    assert _rebuild_tensor_v2(storage, 1, (3,), (1,)).shape == (3,)
+    for offset, size, stride in ((0, (10,), (1,)), (2, (2, 2), (2, 1)), (4, (), ())):
+        with pytest.raises(pickle.UnpicklingError, match="does not fit its storage"):
+            _rebuild_tensor_v2(storage, offset, size, stride)
+
+
+def test_untied_head_config_is_refused_not_silently_tied():
+    with pytest.raises(NotImplementedError, match="tie_word_embeddings=False"):
+        models.GPT(models.GPTConfig(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2,
+                                    tie_word_embeddings=False))
+
+
+def test_attention_mask_that_misses_the_cached_positions_is_a_clear_error():
+    model = models.GPT(models.GPTConfig(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2))
+    cache = model.new_cache()
+    model(tt.tensor([[1, 2, 3]]), cache=cache)
+    with pytest.raises(ValueError, match=r"attention_mask shape \(1, 1\) should be .*\(B, 4\)"):
+        model(tt.tensor([[4]]), attention_mask=tt.tensor([[1]]), cache=cache)

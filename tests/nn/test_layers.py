@@ -182,3 +182,9 @@ def test_linear_shape_error_names_the_module():
     with pytest.raises(Exception) as e:
         Net()(tt.ones(3, 5))
     assert "proj" in str(e.value) and "(3, 5)" in str(e.value)
+
+
+def test_embedding_refuses_negative_ids_as_torch_does():
+    emb = nn.Embedding(5, 2)
+    with pytest.raises(IndexError, match="embedding: index -1 is negative"):
+        emb(tt.tensor([[0, -1]]))

@@ -295,3 +295,26 @@ def test_parameter_from_tensor_detaches():
     p = Parameter(x)
     assert p.is_leaf and p.requires_grad and isinstance(p, tt.Tensor)
     assert not Parameter(tt.ones(2), requires_grad=False).requires_grad
+
+
+def test_sequential_slice_is_a_callable_sequential_sharing_the_layers():
+    seq = Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    head = seq[:2]
+    assert isinstance(head, Sequential) and len(head) == 2 and head[0] is seq[0]
+    x = tt.randn(5, 3)
+    np.testing.assert_allclose(head(x).detach().numpy(), seq[1](seq[0](x)).detach().numpy())
+    assert list(dict(head.named_parameters())) == ["0.weight", "0.bias"]
+
+
+def test_calling_a_slice_does_not_rename_the_layers_it_shares():
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = tt.randn(1, 3)
+    model(x)
+    head = model[:2]
+    with tt.record() as tape:
+        head(x)
+    assert {n.scope for n in tape} >= {"0"}
+    assert model[0].weight.name == "0.weight"
+    with tt.record() as tape:
+        model(x)
+    assert [n.scope for n in tape if n.name == "matmul"] == ["0", "2"]

@@ -919,3 +919,153 @@ def test_gradgradcheck_fails_on_nondifferentiable_backward():
 def test_gradcheck_requires_float64():
     with pytest.raises(TypeError, match="float64"):
         gradcheck(lambda a: a * 2, [tt.ones(2, requires_grad=True)])
+
+
+# ------------------------------------------------------------------ gradients own their memory
+GRAD_ALIASING = [
+    # x and w get one gradient array from add; through sum it is a read-only broadcast view
+    ("add_sum", lambda x, w, G: (x + w).sum().backward()),
+    ("add_given", lambda x, w, G: (x + w).backward(G)),
+    ("clone_given", lambda x, w, G: (x.clone() + w * 2).backward(G)),
+    ("reshape_given", lambda x, w, G: (x.reshape(3, 1) * w.reshape(3, 1)).backward(G.reshape(3, 1))),
+]
+
+
+@pytest.mark.parametrize("name,f", GRAD_ALIASING, ids=[c[0] for c in GRAD_ALIASING])
+def test_inplace_update_of_one_grad_leaves_others_alone(name, f):
+    (x, w), (tx, tw) = leaves([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    G, tG = tt.tensor([1.0, -2.0, 3.0], dtype="float64"), torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+    f(x, w, G)
+    f(tx, tw, tG)
+    x.grad.mul_(0.5)
+    tx.grad.mul_(0.5)
+    close(x.grad, tx.grad)
+    close(w.grad, tw.grad)
+    close(G, tG)
+
+
+def test_grad_results_and_retained_grads_are_writable_and_unaliased():
+    (x, w), _ = leaves([1.0, 2.0], [3.0, 4.0])
+    gx, gw = tt.grad((x + w).sum(), [x, w])
+    gx.add_(1)
+    assert gx.tolist() == [2.0, 2.0] and gw.tolist() == [1.0, 1.0]
+    y = x * 1.0
+    y.retain_grad()
+    (y + w).sum().backward()
+    y.grad.zero_()
+    assert w.grad.tolist() == [1.0, 1.0] and x.grad.tolist() == [1.0, 1.0]
+
+
+def test_grad_wrt_intermediate_leaves_the_graph_below_it_alone():
+    # like torch: ops below the wanted tensor neither run nor get freed, so backward can continue
+    (x,), (tx,) = leaves([1.0, 2.0])
+    calls = []
+    y, ty = x.exp(), tx.exp()
+    y.register_hook(lambda g: calls.append("tt"))
+    ty.register_hook(lambda g: calls.append("torch"))
+    (gy,) = tt.grad((y * y).sum(), [y])
+    (tgy,) = torch.autograd.grad((ty * ty).sum(), [ty])
+    close(gy, tgy)
+    y.backward(gy)
+    ty.backward(tgy)
+    close(x.grad, tx.grad)
+    assert calls == ["tt", "torch", "tt", "torch"]
+    (w,), _ = leaves([3.0])
+    z = (x * w).sum() * 2
+    z.backward(inputs=[x])  # the mul's backward runs for x; w's gradient is not stored
+    assert w.grad is None
+
+
+class WrongShapeGrad(tt.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g[:2]  # one element short: must not land in x.grad
+
+
+def test_backward_returning_wrong_gradient_shape_raises():
+    x = tt.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"op 'wrong_shape_grad' returned a gradient of shape \(2,\) "
+                                           r"for an input of shape \(3,\)"):
+        WrongShapeGrad.apply(x).sum().backward()
+    assert x.grad is None
+
+
+INTO_CONSTANT = [
+    ("copy_leaf", lambda buf, w: buf.copy_(w)),
+    ("copy_nonleaf", lambda buf, w: buf.copy_(w * 2)),
+    ("copy_expanded", lambda buf, w: buf.copy_(w.sum().expand(2, 3))),
+    ("setitem_all", lambda buf, w: buf.__setitem__(slice(None), w)),
+    ("add_leaf", lambda buf, w: buf.add_(w)),
+]
+
+
+@pytest.mark.parametrize("name,f", INTO_CONSTANT, ids=[c[0] for c in INTO_CONSTANT])
+def test_inplace_of_grad_tensor_into_constant_buffer_matches_torch(name, f):
+    # the buffer needs a node of its own: before, copy_(leaf) made it a second leaf, so
+    # w.grad stayed None
+    (w,), (tw,) = leaves(X)
+    buf, tbuf = tt.zeros(2, 3, dtype="float64"), torch.zeros(2, 3, dtype=torch.float64)
+    f(buf, w)
+    f(tbuf, tw)
+    assert buf.grad_fn is not None and buf.grad_fn is not w.grad_fn
+    (buf * buf).sum().backward()
+    (tbuf * tbuf).sum().backward()
+    close(w.grad, tw.grad)
+
+
+def test_fill_of_zero_dim_buffer_with_leaf_reaches_the_leaf():
+    w, tw = tt.tensor(2.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+    buf, tbuf = tt.zeros(()), torch.zeros(())
+    buf.fill_(w)
+    tbuf.fill_(tw)
+    (buf * buf).backward()
+    (tbuf * tbuf).backward()
+    close(w.grad, tw.grad)
+
+
+@pytest.mark.parametrize("name,f", [
+    ("mul_by_constant", lambda h: h * 2.0),
+    ("div_by_constant", lambda h: h / 4.0),
+    ("add_alpha", lambda h: (h * 1.0).add_(h, alpha=3.0)),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_modifying_a_tensor_whose_value_backward_does_not_need_is_fine(name, f):
+    # like torch, x * 2.0 needs only the 2.0 for backward: a later in-place change of x is fine
+    (x,), (tx,) = leaves(X)
+    h, th = x * 1.5, tx * 1.5
+    y, ty = f(h), f(th)
+    h.add_(1.0)
+    th.add_(1.0)
+    (y.sum() + (h * h).sum()).backward()
+    (ty.sum() + (th * th).sum()).backward()
+    close(x.grad, tx.grad)
+
+
+def test_inplace_sub_of_itself_with_alpha_matches_torch():
+    (x,), (tx,) = leaves(X)
+    y, ty = x * x, tx * tx
+    y.sub_(y, alpha=0.5)
+    ty.sub_(ty, alpha=0.5)
+    y.sum().backward()
+    ty.sum().backward()
+    close(x.grad, tx.grad)
+
+
+def test_grad_mode_decorator_on_a_generator_covers_its_body():
+    # like torch: the body of a generator runs at each next(), after the call has returned
+    x = tt.ones(2, requires_grad=True)
+
+    @tt.no_grad()
+    def stream(n):
+        for i in range(n):
+            yield (x * i).requires_grad
+        return "done"
+
+    assert list(stream(3)) == [False, False, False]
+    assert tt.is_grad_enabled()
+    with tt.no_grad():
+        inner = tt.enable_grad()(lambda: (yield (x * 2).requires_grad))
+        assert list(inner()) == [True]

@@ -228,3 +228,18 @@ def test_movement_errors(name):
     fn, exc, match = ERRORS[name]
     with pytest.raises(exc, match=match):
         fn(tt.zeros(2, 3))
+
+
+@pytest.mark.parametrize("name,f", [
+    ("cat_one", lambda x: tt.cat([x])),
+    ("stack_one_row", lambda x: tt.stack([x])[0]),
+    ("pad_zero", lambda x: tt.functional.pad(x, (0, 0))),
+    ("pad_crop_to_zero", lambda x: tt.functional.pad(x, (-1, 1))),
+    ("flip", lambda x: x.flip(0)),  # torch.flip copies, unlike np.flip
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_copying_ops_return_new_memory_like_torch(name, f):
+    # torch.cat([x]), F.pad(x, (0, 0)) and x.flip are copies: writing into them must not change x
+    x = tt.tensor([[1.0, 2.0], [3.0, 4.0]])
+    y = f(x)
+    y.add_(10)
+    assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]

@@ -230,3 +230,29 @@ def test_empty_extreme_raises(fn):
 def test_dim_out_of_range():
     with pytest.raises(IndexError, match="sum"):
         tt.zeros(2, 3).sum(2)
+
+
+HALF_ACCUMULATING = [
+    ("sum", lambda t: t.sum(1)),
+    ("mean", lambda t: t.mean()),
+    ("mean_dim", lambda t: t.mean(1)),
+    ("var", lambda t: t.var(1)),
+    ("std", lambda t: t.std()),
+    ("norm", lambda t: t.norm(dim=1)),
+    ("cumsum", lambda t: t.cumsum(1)[:, -1]),
+]
+
+
+@pytest.mark.parametrize("name,f", HALF_ACCUMULATING, ids=[c[0] for c in HALF_ACCUMULATING])
+def test_float16_reductions_accumulate_in_float32_like_torch(name, f):
+    # 40000 halves of 2.0: the float16 running sum would stop growing at 4096 or overflow
+    # at 65504 (mean inf, var nan), while torch accumulates in float32
+    a = np.full((2, 40000), 2.0, dtype=np.float16)
+    a[1, ::2] = -1.5
+    x, tx = tt.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = f(x), f(tx)
+    assert y.dtype == tt.float16
+    np.testing.assert_allclose(y.detach().numpy().astype(np.float64), ty.detach().numpy(), rtol=2e-3)
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float64), tx.grad.numpy(), rtol=2e-3, atol=1e-6)

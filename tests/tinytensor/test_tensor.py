@@ -53,6 +53,9 @@ CREATION = [
     ("full_like", lambda m: m.full_like(m.arange(3), 7)),
     ("full_like_float_into_int", lambda m: m.full_like(m.arange(3), 2.5)),
     ("full_like_float", lambda m: m.full_like(m.zeros(2), 2.5)),
+    ("numpy_scalar_f64", lambda m: m.tensor(np.float64(2.5))),  # keeps its NumPy dtype
+    ("numpy_scalar_i32", lambda m: m.tensor(np.int32(3))),
+    ("numpy_scalar_f16", lambda m: m.as_tensor(np.float16(1.5))),
 ]
 
 
@@ -94,6 +97,8 @@ def test_random_value_ranges():
     assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
     r = tt.randint(-3, 4, (10_000,)).numpy()
     assert r.min() == -3 and r.max() == 3
+    h = tt.rand(200_000, dtype=tt.float16).numpy()  # ~25 of these round to 1.0 unless kept below
+    assert h.min() >= 0 and h.max() < 1
 
 
 @pytest.mark.parametrize("f", [
@@ -178,6 +183,16 @@ def test_len_of_scalar_raises():
         len(tt.tensor(1.0))
 
 
+def test_iteration_and_membership_match_torch():
+    with pytest.raises(TypeError, match="0-d"):
+        list(tt.tensor(1.0))  # not silently empty
+    with pytest.raises(TypeError, match="0-d"):
+        list(torch.tensor(1.0))
+    rows = list(tt.tensor([[1, 2], [3, 4]]))
+    assert [r.tolist() for r in rows] == [[1, 2], [3, 4]]
+    assert 3 in tt.tensor([[1, 2], [3, 4]]) and 5 not in tt.tensor([[1, 2], [3, 4]])
+
+
 # ------------------------------------------------------------------ conversions
 def test_numpy_item_tolist():
     a = tt.tensor([[1.5, 2.0], [3.0, 4.0]])
@@ -247,6 +262,7 @@ def test_to_same_dtype_or_device_returns_self():
     assert c is not a and c.tolist() == [1.0, 1.0]
     b = a.to(tt.zeros(1, dtype=tt.float64))
     assert b.dtype == tt.float64
+    assert a.to("cpu", non_blocking=True) is a  # torch training loops pass it
 
 
 def test_to_is_differentiable():

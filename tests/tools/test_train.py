@@ -45,3 +45,34 @@ def test_bad_data_is_a_clear_error(tmp_path):
     small.write_text("tiny")
     with pytest.raises(SystemExit, match="has only 4 bytes"):
         train.main(["--data", str(small), "--out", str(tmp_path)])
+
+
+def test_resumed_run_sees_the_same_batches_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    import shutil
+    save = train.nn.save
+
+    def save_and_keep_step_2(obj, path):
+        save(obj, path)
+        if obj["step"] == 2:
+            shutil.copy(path, tmp_path / "step2.safetensors")
+
+    monkeypatch.setattr(train.nn, "save", save_and_keep_step_2)
+    args = ["--steps", "4", "--context", "16", "--dropout", "0.1"] + TINY
+    train.main(args + ["--out", str(tmp_path / "a")])
+    train.main(args + ["--out", str(tmp_path / "b"), "--resume", str(tmp_path / "step2.safetensors")])
+    a, b = (train.nn.load(str(tmp_path / d / "checkpoint.safetensors"))["history"]["train"]
+            for d in ("a", "b"))
+    assert [s for s, _ in b] == [1, 2, 3, 4]
+    assert b == a
+
+
+@pytest.mark.parametrize("model", ["gpt2", "gpt1", "llama", "bert"])
+def test_dropout_flag_reaches_every_text_model(model):
+    import numpy as np
+
+    import tinytensor as tt
+    from tools import model_zoo
+    net = model_zoo.build(model, 20, 16, 8, 1, 2, 0.5)
+    ids = tt.tensor(np.arange(16).reshape(2, 8) % 20)
+    a, b = (net(ids).logits.detach().numpy() for _ in range(2))
+    assert not np.allclose(a, b)  # training mode: dropout changes the output

@@ -171,14 +171,12 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, g):
-        na, nb = ctx.needs_input_grad
+        na, nb = ctx.needs_input_grad  # a is needed only for b's gradient and vice versa
         if not STATE.grad_enabled:  # first order: straight on the arrays
-            a, b = ctx.saved_arrays
             gd, dev = g.data, g._device
-            return (Tensor._make(gd * b, dev, False) if na else None,
-                    Tensor._make(gd * a, dev, False) if nb else None)
-        a, b = ctx.saved_tensors
-        return (g * b if na else None), (g * a if nb else None)
+            return (Tensor._make(gd * ctx.saved_array(1), dev, False) if na else None,
+                    Tensor._make(gd * ctx.saved_array(0), dev, False) if nb else None)
+        return (g * ctx.saved_tensor(1) if na else None), (g * ctx.saved_tensor(0) if nb else None)
 
 
 class Div(Function):
@@ -189,10 +187,10 @@ class Div(Function):
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
+        b = ctx.saved_tensor(1)
         ga = g / b if na else None
-        gb = neg(g * a / (b * b)) if nb else None
+        gb = neg(g * ctx.saved_tensor(0) / (b * b)) if nb else None  # a only for b's gradient
         return ga, gb
 
 

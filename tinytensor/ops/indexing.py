@@ -375,6 +375,9 @@ def embedding(ids, weight, padding_idx=None):
             raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{n} embeddings{_where()}")
         padding_idx %= n
+    if ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
+        raise IndexError(f"embedding: index {int(ids.data.min())} is negative (ids must be in "
+                         f"[0, {weight.shape[0]})){_where()}")
     key, advanced = normalize_key(weight, ids, "embedding")  # so a bad id names embedding
     out = _get(weight, key, advanced)
     if padding_idx is not None and weight.requires_grad:

@@ -32,6 +32,10 @@ def apply_inplace(x, op, fn, *others):
             "use an out-of-place op or .clone() first")
     from .elementwise import clone
     out = fn(clone(x), *others)
+    if any(out is o for o in others):
+        # copy_/fill_ of a same-shape tensor hand back that tensor: x needs a node of its
+        # own, else it would become a second leaf (w.grad never filled) or alias w's history
+        out = clone(out)
     if x.requires_grad and not out.requires_grad:
         # the new value ignores the old one (zero_, fill_, copy_ of a constant): like torch,
         # x stays in the graph, and its history gets a zero gradient

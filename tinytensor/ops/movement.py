@@ -313,9 +313,7 @@ def cat(tensors, dim=0):
         if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
             raise ValueError(f"cat: tensors must match in every dimension but {dim}; got shapes "
                              + ", ".join(str(tuple(x.shape)) for x in tensors) + _where())
-    if len(tensors) == 1:
-        return tensors[0]
-    return Cat.apply(*tensors, dim=d)
+    return Cat.apply(*tensors, dim=d)  # also for one tensor: the result is a new tensor, as in torch
 
 
 concat = cat
@@ -376,11 +374,10 @@ def unbind(x, dim=0):
 
 # ---------------------------------------------------------------- reordering
 class Flip(Function):
-    is_view = True
-
+    # a copy, as torch.flip (NumPy's flip is a view): writing into the result leaves x alone
     @staticmethod
     def forward(ctx, x, dims):
-        return _xp(x).flip(x, axis=dims)
+        return _xp(x).flip(x, axis=dims).copy()
 
     @staticmethod
     def backward(ctx, g):
@@ -527,7 +524,8 @@ def pad(x, pad, mode="constant", value=0.0):
     for k in range(len(pad) // 2):
         widths[x.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
     if all(w == (0, 0) for w in widths):
-        return x
+        from .elementwise import clone
+        return clone(x)  # a new tensor, as in torch: writing into it must not change x
     return Pad.apply(x, widths=tuple(widths), value=value)
 
 

@@ -44,6 +44,8 @@ def _expand_back(g, in_shape, dims, keepdim):
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
+        if x.dtype == np.float16:  # like torch: accumulate half in float32
+            return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(np.float16)
         return x.sum(axis=dims, keepdims=keepdim)
 
     @staticmethod
@@ -67,6 +69,8 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     if x.data.dtype.kind != "f":
         raise TypeError(f"mean: input dtype {x.dtype.name} is not floating; pass dtype= or "
                         "convert with .float()")
+    if x.data.dtype == np.float16:  # like torch: the sum of halves would overflow at 65504
+        return cast(mean(cast(x, "float32"), dims, keepdim), "float16")
     count = 1
     for d in dims:
         count *= x.shape[d]
@@ -240,6 +244,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "var")
     x = float_operand(x, "var")
+    if x.data.dtype == np.float16:  # squares of halves overflow: compute in float32, as torch
+        return cast(var(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
+                        correction=correction), "float16")
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     n = 1
@@ -292,6 +299,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     """Standard deviation, sqrt(var(...)); the gradient where it is 0 is 0, as in PyTorch."""
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "std")
     x = float_operand(x, "std")
+    if x.data.dtype == np.float16:
+        return cast(std(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
+                        correction=correction), "float16")
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     return Std.apply(x, dims=dims, keepdim=keepdim, correction=correction)
@@ -373,6 +383,8 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     if not isinstance(p, (int, float)) or p <= 0:
         raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
+    if x.data.dtype == np.float16:  # powers of halves overflow: compute in float32, as torch
+        return cast(norm(cast(x, "float32"), p, dims, keepdim), "float16")
     return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
 
 
@@ -391,6 +403,8 @@ def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
 class Cumsum(Function):
     @staticmethod
     def forward(ctx, x, dim):
+        if x.dtype == np.float16:  # like torch: accumulate half in float32
+            return x.cumsum(axis=dim, dtype=np.float32).astype(np.float16)
         return x.cumsum(axis=dim)
 
     @staticmethod
