@@ -26,7 +26,10 @@ from .ops.movement import (reshape, flatten, unflatten, squeeze, unsqueeze, perm
                            repeat_interleave, cat, concat, concatenate, stack, split, chunk,
                            unbind, flip, roll, tril, triu, tile)
 from .ops.indexing import gather, scatter_add, masked_fill, index_select, embedding
-from .ops.linalg import matmul, einsum
+from .ops.linalg import matmul, einsum, mm, bmm
+from .ops.sorting import sort, argsort, topk
+from .ops.elementwise import floor, ceil, trunc, round_ as round
+from .ops.movement import t, narrow, select
 from .ops.nn import softmax, log_softmax
 from . import functional
 from . import testing

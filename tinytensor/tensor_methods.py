@@ -1,6 +1,7 @@
 """Tensor methods and operators, each a thin call into an op (names follow PyTorch)."""
+from . import creation
 from .tensor import Tensor
-from .ops import (elementwise as ew, indexing as ix, inplace as ip, linalg, movement as mv, nn,
+from .ops import (sorting, elementwise as ew, indexing as ix, inplace as ip, linalg, movement as mv, nn,
                   reduce as rd)
 
 
@@ -54,6 +55,19 @@ _METHODS = {
     "index_select": ix.index_select,
     # linear algebra and nn
     "matmul": linalg.matmul, "softmax": nn.softmax, "log_softmax": nn.log_softmax,
+    # rounding, sorting, matrix helpers, new_* creation
+    "floor": ew.floor, "ceil": ew.ceil, "trunc": ew.trunc, "round": ew.round_,
+    "sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,
+    "t": mv.t, "narrow": mv.narrow, "select": mv.select, "mm": linalg.mm, "bmm": linalg.bmm,
+    "new_zeros": lambda self, *size, dtype=None, device=None, requires_grad=False: creation.zeros(
+        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),
+    "new_ones": lambda self, *size, dtype=None, device=None, requires_grad=False: creation.ones(
+        *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),
+    "new_full": lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: creation.full(
+        size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+        requires_grad=requires_grad),
+    "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False: creation.tensor(
+        data, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),
     # in place
     "add_": ip.add_, "sub_": ip.sub_, "mul_": ip.mul_, "div_": ip.div_, "zero_": ip.zero_,
     "fill_": ip.fill_, "copy_": ip.copy_, "clamp_": ip.clamp_, "masked_fill_": ip.masked_fill_,

@@ -337,3 +337,12 @@ def test_remainder_matches_torch(divisor):
                        grad=False)
     ints = np.arange(-7, 7)
     assert (tt.tensor(ints) % 3).tolist() == (torch.tensor(ints) % 3).tolist()
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "trunc", "round"])
+def test_rounding_matches_torch_with_zero_gradient(name):
+    x = np.array([[-2.5, -1.5, -0.4, 0.0], [0.5, 1.5, 2.5, 3.7]])
+    compare_with_torch(lambda a: getattr(a, name)(), lambda a: getattr(a, name)(), [x],
+                       double_backward=True)
+    ints = tt.tensor([1, -2, 3])
+    assert getattr(ints, name)().tolist() == [1, -2, 3]

@@ -133,3 +133,12 @@ def test_linalg_errors(name):
 def test_einsum_module_path_in_error():
     with tt.module_scope("blocks.0.attn"), pytest.raises(ValueError, match="in blocks.0.attn"):
         tt.zeros(4, 16, 64) @ tt.zeros(32, 64)
+
+
+def test_mm_and_bmm_match_torch_and_refuse_broadcasting():
+    check(lambda m, a, b: m.mm(a, b), [(3, 4), (4, 5)])
+    check(lambda m, a, b: m.bmm(a, b), [(2, 3, 4), (2, 4, 5)])
+    with pytest.raises(ValueError, match="mm: expects two 2-d tensors"):
+        tt.mm(tt.zeros(2, 3, 4), tt.zeros(4, 5))
+    with pytest.raises(ValueError, match="bmm: expects .* the same B"):
+        tt.bmm(tt.zeros(2, 3, 4), tt.zeros(3, 4, 5))

@@ -243,3 +243,21 @@ def test_copying_ops_return_new_memory_like_torch(name, f):
     y = f(x)
     y.add_(10)
     assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
+@pytest.mark.parametrize("case", [
+    lambda m, x: x.t(),
+    lambda m, x: x.narrow(1, 1, 2),
+    lambda m, x: x.narrow(0, -2, 2),
+    lambda m, x: x.select(1, 2),
+    lambda m, x: x.select(0, -1),
+])
+def test_t_narrow_select_match_torch(case):
+    check(case, [(3, 4)])
+
+
+def test_t_and_narrow_errors():
+    with pytest.raises(ValueError, match="t: expects a tensor with at most 2 dimensions"):
+        tt.zeros(2, 3, 4).t()
+    with pytest.raises(IndexError, match="narrow: start 3 and length 2 do not fit"):
+        tt.zeros(2, 4).narrow(1, 3, 2)

@@ -324,3 +324,12 @@ def test_integer_and_bool_tensors_cannot_require_grad(make):
 def test_float_tensors_can_require_grad(dtype):
     assert tt.zeros(2, dtype=dtype, requires_grad=True).requires_grad
     assert tt.arange(0.0, 2.0, dtype=dtype, requires_grad=True).requires_grad
+
+
+def test_new_creation_methods_follow_the_source_dtype_and_device():
+    x = tt.zeros(2, dtype=tt.float64)
+    assert x.new_zeros(3, 2).dtype is tt.float64 and x.new_zeros(3, 2).shape == (3, 2)
+    assert x.new_ones((2,)).tolist() == [1.0, 1.0]
+    assert x.new_full((2, 2), 7).tolist() == [[7.0, 7.0], [7.0, 7.0]]
+    assert x.new_tensor([1, 2]).dtype is tt.float64
+    assert x.new_zeros(2, dtype=tt.int32).dtype is tt.int32

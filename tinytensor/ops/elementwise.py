@@ -724,3 +724,26 @@ class Remainder(Function):
 def remainder(a, b):
     a, b = binary_operands(a, b, "remainder")
     return Remainder.apply(a, b)
+
+
+# ---------------------------------------------------------------- rounding
+def _rounding(name, fn):
+    """A piecewise-constant op: its gradient is zero almost everywhere (as in torch)."""
+    cls = type(name.capitalize(), (Function,), {
+        "name": name,
+        "forward": staticmethod(lambda ctx, x: fn(_xp(x), x)),
+        "backward": staticmethod(lambda ctx, g: mul(g, 0.0)),
+    })
+
+    def op(x):
+        if x.data.dtype.kind != "f":
+            return x  # integers are already whole
+        return cls.apply(x)
+    op.__name__ = name
+    return op
+
+
+floor = _rounding("floor", lambda xp, x: xp.floor(x))
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x))
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x))
+round_ = _rounding("round", lambda xp, x: xp.round(x))  # half to even, like torch.round

@@ -50,6 +50,22 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
+def mm(a, b):
+    """Matrix product of two 2-d tensors (torch.mm): no broadcasting, no 1-d vectors."""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"mm: expects two 2-d tensors, got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}{_where()}")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    """Batched matrix product of (B, n, k) and (B, k, m) tensors (torch.bmm), no broadcasting."""
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: expects (B, n, k) and (B, k, m) tensors with the same B, got "
+                         f"shapes {tuple(a.shape)} and {tuple(b.shape)}{_where()}")
+    return matmul(a, b)
+
+
 # ---------------------------------------------------------------- einsum
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -563,3 +563,31 @@ def triu(x, diagonal=0):
 
 def contiguous(x):
     return x
+
+
+def t(x):
+    """Transpose of a matrix (0-d and 1-d tensors are returned as they are), like torch.t."""
+    if x.ndim > 2:
+        raise ValueError(f"t: expects a tensor with at most 2 dimensions, got shape {tuple(x.shape)}; "
+                         "use transpose(dim0, dim1) or mT")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+def narrow(x, dim, start, length):
+    """x sliced to [start, start + length) along dim (a view), like torch.narrow."""
+    from .indexing import getitem
+    d = norm_dim(dim, x.ndim, "narrow")
+    n = x.shape[d]
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and 0 <= length <= n - start):
+        raise IndexError(f"narrow: start {start} and length {length} do not fit dimension {dim} "
+                         f"of size {n} (shape {tuple(x.shape)}){_where()}")
+    return getitem(x, (slice(None),) * d + (slice(start, start + length),))
+
+
+def select(x, dim, index):
+    """x indexed at `index` along dim, which is removed, like torch.select."""
+    from .indexing import getitem
+    d = norm_dim(dim, x.ndim, "select")
+    return getitem(x, (slice(None),) * d + (int(index),))

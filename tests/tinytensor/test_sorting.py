@@ -1,0 +1,36 @@
+"""sort, argsort and topk against torch: values, indices, gradients (scattered back)."""
+import numpy as np
+import pytest
+import torch
+
+import tinytensor as tt
+
+from .oracle import check
+
+DISTINCT = np.random.default_rng(0).permutation(60).reshape(3, 4, 5).astype(np.float64) / 7
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_values_indices_and_gradient(dim, descending):
+    check(lambda m, x: m.sort(x, dim=dim, descending=descending)[0], [DISTINCT.copy()])
+    a = tt.sort(tt.tensor(DISTINCT), dim=dim, descending=descending)
+    b = torch.sort(torch.tensor(DISTINCT), dim=dim, descending=descending)
+    assert a.indices.tolist() == b.indices.tolist()
+    assert tt.argsort(tt.tensor(DISTINCT), dim, descending).tolist() == \
+        torch.argsort(torch.tensor(DISTINCT), dim, descending).tolist()
+
+
+@pytest.mark.parametrize("k,dim,largest", [(1, -1, True), (3, -1, True), (2, 0, False), (5, 2, False), (0, 1, True)])
+def test_topk_matches_torch(k, dim, largest):
+    check(lambda m, x: m.topk(x, k, dim=dim, largest=largest)[0], [DISTINCT.copy()])
+    a = tt.topk(tt.tensor(DISTINCT), k, dim=dim, largest=largest)
+    b = torch.topk(torch.tensor(DISTINCT), k, dim=dim, largest=largest)
+    assert a.indices.tolist() == b.indices.tolist()
+
+
+def test_sort_is_stable_with_ties_and_topk_checks_k():
+    x = [3.0, 1.0, 3.0, 1.0]
+    assert tt.argsort(tt.tensor(x)).tolist() == torch.argsort(torch.tensor(x), stable=True).tolist()
+    with pytest.raises(ValueError, match="topk: k=5 is out of range"):
+        tt.topk(tt.tensor(x), 5)
