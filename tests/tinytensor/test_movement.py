@@ -261,3 +261,14 @@ def test_t_and_narrow_errors():
         tt.zeros(2, 3, 4).t()
     with pytest.raises(IndexError, match="narrow: start 3 and length 2 do not fit"):
         tt.zeros(2, 4).narrow(1, 3, 2)
+
+
+def test_contiguous_copies_only_when_needed_and_gives_writable_memory():
+    x = tt.randn(3, 4)
+    assert x.contiguous() is x
+    y = x.T.contiguous()
+    assert y.data.flags.c_contiguous and y.tolist() == x.T.tolist()
+    e = tt.ones(1, 3).expand(2, 3).contiguous()
+    e.add_(1)  # an expand() view itself is read-only; its contiguous copy is not
+    assert e.tolist() == [[2.0] * 3] * 2
+    check(lambda m, a: a.mT.contiguous() * 2, [(2, 3)])

@@ -562,7 +562,13 @@ def triu(x, diagonal=0):
 
 
 def contiguous(x):
-    return x
+    """x itself when its memory is C-contiguous, else a C-contiguous copy (like torch);
+    the copy is also writable, unlike an expand() view."""
+    flags = x.data.flags
+    if flags.c_contiguous and getattr(flags, "writeable", True):
+        return x
+    from .elementwise import clone
+    return clone(x)
 
 
 def t(x):
