@@ -24,6 +24,8 @@ from .autograd import STATE, Node, check_anomaly
 from .device import array_context, device_of_array
 from .dtypes import _BY_NUMPY, from_numpy_dtype
 
+from numpy import may_share_memory as _may_share  # noqa: E402
+
 Tensor = None  # set by tensor.py once the class exists (avoids a circular import)
 
 
@@ -97,7 +99,9 @@ class Function:
             if device is None:
                 device = device_of_array(outs[0])
             results = [make(a, device, grad_on and a.dtype.kind == "f") for a in outs]
-        if cls.is_view and inputs:
+        # a view op shares the version counter only when it really returned a view (reshape
+        # of a non-contiguous array copies); CuPy arrays are taken as views, conservatively
+        if cls.is_view and inputs and (device.type != "cpu" or _may_share(arrays[0], outs[0])):
             src = inputs[0]
             results[0]._version = src._version
             src._version[1] = True  # the base now has views: in-place with autograd is refused

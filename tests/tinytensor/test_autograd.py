@@ -1069,3 +1069,18 @@ def test_grad_mode_decorator_on_a_generator_covers_its_body():
     with tt.no_grad():
         inner = tt.enable_grad()(lambda: (yield (x * 2).requires_grad))
         assert list(inner()) == [True]
+
+
+def test_reshape_that_copies_does_not_share_the_version_counter():
+    x = tt.randn(3, 4, requires_grad=True)
+    t = (x * 1.0).mT                      # a non-contiguous view
+    flat = t.reshape(12)                  # must copy: it is not a view of t
+    y = (t * t).sum()                     # saves t
+    flat.add_(1.0)                        # changes the copy only
+    y.backward()                          # so t's saved value is still valid
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.detach().numpy(), rtol=1e-6)
+    v = (x * 1.0).reshape(12)             # a real view shares the counter
+    z = (v * v).sum()
+    v.view(3, 4).detach().add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        z.backward()
