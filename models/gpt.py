@@ -15,6 +15,7 @@ import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
+from .decoder import GenerateMixin, causal_padding_mask, next_token_loss
 from .output import ModelOutput
 
 
@@ -79,24 +80,13 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(k, v)                                   # (B, nh, past+T, hs)
         S = k.shape[2]
-        mask = _attention_mask(T, S, attention_mask, x.device)           # (B|1, 1, T, S) bool
+        mask = causal_padding_mask(T, S, attention_mask, x.device, "GPT")  # (B|1, 1, T, S) bool
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                            dropout_p=self.attn_dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)                           # (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
 
-def _attention_mask(T, S, attention_mask, device):
-    """Causal mask for T new queries over S keys (the last T of which are the new ones),
-    combined with a (B, S) padding mask where 1 = attend, 0 = padding."""
-    causal = tt.ones(T, S, dtype=tt.bool, device=device).tril(S - T)     # (T, S)
-    if attention_mask is None:
-        return causal
-    if attention_mask.ndim != 2 or attention_mask.shape[1] != S:
-        raise ValueError(f"GPT: attention_mask shape {tuple(attention_mask.shape)} should be "
-                         f"(batch, past + new tokens) = (B, {S})")
-    pad = attention_mask.to(tt.bool).reshape(attention_mask.shape[0], 1, 1, S)  # (B, 1, 1, S)
-    return causal & pad                                                  # (B, 1, T, S)
 
 
 class MLP(nn.Module):
@@ -168,7 +158,7 @@ class LayerCache:
             self.k, self.v = self.k[index], self.v[index]
 
 
-class GPT(nn.Module):
+class GPT(GenerateMixin, nn.Module):
     """Decoder-only Transformer. `forward(input_ids, attention_mask=None, labels=None)`
     returns `.logits` (B, T, vocab) and, with labels, `.loss` (next-token cross-entropy,
     labels shifted inside, -100 ignored) — the conventions of HF's *LMHeadModel."""
@@ -232,14 +222,8 @@ class GPT(nn.Module):
         logits = F.linear(x, self.token_embedding.weight)                              # (B, T, vocab)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                   labels[:, 1:].reshape(-1), ignore_index=-100)
+            loss = next_token_loss(logits, labels)
         return ModelOutput(logits=logits, loss=loss, cache=cache)
 
     def new_cache(self):
         return KVCache(self.config.n_layer)
-
-    def generate(self, input_ids, max_new_tokens=20, **kwargs):
-        """Greedy or sampled continuation with a KV cache; see models.generation.generate."""
-        from .generation import generate
-        return generate(self, input_ids, max_new_tokens, **kwargs)

@@ -18,6 +18,7 @@ import tinytensor.functional as F
 import nn
 
 from .gpt import KVCache
+from .decoder import GenerateMixin, causal_padding_mask, next_token_loss
 from .output import ModelOutput
 
 
@@ -144,7 +145,7 @@ class LlamaModel(nn.Module):
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
 
-class Llama(nn.Module):
+class Llama(GenerateMixin, nn.Module):
     """Decoder-only LLaMA. `forward(input_ids, attention_mask=None, labels=None,
     position_ids=None, cache=None)` returns `.logits` (B, T, vocab) and, with labels, `.loss`
     (next-token cross-entropy, labels shifted inside, -100 ignored), as LlamaForCausalLM."""
@@ -195,34 +196,17 @@ class Llama(nn.Module):
                                    past_length=past, dtype=x.dtype, device=dev)  # (T|B,T, hd/2)
         if cos.ndim == 3:
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                         # (B, 1, T, hd/2)
-        mask = _attention_mask(T, S, attention_mask, dev)                        # (B|1, 1, T, S)
+        mask = causal_padding_mask(T, S, attention_mask, dev, "Llama")  # (B|1, 1, T, S)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
         x = self.model.norm(x)
         logits = F.linear(x, self.output_weight)                                  # (B, T, vocab)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
-                                   labels[:, 1:].reshape(-1), ignore_index=-100)
+            loss = next_token_loss(logits, labels)
         return ModelOutput(logits=logits, loss=loss, cache=cache)
 
     def new_cache(self):
         return KVCache(self.config.num_hidden_layers)
 
-    def generate(self, input_ids, max_new_tokens=20, **kwargs):
-        """Greedy or sampled continuation with a KV cache; see models.generation.generate."""
-        from .generation import generate
-        return generate(self, input_ids, max_new_tokens, **kwargs)
 
-
-def _attention_mask(T, S, attention_mask, device):
-    """Causal mask for T new queries over S keys (the last T of which are the new ones),
-    combined with a (B, S) padding mask where 1 = attend, 0 = padding."""
-    causal = tt.ones(T, S, dtype=tt.bool, device=device).tril(S - T)      # (T, S)
-    if attention_mask is None:
-        return causal
-    if tuple(attention_mask.shape) != (attention_mask.shape[0], S):
-        raise ValueError(f"Llama: attention_mask shape {tuple(attention_mask.shape)} should be "
-                         f"(batch, past + new tokens) = (B, {S})")
-    pad = attention_mask.to(tt.bool).reshape(attention_mask.shape[0], 1, 1, S)  # (B, 1, 1, S)
-    return causal & pad                                                   # (B, 1, T, S)
