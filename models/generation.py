@@ -1,5 +1,6 @@
 """Text generation for decoder-only models: greedy, temperature, top-k and top-p sampling,
 with a KV cache so each new token costs one position, not a re-run of the prefix."""
+import contextlib
 import inspect
 
 import numpy as np
@@ -22,8 +23,6 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
     eos = [] if eos_token_id is None else [int(e) for e in (
         eos_token_id if isinstance(eos_token_id, (list, tuple)) else [eos_token_id])]
     rng = np.random.default_rng(seed)
-    was_training = model.training
-    model.eval()
     ids = input_ids
     B = ids.shape[0]
     done = np.zeros(B, dtype=bool)
@@ -32,7 +31,7 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
     mask = attention_mask
     max_len = getattr(getattr(model, "config", None), "n_positions", None)
     takes_positions = "position_ids" in inspect.signature(model.forward).parameters
-    try:
+    with evaluating(model):  # dropout off; each layer's own mode comes back afterwards
         with tt.no_grad():
             step_input = ids
             for _ in range(max_new_tokens):
@@ -65,8 +64,6 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
                 step_input = new if use_cache else ids
                 if eos and done.all():
                     break
-    finally:
-        model.train(was_training)
     return ids
 
 
@@ -88,3 +85,21 @@ def _choose(logits, temperature, top_k, top_p, do_sample, rng):
         probs = np.where(keep, probs, 0.0)
         probs /= probs.sum(-1, keepdims=True)
     return np.array([rng.choice(len(p), p=p) for p in probs])
+
+
+@contextlib.contextmanager
+def evaluating(model):
+    """Eval mode while decoding: nn.Module.evaluating() restores every layer's own mode;
+    other objects that follow the decoding interface get train(previous) back."""
+    if hasattr(model, "evaluating"):
+        with model.evaluating():
+            yield
+        return
+    was_training = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        yield
+    finally:
+        if hasattr(model, "train"):
+            model.train(was_training)

@@ -37,7 +37,7 @@ import numpy as np
 import nn
 import tinytensor as tt
 
-from .generation import _choose
+from .generation import _choose, evaluating
 
 _NEG = np.float32(-1.0e9)  # HF's "impossible" score
 
@@ -114,9 +114,7 @@ def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, n
                          "neither decoder_start_token_id nor bos_token_id")
 
     rng = np.random.default_rng(seed)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):  # dropout off; each layer's own mode comes back afterwards
         with tt.no_grad():
             encoder_states = model.encode(input_ids, attention_mask)  # (B, S, d)
             if num_beams == 1:
@@ -132,8 +130,6 @@ def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, n
                 out = _beam_search(stepper, B, num_beams, max_new_tokens, start, eos, pad,
                                    length_penalty, early_stopping, num_return_sequences,
                                    do_sample, temperature, top_k, top_p, rng)
-    finally:
-        model.train(was_training)
     return tt.tensor(out, dtype=tt.int64, device=input_ids.device)
 
 

@@ -5,6 +5,7 @@ Calling a module pushes its name onto the tape's scope stack, so every op record
 inside knows its module path (`blocks.3.attn.q_proj`); graph export, anomaly reports
 and error messages read that path.
 """
+import contextlib
 from collections import OrderedDict
 
 import numpy as np
@@ -221,6 +222,18 @@ class Module:
 
     def eval(self):
         return self.train(False)
+
+    @contextlib.contextmanager
+    def evaluating(self):
+        """eval() for the duration of a block; afterwards every submodule gets back its own
+        mode (a layer the user froze in eval mode stays in eval mode)."""
+        modes = [(m, m.training) for m in self.modules()]
+        self.eval()
+        try:
+            yield self
+        finally:
+            for m, mode in modes:
+                object.__setattr__(m, "training", mode)
 
     def requires_grad_(self, requires_grad=True):
         for p in self.parameters():

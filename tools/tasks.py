@@ -38,13 +38,11 @@ class LanguageModeling:
 
     def evaluate(self, model, device, batches=8):
         rng = np.random.default_rng(self.val_rng_seed)  # the same held-out windows every time
-        model.eval()
-        with tt.no_grad():
+        with model.evaluating(), tt.no_grad():
             losses = []
             for _ in range(batches):
                 x = tt.tensor(self._windows(self.val_tokens, rng, self.batch_size), device=device)
                 losses.append(model(input_ids=x, labels=x).loss.item())
-        model.train()
         return float(np.mean(losses))
 
     def show(self, model, device, n_tokens, seed):
@@ -71,15 +69,13 @@ class MaskedLM(LanguageModeling):
 
     def evaluate(self, model, device, batches=8):
         rng = np.random.default_rng(self.val_rng_seed)
-        model.eval()
-        with tt.no_grad():
+        with model.evaluating(), tt.no_grad():
             losses = []
             for k in range(batches):
                 inputs, labels = self._masked(self._windows(self.val_tokens, rng, self.batch_size), k)
                 out = model(input_ids=tt.tensor(inputs, device=device),
                             labels=tt.tensor(labels, device=device))
                 losses.append(out.loss.item())
-        model.train()
         return float(np.mean(losses))
 
     def show(self, model, device, n_tokens, seed):
@@ -88,10 +84,8 @@ class MaskedLM(LanguageModeling):
         masked = ids.copy()
         where = np.arange(4, ids.shape[1], 7)
         masked[0, where] = self.mask_token_id
-        with tt.no_grad():
-            model.eval()
+        with model.evaluating(), tt.no_grad():
             pred = model(input_ids=tt.tensor(masked, device=device)).logits.numpy().argmax(-1)
-            model.train()
         filled = masked.copy()
         filled[0, where] = pred[0, where]
         shown = masked.copy()

@@ -318,3 +318,11 @@ def test_calling_a_slice_does_not_rename_the_layers_it_shares():
     with tt.record() as tape:
         model(x)
     assert [n.scope for n in tape if n.name == "matmul"] == ["0", "2"]
+
+
+def test_evaluating_restores_each_submodules_own_mode():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    model[1].eval()  # the user froze this one
+    with model.evaluating():
+        assert not any(m.training for m in model.modules())
+    assert model.training and model[0].training and not model[1].training
