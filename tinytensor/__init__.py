@@ -7,12 +7,12 @@ from .dtypes import float16 as half, float32 as float, float64 as double, int64 
 from .device import Device, Device as device, cuda_is_available
 from .tensor import Tensor
 from .function import Function
-from .autograd import (grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
+from .autograd import (grad, no_grad, inference_mode, enable_grad, set_grad_enabled, is_grad_enabled,
                        detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
 from .random import manual_seed
 from .creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, linspace,
                        eye, rand, randn, randint, zeros_like, ones_like, empty_like, full_like,
-                       rand_like, randn_like, randint_like)
+                       rand_like, randn_like, randint_like, multinomial)
 from .ops.elementwise import (add, sub, mul, div, neg, pow, exp, log, log1p, sqrt, rsqrt, sign,
                               sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, silu, softplus, erf,
                               maximum, minimum, clamp, where, eq, ne, lt, le, gt, ge, logical_and,

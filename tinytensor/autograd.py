@@ -83,6 +83,10 @@ class no_grad(_NoParamGradMode):
     mode = False
 
 
+class inference_mode(no_grad):
+    """torch.inference_mode's name for no_grad (tinytensor has no faster inference path)."""
+
+
 class enable_grad(_NoParamGradMode):
     mode = True
 

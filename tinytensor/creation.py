@@ -222,3 +222,26 @@ def randint_like(x, low, high=None, dtype=None, device=None):
 def _require_float(dt, op):
     if not dt.is_floating_point:
         raise TypeError(f"{op}: dtype must be floating, got {dt.name}")
+
+
+def multinomial(probs, num_samples, replacement=False):
+    """Sample category indices from rows of non-negative weights (1-d or 2-d), like
+    torch.multinomial; without replacement each row needs num_samples non-zero weights."""
+    if probs.ndim not in (1, 2):
+        raise ValueError(f"multinomial: expects a 1-d or 2-d tensor of weights, got shape "
+                         f"{tuple(probs.shape)}")
+    w = np.asarray(to_device_array(probs.data, CPU), dtype=np.float64)
+    rows = w.reshape(-1, w.shape[-1])
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise ValueError("multinomial: weights must be finite and non-negative")
+    sums = rows.sum(-1)
+    if (sums <= 0).any():
+        raise ValueError("multinomial: every row needs a positive total weight")
+    if not replacement and ((rows > 0).sum(-1) < num_samples).any():
+        raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement "
+                         "from a row with fewer non-zero weights")
+    rng = random.generator(CPU)  # sampled on the host, seeded by manual_seed
+    out = np.stack([rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum())
+                    for r in rows]).astype(np.int64)
+    out = out.reshape(w.shape[:-1] + (num_samples,))
+    return Tensor._make(to_device_array(out, probs.device), probs.device, False)

@@ -57,7 +57,7 @@ _METHODS = {
     "matmul": linalg.matmul, "softmax": nn.softmax, "log_softmax": nn.log_softmax,
     # rounding, sorting, matrix helpers, new_* creation
     "floor": ew.floor, "ceil": ew.ceil, "trunc": ew.trunc, "round": ew.round_,
-    "sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,
+    "multinomial": creation.multinomial, "sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,
     "t": mv.t, "narrow": mv.narrow, "select": mv.select, "mm": linalg.mm, "bmm": linalg.bmm,
     "new_zeros": lambda self, *size, dtype=None, device=None, requires_grad=False: creation.zeros(
         *size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad),

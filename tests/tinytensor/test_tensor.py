@@ -333,3 +333,25 @@ def test_new_creation_methods_follow_the_source_dtype_and_device():
     assert x.new_full((2, 2), 7).tolist() == [[7.0, 7.0], [7.0, 7.0]]
     assert x.new_tensor([1, 2]).dtype is tt.float64
     assert x.new_zeros(2, dtype=tt.int32).dtype is tt.int32
+
+
+def test_multinomial_samples_follow_the_weights_and_the_seed():
+    w = tt.tensor([[0.0, 1.0, 3.0], [5.0, 0.0, 0.0]])
+    tt.manual_seed(1)
+    a = tt.multinomial(w, 2000, replacement=True)
+    assert a.shape == (2, 2000) and a.dtype is tt.int64
+    counts = np.bincount(a.numpy()[0], minlength=3) / 2000
+    assert counts[0] == 0 and abs(counts[2] - 0.75) < 0.04
+    assert (a.numpy()[1] == 0).all()
+    tt.manual_seed(1)
+    assert tt.multinomial(w, 2000, replacement=True).tolist() == a.tolist()
+    b = w[0].multinomial(2)
+    assert sorted(b.tolist()) == [1, 2]
+    with pytest.raises(ValueError, match="without replacement"):
+        tt.multinomial(w, 2)
+
+
+def test_inference_mode_is_no_grad():
+    x = tt.ones(2, requires_grad=True)
+    with tt.inference_mode():
+        assert not (x * 2).requires_grad
