@@ -1,15 +1,44 @@
-"""The README's Python examples run as written (in order, sharing one namespace).
-Blocks fenced as ```python run; ```py marks an illustration that needs outside files."""
+"""The README's Python examples run as written, each block on its own (a fresh namespace,
+in an empty directory), and print what the README shows.
+
+A ```python block is run; when a ```text block follows it directly, that text is exactly
+what the block must print. ```py marks an illustration that needs outside files (not run)."""
+import contextlib
+import io
 import os
 import re
 
+import pytest
+
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+# a python block, then optionally (only blank lines between) the text block of its output
+BLOCK = re.compile(r"```python\n(.*?)```(?:\s*\n```text\n(.*?)```)?", re.S)
 
 
-def test_readme_examples_run(tmp_path, monkeypatch):
+def _blocks():
+    text = open(README).read()
+    found = []
+    for match in BLOCK.finditer(text):
+        line = text.count("\n", 0, match.start()) + 2  # the first line of code
+        found.append(pytest.param(match.group(1), match.group(2), line, id=f"README.md:{line}"))
+    return found
+
+
+def test_readme_has_examples_with_shown_output():
+    blocks = _blocks()
+    assert len(blocks) >= 4, "the README has lost its tour"
+    assert sum(b.values[1] is not None for b in blocks) >= 3, "the tour should show what it prints"
+
+
+@pytest.mark.parametrize("code,expected,line", _blocks())
+def test_readme_example_runs_alone_and_prints_what_it_shows(code, expected, line, tmp_path,
+                                                          monkeypatch):
     monkeypatch.chdir(tmp_path)
-    blocks = re.findall(r"```python\n(.*?)```", open(README).read(), re.S)
-    assert blocks, "the README has no Python examples"
-    namespace = {}
-    exec(compile("\n".join(blocks), "README.md", "exec"), namespace)
-    assert namespace["h"].tolist() == [12.0]  # the custom Cube op's second derivative at 2
+    out = io.StringIO()
+    # pad with blank lines so a traceback points at the README's own line numbers
+    source = "\n" * (line - 1) + code
+    with contextlib.redirect_stdout(out):
+        exec(compile(source, "README.md", "exec"), {"__name__": "__readme__"})
+    if expected is not None:
+        got = [ln.rstrip() for ln in out.getvalue().rstrip().splitlines()]
+        assert got == [ln.rstrip() for ln in expected.rstrip().splitlines()]

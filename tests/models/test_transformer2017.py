@@ -185,27 +185,38 @@ def _reversal_batch(rng, B, n=6):
 
 
 @pytest.mark.slow
-def test_learns_to_reverse_sequences():
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+def test_learns_to_reverse_sequences(fusion):
+    # The paper's schedule decays only as n^-0.5, so at 600 steps the loss still jumps between
+    # updates and exact match swings 0.88..1.0 with the last bits of rounding (fused kernels or
+    # not, across seeds). A linear cool-down over the last 200 steps settles it: 1.0 on 4 seeds,
+    # fused and unfused, so the 0.95 bar below has real slack.
     rng = np.random.default_rng(0)
     model = models.Transformer(vocab_size=13, d_model=64, encoder_layers=1, decoder_layers=1,
                                encoder_attention_heads=4, decoder_attention_heads=4,
                                encoder_ffn_dim=128, decoder_ffn_dim=128, dropout=0.0,
                                max_position_embeddings=16)
     opt, sched = models.paper_optimizer(model, warmup_steps=100)
-    for _ in range(600):
-        src, mask, labels = _reversal_batch(rng, 64)
-        loss = model(tt.tensor(src), attention_mask=tt.tensor(mask), labels=tt.tensor(labels)).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-    src, mask, labels = _reversal_batch(np.random.default_rng(1), 200)
-    n = mask.sum(1) + 1  # the reversed sequence and its eos
-    for num_beams in (1, 3):
-        out = model.generate(tt.tensor(src), 7, attention_mask=tt.tensor(mask), eos_token_id=EOS,
-                             num_beams=num_beams).numpy()[:, 1:]  # without the start token
-        exact = [out.shape[1] >= k and (out[i, :k] == labels[i, :k]).all() for i, k in enumerate(n)]
-        assert np.mean(exact) > 0.95, num_beams
+    steps, cool_down = 600, 200
+    with tt.kernels.use_fusion(fusion):
+        for step in range(steps):
+            src, mask, labels = _reversal_batch(rng, 64)
+            loss = model(tt.tensor(src), attention_mask=tt.tensor(mask), labels=tt.tensor(labels)).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            left = steps - 1 - step
+            if left < cool_down:  # scale the scheduled lr down to 0 over the last steps
+                for group in opt.param_groups:
+                    group["lr"] *= left / cool_down
+        src, mask, labels = _reversal_batch(np.random.default_rng(1), 200)
+        n = mask.sum(1) + 1  # the reversed sequence and its eos
+        for num_beams in (1, 3):
+            out = model.generate(tt.tensor(src), 7, attention_mask=tt.tensor(mask), eos_token_id=EOS,
+                                 num_beams=num_beams).numpy()[:, 1:]  # without the start token
+            exact = [out.shape[1] >= k and (out[i, :k] == labels[i, :k]).all() for i, k in enumerate(n)]
+            assert np.mean(exact) > 0.95, num_beams
 
 
 @pytest.mark.gpu
