@@ -23,21 +23,34 @@ reads like any other safetensors weight file. The tree around the tensors goes i
 also gets `"format": "pt"`, which HuggingFace loaders require of a weight file; its layout
 is torch's. Tensors are written widest dtype first, so every tensor starts aligned.
 
-Saving is atomic: the bytes go to a temporary file in the destination directory, which
-is flushed and fsync'ed, then renamed over `path` with os.replace (atomic on POSIX and
-Windows), and the directory is fsync'ed so the rename itself survives a power cut. A
-crash at any point leaves either the old file or the new one, never a torn one.
+Saving is atomic: the bytes go to a temporary file `.<name>.<pid>.<random>.tmp` in the
+destination directory, which is flushed and fsync'ed, then renamed over `path` with
+os.replace (atomic on POSIX and Windows), and the directory is fsync'ed so the rename
+itself survives a power cut. A crash at any point leaves either the old file or the new
+one, never a torn one. A process killed mid-save leaves its temporary file behind; the
+next save of the same path deletes such files, never one that a live process is still
+writing (see _sweep).
 
-Loading checks the whole header (dtypes known, shapes valid, offsets inside the file,
-sizes matching shapes, no overlaps, the tree's tensor references present) and reports
-every problem at once, naming the file. Files without a tinytensor tree (written by other
-tools) load as {name: Tensor}; BF16 tensors are widened to float32.
+Loading checks the whole header (nesting depth, every field's type, dtypes known, shapes
+valid, offsets in order and inside the file, sizes matching shapes, no gaps or overlaps)
+and the stored tree (every marker well formed, every tensor it names present), and
+reports every problem at once as a CheckpointError naming the file. Files without a
+tinytensor tree (written by other tools) load as {name: Tensor}. tinytensor has fewer
+dtypes than safetensors: BF16 is widened to float32, and the 8/16-bit integers and U32 to
+int64, all exactly; U64 becomes int64 too when every value fits, and is refused otherwise
+(a NumPy array saved by nn.save keeps its dtype, uint64 included).
 """
 import json
 import math
 import os
+import re
 import struct
 import uuid
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 
@@ -55,6 +68,8 @@ _ITEMSIZE["BF16"] = 2
 _MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__")
 _TREE_KEY = "tinytensor"
 _MAX_HEADER = 100_000_000  # the safetensors limit; a bigger length means a broken file
+_MAX_DEPTH = 127  # JSON nesting the safetensors library reads (serde_json stops at 128)
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 class CheckpointError(ValueError):
@@ -69,13 +84,16 @@ def save(obj, path):
     tree = _encode(obj, [], arrays)
     flat = isinstance(obj, dict) and obj and all(
         isinstance(k, str) and isinstance(v, tt.Tensor) for k, v in obj.items())
-    metadata = {"format": "pt" if flat else "tinytensor", _TREE_KEY: json.dumps(tree)}
+    tree = json.dumps(tree)
+    if _depth(tree) > _MAX_DEPTH:
+        raise _too_deep()
+    metadata = {"format": "pt" if flat else "tinytensor", _TREE_KEY: tree}
     header, order = _header(arrays, metadata)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"nn.save: cannot write {path}: directory {directory} does not exist")
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    _sweep(directory, os.path.basename(path))
+    tmp, fd = _create_temp(directory, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(header)))
@@ -84,7 +102,10 @@ def save(obj, path):
                 _write_array(f, arrays[name])
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            if fcntl is not None:  # rename while still holding the lock, so no sweep takes it
+                os.replace(tmp, path)
+        if fcntl is None:  # Windows cannot rename an open file
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -92,6 +113,58 @@ def save(obj, path):
             pass
         raise
     _fsync_directory(directory)
+
+
+def _create_temp(directory, base):
+    """Create the temporary file of a save to `base`, locked (see _sweep): (its path, fd)."""
+    while True:
+        tmp = os.path.join(directory, f".{base}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        if fcntl is None:
+            return tmp, fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a filesystem without locks: no sweep can lock (and delete) it either
+            return tmp, fd
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(tmp)):
+                return tmp, fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # a sweep took the file in the instant before our lock: take a new name
+
+
+def _sweep(directory, base):
+    """Delete the temporary files that saves to `base` killed mid-write left behind.
+
+    A writer holds an exclusive flock on its temporary file from creating it until the
+    file has its final name, and the kernel drops the lock when the writer dies, however
+    it dies; so a file whose lock we can take is one nobody is writing. The lock rather
+    than the pid in the name (which is there for people): pids get reused, and a writer
+    in another pid namespace (a container sharing the directory) would look dead. Windows
+    has no flock, and os.kill(pid, 0) would terminate the process there, so it sweeps
+    nothing.
+    """
+    if fcntl is None:
+        return
+    ours = re.compile(re.escape(f".{base}.") + r"\d+\.[0-9a-f]{12}\.tmp")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in filter(ours.fullmatch, names):
+        stale = os.path.join(directory, name)
+        try:
+            fd = os.open(stale, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:  # renamed or swept meanwhile, or not ours to touch
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(stale)  # under the lock: a writer that locks after us sees it gone
+        except OSError:  # locked: its writer is alive
+            pass
+        finally:
+            os.close(fd)
 
 
 def _write_array(f, arr):
@@ -126,7 +199,15 @@ def _header(arrays, metadata):
     return header, order
 
 
+def _too_deep():
+    return ValueError(f"nn.save: the object is nested more than {_MAX_DEPTH} levels deep (a list "
+                      "or dict is one level, a tuple two, a dict with non-string keys three, a "
+                      "tensor one), which nn.load refuses to read; flatten it")
+
+
 def _encode(obj, where, arrays):
+    if len(where) > _MAX_DEPTH:  # deeper than the file may nest, whatever it holds
+        raise _too_deep()
     if isinstance(obj, tt.Tensor):
         return {"__tensor__": _add_array(to_device_array(obj.data, CPU), where, arrays)}
     if isinstance(obj, np.ndarray):
@@ -192,23 +273,26 @@ def load(path, device=None):
         _fail(path, problems)
     metadata = header.pop("__metadata__", None) or {}
     entries, problems = _check_entries(header, len(buf) - data_start)
-    tree = None
+    tree, tensors = None, list(entries)  # a plain safetensors file: every entry is a tensor
     if _TREE_KEY in metadata:
+        tree, tensors = _parse_tree(metadata[_TREE_KEY], header, problems)
+    arrays = {}
+    for name, e in entries.items():  # views of buf, no copies; NumPy has its own shape limits
         try:
-            tree = json.loads(metadata[_TREE_KEY])
-        except (TypeError, ValueError) as e:
-            problems.append(f"__metadata__['{_TREE_KEY}'] is not valid JSON ({e})")
-        else:
-            refs = []
-            _references(tree, refs)
-            for name in refs:
-                if name not in header:
-                    problems.append(f"the stored structure refers to tensor '{name}', which the "
-                                    "header does not list")
+            arrays[name] = _array(buf, data_start, e)
+        except ValueError as err:
+            problems.append(f"tensor '{name}': shape {e['shape']} cannot be an array ({err})")
+    for name in tensors:
+        arr = arrays.get(name)
+        if arr is not None and arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
+            problems.append(
+                f"tensor '{name}': U64 values up to {int(arr.max())} do not fit int64, and "
+                "tinytensor has no uint64 dtype (its integer dtypes are int32 and int64); read "
+                "the file with safetensors.numpy.load_file to get NumPy uint64 arrays (nn.save "
+                "keeps NumPy arrays' dtype, uint64 included)")
     if problems:
         _fail(path, problems)
-    arrays = {name: _array(buf, data_start, e) for name, e in entries.items()}
-    if tree is None:  # a plain safetensors file: names to tensors, in file order
+    if tree is None:  # names to tensors, in file order
         return {name: _tensor(arrays[name], dev) for name in
                 sorted(arrays, key=lambda n: entries[n]["data_offsets"][0])}
     return _decode(tree, arrays, dev)
@@ -228,11 +312,16 @@ def _parse_header(buf):
     if n > _MAX_HEADER or 8 + n > len(buf):
         return None, 0, [f"the header length says {n} bytes, but the file has {len(buf) - 8} "
                          "after the length field (truncated, or not a safetensors file)"]
-    raw = bytes(buf[8:8 + n])
     try:
-        header = json.loads(raw.decode("utf-8"))
+        text = bytes(buf[8:8 + n]).decode("utf-8")
     except UnicodeDecodeError:
         return None, 0, ["the header is not UTF-8 text (not a safetensors file?)"]
+    depth = _depth(text)
+    if depth > _MAX_DEPTH:
+        return None, 0, [f"the header nests {depth} levels deep, at most {_MAX_DEPTH} are allowed "
+                         "(not a safetensors file?)"]
+    try:
+        header = json.loads(text)
     except ValueError as e:
         return None, 0, [f"the header is not valid JSON ({e})"]
     if not isinstance(header, dict):
@@ -245,6 +334,21 @@ def _parse_header(buf):
     return header, 8 + n, problems
 
 
+# a string runs to its closing quote or, unterminated, to the end: one pass, even on a
+# hostile header full of escaped quotes
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*\\?(?:"|\Z)', re.DOTALL)
+_NESTING_STEP = np.zeros(256, np.int8)
+_NESTING_STEP[[ord("["), ord("{")]] = 1
+_NESTING_STEP[[ord("]"), ord("}")]] = -1
+
+
+def _depth(text):
+    """How deeply the JSON `text` nests arrays and objects, counted without recursion:
+    json.loads recurses once per level and would end a hostile file in RecursionError."""
+    code = np.frombuffer(_JSON_STRING.sub('""', text).encode(), np.uint8)
+    return int(np.cumsum(_NESTING_STEP[code], dtype=np.int32).max(initial=0))
+
+
 def _check_entries(header, data_len):
     """Validate every tensor entry; returns ({name: entry} of the good ones, problems)."""
     problems, good = [], {}
@@ -254,8 +358,9 @@ def _check_entries(header, data_len):
             continue
         bad = []
         dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
-        if dtype not in _ITEMSIZE:
-            bad.append(f"unknown dtype {dtype!r}")
+        if not isinstance(dtype, str) or dtype not in _ITEMSIZE:
+            bad.append(f"unknown dtype {dtype!r} (safetensors has {', '.join(sorted(_ITEMSIZE))})")
+            dtype = None
         if not (isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
                                                 and s >= 0 for s in shape)):
             bad.append(f"shape {shape!r} is not a list of non-negative integers")
@@ -264,10 +369,14 @@ def _check_entries(header, data_len):
                 all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
             bad.append(f"data_offsets {offs!r} is not a pair of integers")
             offs = None
-        elif not 0 <= offs[0] <= offs[1] <= data_len:
+        elif offs[0] < 0 or offs[1] > data_len:
             bad.append(f"data_offsets {offs} fall outside the {data_len} data bytes "
                        "(truncated file?)")
-        if shape is not None and offs is not None and dtype in _ITEMSIZE:
+            offs = None
+        elif offs[0] > offs[1]:
+            bad.append(f"data_offsets {offs} are not in order (begin, end)")
+            offs = None
+        if shape is not None and offs is not None and dtype is not None:
             want = math.prod(shape) * _ITEMSIZE[dtype]
             if offs[1] - offs[0] != want:
                 bad.append(f"{offs[1] - offs[0]} bytes stored, but dtype {dtype} and shape "
@@ -291,17 +400,61 @@ def _check_entries(header, data_len):
     return good, problems
 
 
-def _references(tree, out):
-    if isinstance(tree, dict):
-        for m in ("__tensor__", "__ndarray__"):
-            if m in tree and len(tree) == 1:
-                out.append(tree[m])
-                return
-        for v in tree.values():
-            _references(v, out)
-    elif isinstance(tree, list):
-        for v in tree:
-            _references(v, out)
+def _parse_tree(text, names, problems):
+    """The stored tree, checked against the tensor `names` of the header (problems go to
+    `problems`), and the names of the tensors it makes Tensors of."""
+    depth = _depth(text)
+    if depth > _MAX_DEPTH:
+        problems.append(f"__metadata__['{_TREE_KEY}'] nests {depth} levels deep, at most "
+                        f"{_MAX_DEPTH} are allowed")
+        return None, []
+    try:
+        tree = json.loads(text)
+    except ValueError as e:
+        problems.append(f"__metadata__['{_TREE_KEY}'] is not valid JSON ({e})")
+        return None, []
+    tensors = []
+    _check_tree(tree, [], names, problems, tensors)
+    return tree, tensors
+
+
+def _check_tree(tree, where, names, problems, tensors):
+    """Check `tree` exactly the way _decode reads it (one-key dicts with a marker key)."""
+    if isinstance(tree, list):
+        for i, v in enumerate(tree):
+            _check_tree(v, where + [str(i)], names, problems, tensors)
+        return
+    if not isinstance(tree, dict):
+        return
+    at = f"the stored structure at '{_dotted(where)}'"
+    k, v = next(iter(tree.items())) if len(tree) == 1 else (None, None)
+    if k in ("__tensor__", "__ndarray__"):
+        if not isinstance(v, str):
+            problems.append(f"{at}: {k} {v!r} is not a tensor name")
+        elif v not in names:
+            problems.append(f"{at} refers to tensor '{v}', which the header does not list")
+        elif k == "__tensor__":
+            tensors.append(v)
+    elif k == "__tuple__":
+        if isinstance(v, list):
+            _check_tree(v, where, names, problems, tensors)
+        else:
+            problems.append(f"{at}: __tuple__ holds {v!r}, not a list")
+    elif k == "__dict__":
+        if not isinstance(v, list):
+            problems.append(f"{at}: __dict__ holds {v!r}, not a list of [key, value] pairs")
+            return
+        for item in v:
+            if not (isinstance(item, list) and len(item) == 2):
+                problems.append(f"{at}: __dict__ item {item!r} is not a [key, value] pair")
+            elif isinstance(item[0], (list, dict)):
+                problems.append(f"{at}: __dict__ key {item[0]!r} is not a string, number, "
+                                "bool or null")
+            else:
+                _check_tree(item[1], where + [str(item[0])], names, problems, tensors)
+    else:
+        for key, value in tree.items():
+            _check_tree(value, where + [key], names, problems, tensors)
 
 
 def _array(buf, data_start, e):

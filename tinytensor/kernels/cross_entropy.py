@@ -1,12 +1,16 @@
 """Fused cross-entropy from logits with class-index targets, ignore_index, label
 smoothing, class weights and every reduction, never materialising the softmax.
 
-Per row (w the class weights, 1 without; t the target; eps the label smoothing):
-    loss = (1 - eps) * w[t] * (lse - x[t]) + eps / C * (sum(w) * lse - sum(w * x))
+Per row (w the class weights, 1 without; t the target; eps the label smoothing), with
+d = x - max(x) and ls = log(sum(exp(d))), so that logsumexp(x) = max(x) + ls:
+    loss = (1 - eps) * w[t] * (ls - d[t]) + eps / C * (sum(w) * ls - sum(w * d))
     dx   = coef * ((1 - eps) * w[t] * (p - onehot(t)) + eps / C * (sum(w) * p - w))
-with lse = logsumexp(x), p = exp(x - lse) and coef the upstream gradient of the row
-(divided by sum(w[t]) over the kept rows for reduction="mean"). The forward keeps only
-lse per row; the backward recomputes p a chunk of rows at a time.
+with p = exp(d - ls) and coef the upstream gradient of the row (divided by sum(w[t]) over
+the kept rows for reduction="mean"). Everything is computed from d, never from the
+absolute logsumexp: at |x| ~ 1e8 a float32 holds only multiples of 8, so max(x) + ls
+rounds back to max(x) and (max(x) + ls) - x[t] loses ls altogether (the same terms as
+log_softmax, which computes d - ls). The forward keeps max(x) and ls per row (`stats`);
+the backward recomputes p from them a chunk of rows at a time.
 
 CPU: chunks of rows in NumPy. CUDA: `cuda/cross_entropy.cu`. The reference decomposition
 is `tinytensor.ops.losses.cross_entropy` with fusion off (log_softmax, gather, where, ...).
@@ -50,30 +54,29 @@ def _cpu_forward(x2, t, w, ignore_index, eps):
     valid = t != ignore_index
     safe = np.where(valid, t, 0)
     loss = np.empty(rows, acc)
-    lse = np.empty(rows, acc)
+    stats = np.empty((2, rows), acc)  # per row: the max m and log(sum(exp(x - m)))
     wsum = float(w.sum()) if w is not None else float(C)
     for r0, r1 in row_chunks(rows, C):
         xc = x2[r0:r1].astype(acc, copy=False)
         m = xc.max(axis=1)
-        e = np.subtract(xc, m[:, None])
-        np.exp(e, out=e)
-        ls = m + np.log(e.sum(axis=1))
-        del e
-        idx = np.arange(r1 - r0)
-        xt = xc[idx, safe[r0:r1]]
+        d = np.subtract(xc, m[:, None])
+        dt = d[np.arange(r1 - r0), safe[r0:r1]]
+        sd = (d @ w if w is not None else d.sum(axis=1)) if eps > 0 else None
+        np.exp(d, out=d)
+        ls = np.log(d.sum(axis=1))
+        del d
         wt = w[safe[r0:r1]] if w is not None else 1.0
-        l = (1.0 - eps) * wt * (ls - xt)
+        l = (1.0 - eps) * wt * (ls - dt)
         if eps > 0:
-            sx = xc @ w if w is not None else xc.sum(axis=1)
-            l += eps / C * (wsum * ls - sx)
+            l += eps / C * (wsum * ls - sd)
         loss[r0:r1] = l
-        lse[r0:r1] = ls
-    v = valid
-    loss[~v] = 0.0
-    return loss, lse
+        stats[:, r0:r1] = m, ls
+    loss[~valid] = 0.0
+    stats[:, ~valid] = 0.0  # as the CUDA kernel writes them
+    return loss, stats
 
 
-def _cpu_backward(x2, t, w, lse, coef, ignore_index, eps):
+def _cpu_backward(x2, t, w, stats, coef, ignore_index, eps):
     rows, C = x2.shape
     acc = acc_dtype(x2.dtype)
     valid = t != ignore_index
@@ -87,7 +90,11 @@ def _cpu_backward(x2, t, w, lse, coef, ignore_index, eps):
     for r0, r1 in row_chunks(rows, C):
         xc = x2[r0:r1].astype(acc, copy=False)
         kc = k[r0:r1]
-        p = np.subtract(xc, np.where(valid[r0:r1], lse[r0:r1], 0.0)[:, None])
+        p = np.subtract(xc, stats[0, r0:r1, None])
+        p -= stats[1, r0:r1, None]
+        # ignored rows: exp(-inf) = 0, where exp(x) of their unshifted logits could overflow
+        # (x > 88 in float32) and then give nan against their zero coefficient
+        p[~valid[r0:r1]] = -np.inf
         np.exp(p, out=p)
         p *= (kc * (hard[r0:r1] + soft * wsum))[:, None]
         p[np.arange(r1 - r0), safe[r0:r1]] -= kc * hard[r0:r1]
@@ -115,16 +122,16 @@ def _cuda_forward(x2, t, w, ignore_index, eps):
     rows, C = x2.shape
     acc = acc_dtype(x2.dtype)
     loss = cupy.empty(rows, acc)
-    lse = cupy.empty(rows, acc)
+    stats = cupy.empty((2, rows), acc)
     wsum = float(w.sum()) if w is not None else float(C)
     vec = _vec(x2)
     _cuda.launch(CUDA_SOURCE, f"ce_fwd<{_cuda.ctype(x2.dtype)}, {vec}>", (rows,), (_threads(C, vec, x2.dtype),),
-                 (x2, t, w if w is not None else lse, loss, lse, i32(rows), i32(C),
+                 (x2, t, w if w is not None else loss, loss, stats[0], stats[1], i32(rows), i32(C),
                   np.int64(ignore_index), f32(eps), i32(w is not None), f32(wsum)))
-    return loss, lse
+    return loss, stats
 
 
-def _cuda_backward(x2, t, w, lse, coef, ignore_index, eps):
+def _cuda_backward(x2, t, w, stats, coef, ignore_index, eps):
     import cupy
     rows, C = x2.shape
     acc = acc_dtype(x2.dtype)
@@ -134,7 +141,7 @@ def _cuda_backward(x2, t, w, lse, coef, ignore_index, eps):
     dx = cupy.empty_like(x2)
     vec = _vec(x2)
     _cuda.launch(CUDA_SOURCE, f"ce_bwd<{_cuda.ctype(x2.dtype)}, {vec}>", (rows,), (_threads(C, vec, x2.dtype),),
-                 (x2, t, w if w is not None else lse, lse, coef, i32(stride), dx, i32(rows), i32(C),
+                 (x2, t, w if w is not None else coef, stats[0], stats[1], coef, i32(stride), dx, i32(rows), i32(C),
                   np.int64(ignore_index), f32(eps), i32(w is not None), f32(wsum)))
     return dx
 
@@ -161,7 +168,7 @@ class FusedCrossEntropy(Function):
         if w is not None and not is_cpu(x):
             w = xp.ascontiguousarray(w)
         fwd = _cpu_forward if is_cpu(x) else _cuda_forward
-        loss, lse = fwd(x2, t, w, ignore_index, label_smoothing)
+        loss, stats = fwd(x2, t, w, ignore_index, label_smoothing)
         denom = None
         if reduction == "none":
             out = loss.reshape(target.shape)
@@ -173,7 +180,7 @@ class FusedCrossEntropy(Function):
             denom = wt.sum()
             out = loss.sum() / denom
         ctx.denom = denom
-        ctx.save_for_backward(x, target, *weight, lse)
+        ctx.save_for_backward(x, target, *weight, stats)
         return xp.asarray(out, dtype=x.dtype)
 
     @staticmethod
@@ -183,7 +190,7 @@ class FusedCrossEntropy(Function):
         if STATE.grad_enabled:
             return _differentiable_backward(ctx, g, ii, red, eps)
         saved = ctx.saved_arrays
-        x, target, lse = saved[0], saved[1], saved[-1]
+        x, target, stats = saved[0], saved[1], saved[-1]
         xp = xp_of(x)
         acc = acc_dtype(x.dtype)
         w = saved[2].astype(acc).reshape(-1) if len(saved) == 4 else None
@@ -193,9 +200,9 @@ class FusedCrossEntropy(Function):
         x2 = _rows(x)
         t = xp.ascontiguousarray(target.reshape(-1), dtype=np.int64)
         if is_cpu(x):
-            dx = _cpu_backward(x2, t, w, lse, coef, ii, eps)
+            dx = _cpu_backward(x2, t, w, stats, coef, ii, eps)
         else:
-            dx = _cuda_backward(x2, t, None if w is None else xp.ascontiguousarray(w), lse, coef, ii, eps)
+            dx = _cuda_backward(x2, t, None if w is None else xp.ascontiguousarray(w), stats, coef, ii, eps)
         out = (const(_unrows(dx, x.shape), g), None)
         return out + ((None,) if len(saved) == 4 else ())
 

@@ -1,15 +1,19 @@
 // Cross-entropy from logits, one block per row of C classes, never materialising the
-// softmax. With w the class weights (1 without), t the target, eps the label smoothing:
-//   loss = (1 - eps) * w[t] * (lse - x[t]) + eps / C * (sum(w) * lse - sum(w * x))
+// softmax. With w the class weights (1 without), t the target, eps the label smoothing,
+// m = max(x), d = x - m and ls = log(sum(exp(d))):
+//   loss = (1 - eps) * w[t] * (ls - d[t]) + eps / C * (sum(w) * ls - sum(w * d))
 //   dx   = coef * ((1 - eps) * w[t] * (p - onehot(t)) + eps / C * (sum(w) * p - w))
-// with p = exp(x - lse) recomputed in the backward from the saved lse. Ignored rows give
-// a zero loss and a zero gradient.
+// with p = exp(d - ls) recomputed in the backward from the saved m and ls. Never from the
+// absolute logsumexp m + ls: at |x| ~ 1e8 a float holds only multiples of 8, so m + ls
+// rounds to m and the loss and gradient lose ls (the arithmetic of the CPU path, and of
+// log_softmax). Ignored rows give a zero loss and a zero gradient.
 
 template <class T, int VEC>
 __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) ce_fwd(const T* __restrict__ x, const long long* __restrict__ target,
                                               const typename Acc<T>::type* __restrict__ weight,
                                               typename Acc<T>::type* __restrict__ loss,
-                                              typename Acc<T>::type* __restrict__ lse_out,
+                                              typename Acc<T>::type* __restrict__ max_out,
+                                              typename Acc<T>::type* __restrict__ ls_out,
                                               int rows, int C, long long ignore_index, float smoothing,
                                               int has_w, float wsum) {
   typedef typename Acc<T>::type A;
@@ -17,11 +21,11 @@ __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) ce_fwd(const T* _
   const int row = blockIdx.x;
   const long long t = target[row];
   if (t == ignore_index) {  // the whole block leaves together
-    if (threadIdx.x == 0) { loss[row] = 0; lse_out[row] = 0; }
+    if (threadIdx.x == 0) { loss[row] = 0; max_out[row] = 0; ls_out[row] = 0; }
     return;
   }
   const T* xr = x + (long long)row * C;
-  A m = neg_inf<A>(), s = 0, sx = 0;
+  A m = neg_inf<A>(), s = 0, sd = 0;
   for (int c = threadIdx.x * VEC; c < C; c += blockDim.x * VEC) {
     A v[VEC];
     load_vec<T, VEC>(xr + c, v);
@@ -30,30 +34,39 @@ __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) ce_fwd(const T* _
     for (int j = 1; j < VEC; ++j) vm = tt_max(vm, v[j]);
     A vs = 0;
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      vs += tt_exp(v[j] - vm);
-      if (smoothing > 0.f) sx += has_w ? weight[c + j] * v[j] : v[j];
-    }
+    for (int j = 0; j < VEC; ++j) vs += tt_exp(v[j] - vm);
     online_merge(m, s, vm, vs);
   }
   const A bm = block_max(m, buf);
   s = m == neg_inf<A>() ? A(0) : s * tt_exp(m - bm);
   s = block_sum(s, buf);
-  if (smoothing > 0.f) sx = block_sum(sx, buf);
+  if (smoothing > 0.f) {
+    // sum(w * d) needs the row's max first, so a second pass (the row is in cache): a
+    // running sum of w * x instead would cancel catastrophically against sum(w) * m
+    for (int c = threadIdx.x * VEC; c < C; c += blockDim.x * VEC) {
+      A v[VEC];
+      load_vec<T, VEC>(xr + c, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) sd += has_w ? weight[c + j] * (v[j] - bm) : v[j] - bm;
+    }
+    sd = block_sum(sd, buf);
+  }
   if (threadIdx.x == 0) {
-    const A lse = bm + tt_log(s);
+    const A ls = tt_log(s);
     const A wt = has_w ? weight[t] : A(1);
-    A l = (A(1) - A(smoothing)) * wt * (lse - to_float(xr[t]));
-    if (smoothing > 0.f) l += A(smoothing) / A(C) * (A(wsum) * lse - sx);
+    A l = (A(1) - A(smoothing)) * wt * (ls - (to_float(xr[t]) - bm));
+    if (smoothing > 0.f) l += A(smoothing) / A(C) * (A(wsum) * ls - sd);
     loss[row] = l;
-    lse_out[row] = lse;
+    max_out[row] = bm;
+    ls_out[row] = ls;
   }
 }
 
 template <class T, int VEC>
 __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) ce_bwd(const T* __restrict__ x, const long long* __restrict__ target,
                                               const typename Acc<T>::type* __restrict__ weight,
-                                              const typename Acc<T>::type* __restrict__ lse,
+                                              const typename Acc<T>::type* __restrict__ row_max,
+                                              const typename Acc<T>::type* __restrict__ row_ls,
                                               const typename Acc<T>::type* __restrict__ coef,
                                               int coef_stride, T* __restrict__ dx, int rows, int C,
                                               long long ignore_index, float smoothing, int has_w, float wsum) {
@@ -66,13 +79,14 @@ __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) ce_bwd(const T* _
   const A wt = ignored ? A(0) : (has_w ? weight[t] : A(1));
   const A hard = (A(1) - A(smoothing)) * wt;   // weight of (p - onehot)
   const A soft = A(smoothing) / A(C);          // weight of (sum(w) p - w)
-  const A pscale = k * (hard + soft * A(wsum)), l = ignored ? A(0) : lse[row];
+  const A pscale = k * (hard + soft * A(wsum));
+  const A m = ignored ? A(0) : row_max[row], ls = ignored ? A(0) : row_ls[row];
   for (int c = threadIdx.x * VEC; c < C; c += blockDim.x * VEC) {
     A v[VEC];
     load_vec<T, VEC>(x + off + c, v);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      A d = ignored ? A(0) : pscale * tt_exp(v[j] - l);
+      A d = ignored ? A(0) : pscale * tt_exp((v[j] - m) - ls);
       if (!ignored) {
         if (c + j == t) d -= k * hard;
         if (smoothing > 0.f) d -= k * soft * (has_w ? weight[c + j] : A(1));
