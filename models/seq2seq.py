@@ -37,7 +37,7 @@ import numpy as np
 import nn
 import tinytensor as tt
 
-from .generation import _choose, evaluating
+from .generation import _choose, check_generation_args, evaluating, vocab_size
 
 _NEG = np.float32(-1.0e9)  # HF's "impossible" score
 
@@ -90,21 +90,12 @@ def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, n
     if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
         raise ValueError(f"generate_seq2seq: attention_mask shape {tuple(attention_mask.shape)} "
                          f"differs from input_ids shape {tuple(input_ids.shape)}")
-    if num_beams < 1 or not 1 <= num_return_sequences <= num_beams:
-        raise ValueError(f"generate_seq2seq: need num_beams >= 1 and 1 <= num_return_sequences <= "
-                         f"num_beams, got num_beams={num_beams}, "
-                         f"num_return_sequences={num_return_sequences}")
-    if do_sample and temperature <= 0:
-        raise ValueError("generate_seq2seq: temperature must be positive when sampling")
-    if early_stopping not in (True, False, "never"):
-        raise ValueError(f"generate_seq2seq: early_stopping must be True, False or 'never', "
-                         f"got {early_stopping!r}")
 
+    given = {"eos_token_id": eos_token_id, "pad_token_id": pad_token_id,
+             "decoder_start_token_id": decoder_start_token_id}
+    from_config = {name for name, v in given.items() if v is None}  # named so in errors
     eos = eos_token_id if eos_token_id is not None else getattr(config, "eos_token_id", None)
-    eos = [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
     pad = pad_token_id if pad_token_id is not None else getattr(config, "pad_token_id", None)
-    if pad is None and eos:
-        pad = eos[0]
     start = decoder_start_token_id
     for name in ("decoder_start_token_id", "bos_token_id"):
         if start is None:
@@ -112,6 +103,14 @@ def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, n
     if start is None:
         raise ValueError("generate_seq2seq: no decoder_start_token_id given and model.config has "
                          "neither decoder_start_token_id nor bos_token_id")
+    eos = check_generation_args(
+        "generate_seq2seq", vocab_size(model), max_new_tokens=max_new_tokens, do_sample=do_sample,
+        temperature=temperature, top_k=top_k, top_p=top_p, use_cache=use_cache,
+        eos_token_id=eos, num_beams=num_beams, num_return_sequences=num_return_sequences,
+        length_penalty=length_penalty, early_stopping=early_stopping, pad_token_id=pad,
+        decoder_start_token_id=start, from_config=from_config)
+    if pad is None and eos:
+        pad = eos[0]
 
     rng = np.random.default_rng(seed)
     with evaluating(model):  # dropout off; each layer's own mode comes back afterwards
@@ -226,8 +225,6 @@ def _beam_search(stepper, B, nb, max_new_tokens, start, eos, pad, length_penalty
     finished_src = running_src.copy()
     batch_offset = np.arange(B)[:, None] * nb
 
-    if max_new_tokens <= 0:
-        return running[:, :num_return_sequences].reshape(B * num_return_sequences, -1)[:, :1]
     while True:
         logits = stepper.next_logits(running[:, :, :cur_len].reshape(B * nb, cur_len))  # (B*nb, V)
         V = logits.shape[-1]

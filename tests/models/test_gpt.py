@@ -175,7 +175,8 @@ def test_generation_stops_at_any_of_several_eos_ids(pair):
     ids = tt.tensor([[5, 17, 33, 2], [9, 9, 40, 1]])
     free = model.generate(ids, 6).numpy()
     stop = int(free[1, 5])  # row 1's second new token, among ids never produced
-    out = model.generate(ids, 6, eos_token_id=[VOCAB + 7, stop, VOCAB + 8]).numpy()
+    unused = [t for t in range(VOCAB) if t not in free[:, 4:]][:2]
+    out = model.generate(ids, 6, eos_token_id=[unused[0], stop, unused[1]]).numpy()
     assert out[1, 5] == stop and (out[1, 6:] == stop).all()
     first = list(free[0, 4:]).index(stop) + 5 if stop in free[0, 4:] else out.shape[1]
     np.testing.assert_array_equal(out[0, :first], free[0, :first])

@@ -8,15 +8,18 @@ the edges between ops. Everything is read from the record the backward engine re
 All walks are loops over lists, never recursion: a 12-layer GPT-2 with its backward is
 tens of thousands of nodes.
 """
+import warnings
+
 from ..autograd import Tape
 from ..tensor import Tensor
 
 
 class Vertex:
-    """One box in the picture. kind: op, param, input, output, grad, or box (folded module)."""
+    """One box in the picture. kind: op, param, input, output, grad, or box (folded module).
+    `about`: what a gradient is the gradient of, for its tooltip."""
     __slots__ = ("id", "kind", "name", "scope", "order", "seq", "node", "attrs", "consts",
                  "shape", "dtype", "device", "saved", "flops", "out_bytes", "saved_bytes",
-                 "members")
+                 "members", "about")
 
     def __init__(self, id, kind, name, scope="", order=0, seq=0, node=None):
         self.id, self.kind, self.name, self.scope, self.order = id, kind, name, scope, order
@@ -26,6 +29,7 @@ class Vertex:
         self.saved = False          # a tensor some op saved for backward
         self.flops = self.out_bytes = self.saved_bytes = 0
         self.members = 1            # ops folded into a box
+        self.about = None
 
     def __repr__(self):
         return f"<Vertex {self.id} {self.kind} {self.name}" + (f" @ {self.scope}>" if self.scope else ">")
@@ -82,6 +86,7 @@ class Sources:
         if not self.tapes and not self.outputs:
             raise ValueError("viz.graph: pass the output tensors (or a tape from tt.record())")
         self.names = {id(t): n for n, t in (names or {}).items()}  # id(tensor) -> label
+        self.given_names = dict(names or {})
         self.keep = list((names or {}).values())                      # keeps those ids valid
         self.producer = {}   # id(tensor) -> (node, out index), for tensors made on a tape
         self.results = {}    # node -> output tensors (tapes only)
@@ -166,8 +171,8 @@ def _module_of(name):
 
 
 def build(src, extra_outputs=None):
-    """Sources -> Graph. extra_outputs: (tensor, label, module path, kind) drawn as outputs
-    too (the gradients a backward produced)."""
+    """Sources -> Graph. extra_outputs: (tensor, label, module path, kind, about) drawn as
+    outputs too (the gradients a backward produced; `about` goes into the tooltip)."""
     g = Graph()
     nodes = src.sorted_nodes()
     vid = {}
@@ -178,6 +183,20 @@ def build(src, extra_outputs=None):
     tensor_vid = {}   # id(tensor) or (node seq, input) -> vertex id
     alive = []        # tensors whose ids key tensor_vid
     array_key = {}    # id(array) -> (vertex id, out index): finds saved constants by identity
+    named = {id(t.data): t for t in src.given_names.values()
+             if isinstance(t, Tensor) and not t.requires_grad and t.grad_fn is None}
+
+    def saved_named_input(node, i):
+        """The named tensor behind input i that needs no grad, for a node recorded off a tape:
+        such a node keeps no reference to it, only the array if it saved that for backward.
+        Taken only when unambiguous: one named tensor saved, one grad-less input slot of its
+        shape and dtype."""
+        meta = node.in_meta[i]
+        hits = {id(t): t for entry in node.saved or () for t in (named.get(id(entry[0])),)
+                if t is not None and tuple(t.shape) == tuple(meta[0]) and t.dtype == meta[1]}
+        slots = [k for k, e in enumerate(node.edges) if e is None
+                 and tuple(node.in_meta[k][0]) == tuple(meta[0]) and node.in_meta[k][1] == meta[1]]
+        return next(iter(hits.values())) if len(hits) == 1 and len(slots) == 1 else None
 
     def leaf_vertex(t):
         key = id(t)
@@ -222,6 +241,9 @@ def build(src, extra_outputs=None):
             return vid[e[0]], e[1], meta[0], meta[1]
         if e is not None:
             return leaf_vertex(e), 0, meta[0], meta[1]
+        t = saved_named_input(node, i) if named else None
+        if t is not None:
+            return leaf_vertex(t), 0, meta[0], meta[1]
         if len(meta[0]) == 0:
             return "const"
         key = (node.seq, i)  # an input that needed no grad: only its metadata is on the node
@@ -245,8 +267,8 @@ def build(src, extra_outputs=None):
         for j, r in enumerate(src.results.get(node, ())):
             array_key[id(r.data)] = (v.id, j)
 
-    outs = [(t, src.names.get(id(t)), "", "output") for t in src.final_outputs()]
-    for k, (t, label, scope, kind) in enumerate(outs + list(extra_outputs or ())):
+    outs = [(t, src.names.get(id(t)), "", "output", None) for t in src.final_outputs()]
+    for k, (t, label, scope, kind, about) in enumerate(outs + list(extra_outputs or ())):
         p = src.producer.get(id(t))
         if p is None and t.grad_fn is not None:
             p = (t.grad_fn, t._out_index)
@@ -256,14 +278,30 @@ def build(src, extra_outputs=None):
             s = (leaf_vertex(t), 0)
         order = g.vertices[s[0]].order
         if kind == "output" and order and not src.explicit_outputs:
-            kind, label = "grad", label or "gradient"  # what a recorded backward left behind
+            # what a recorded backward left behind; the tape does not say of what
+            about = "gradient" + (f" {label}" if label else "") + " (left by the recorded backward)"
+            kind, label = "grad", label or "gradient"
         o = g.add(Vertex(f"o{k}", kind, label or ("output" if k == 0 else f"output {k}"),
                          scope, order))
+        o.about = about
         o.shape, o.dtype, o.device = tuple(t.shape), t.dtype, t.device
         g.edges.append(Edge(s[0], o.id, s[1], 0, o.shape, t.dtype))
 
     _mark_saved(g, nodes, vid, tensor_vid, array_key)
+    if not src.tapes:
+        _warn_unplaced_names(src, tensor_vid)
     return g
+
+
+def _warn_unplaced_names(src, tensor_vid):
+    lost = [n for n, t in src.given_names.items() if isinstance(t, Tensor) and id(t) not in tensor_vid
+            and not t.requires_grad and t.grad_fn is None]
+    if lost:
+        warnings.warn(
+            f"viz.graph: names {lost} label tensors that need no grad, and no drawn op saved them "
+            "for backward: drawn from output tensors, the graph keeps no other trace of such "
+            "inputs (they are drawn unnamed, if at all). Record the ops with "
+            "`with tt.record() as tape:` and pass the tape to name them.", stacklevel=3)
 
 
 class _ScalarConst(str):

@@ -9,13 +9,14 @@ it some backwards take raw-array fast paths that record nothing.
 """
 from ..autograd import grad, record
 from ..tensor import Tensor
+from .labels import ordinal
 
 _SUPERSCRIPT = {1: "", 2: "\u00b2", 3: "\u00b3"}
 
 
 def record_gradients(outputs, wrt, orders):
     """Differentiate `outputs` w.r.t. `wrt` `orders` times (each order differentiates the sum
-    of the previous gradients). Returns the tape, [(grad, label, module path, 'grad')] and
+    of the previous gradients). Returns the tape, [(grad, label, module path, 'grad', about)] and
     {label: seed tensor} for the all-ones gradients the backward started from."""
     outs = [o for o in outputs if o.requires_grad]
     if not outs:
@@ -41,10 +42,18 @@ def record_gradients(outputs, wrt, orders):
                 name = w.name or "input"
                 sup = _SUPERSCRIPT.get(order, f"^{order}")
                 results.append((gr, f"grad{sup} {name}", name.rsplit(".", 1)[0] if "." in name
-                                else "", "grad"))
+                                else "", "grad", _about(order, name)))
                 if gr.requires_grad:
                     nxt.append(gr)
             if not nxt:
                 break
             current = nxt
     return tape, results, seeds_by_name
+
+
+def _about(order, name):
+    """The tooltip of a gradient: what record_gradients differentiated, w.r.t. what."""
+    if order == 1:
+        return f"gradient w.r.t. {name}: d(sum of the outputs) / d {name}"
+    return (f"{ordinal(order)}-order gradient w.r.t. {name}: "
+            f"d(sum of the {ordinal(order - 1)}-order gradients) / d {name}")

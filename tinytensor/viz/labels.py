@@ -2,11 +2,15 @@
 what it cost."""
 from .annotate import fmt_bytes, fmt_flops
 
-_ORDER_NAMES = {0: "forward", 1: "backward", 2: "2nd-order backward", 3: "3rd-order backward"}
+_KIND_WORDS = {"param": "parameter", "input": "input", "output": "output", "grad": "gradient"}
+
+
+def ordinal(n):
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def order_name(order):
-    return _ORDER_NAMES.get(order, f"{order}th-order backward")
+    return {0: "forward", 1: "backward"}.get(order) or f"{ordinal(order)}-order backward"
 
 
 def shape_text(shape, dtype=None, default_dtype=None):
@@ -125,7 +129,15 @@ def vertex_tooltip(v):
         where = f" @ {v.scope}" if v.scope else ""
         return (f"#{node.seq} {node.name}{where} [{order_name(v.order)}]: {ins} -> {outs}; "
                 f"attrs {node.attrs}; {fmt_flops(v.flops)}")
-    return f"{v.kind} {v.name}" + (f" @ {v.scope}" if v.scope else "")
+    if v.about:
+        return v.about
+    if v.kind == "box":
+        return f"folded module {v.name} [{order_name(v.order)}]: {v.members} op" + "s" * (v.members != 1)
+    # the label already names most tensors by kind ("input", "output 1", "grad x")
+    word = _KIND_WORDS[v.kind]
+    head = v.name if v.name.split(" ", 1)[0] in (word, v.kind) else f"{word} {v.name}"
+    inside = v.scope and not v.name.startswith(v.scope + ".")
+    return head + (f" @ {v.scope}" if inside else "")
 
 
 def cluster_label(path, totals, repeats, annotate):
