@@ -55,6 +55,7 @@ except ImportError:  # Windows
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.autograd import plain
 from tinytensor.device import CPU, get_device, to_device_array
 
 __all__ = ["save", "load", "CheckpointError"]
@@ -224,7 +225,7 @@ def _encode(obj, where, arrays):
         items = []
         for k, v in obj.items():
             if not (k is None or isinstance(k, (bool, int, float, str))):
-                raise TypeError(f"nn.save: dict key {k!r} at '{_dotted(where)}' is a "
+                raise TypeError(f"nn.save: dict key {plain(k)!r} at '{_dotted(where)}' is a "
                                 f"{type(k).__name__}; keys must be str, int, float, bool or None")
             items.append([k, _encode(v, where + [str(k)], arrays)])
         return {"__dict__": items}

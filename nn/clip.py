@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.autograd import plain
 from tinytensor.device import device_of_array, to_device_array
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -57,7 +58,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     min(1, max_norm / (norm + 1e-6)), applied without a host round trip."""
     if isinstance(norm_type, str):
         if norm_type != "inf":
-            raise ValueError(f"clip_grad_norm_: norm_type must be a number or 'inf', got {norm_type!r}")
+            raise ValueError(f"clip_grad_norm_: norm_type must be a number or 'inf', got "
+                             f"{plain(norm_type)!r}")
         norm_type = math.inf
     norm_type = float(norm_type)
     if not norm_type > 0:

@@ -6,6 +6,7 @@ Gated (swiglu, geglu):                down_proj(dropout(act(gate_proj(x)) * up_p
 The gated names follow HF LLaMA (gate_proj, up_proj, down_proj), so its checkpoints load by name.
 """
 import tinytensor.functional as F
+from tinytensor.autograd import plain
 
 from .layers import Linear
 from .module import Module
@@ -27,7 +28,7 @@ class FeedForward(Module):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, "
-                             f"got {activation!r}")
+                             f"got {plain(activation)!r}")
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.dropout = dropout
         self.gated = activation in _GATED

@@ -13,6 +13,7 @@ import numpy as np
 
 import tinytensor as tt
 from tinytensor import random as _random
+from tinytensor.autograd import plain
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "zeros_", "ones_", "constant_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -35,11 +36,12 @@ def calculate_gain(nonlinearity, param=None):
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             slope = float(param)
         else:
-            raise ValueError(f"calculate_gain: negative_slope {param!r} is not a number")
+            raise ValueError(f"calculate_gain: negative_slope must be an int or float, got "
+                             f"{plain(param)!r} ({type(param).__name__})")
         return math.sqrt(2.0 / (1.0 + slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4.0
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {plain(nonlinearity)!r}")
 
 
 def _calculate_fan_in_and_fan_out(tensor):
@@ -54,7 +56,7 @@ def _calculate_fan_in_and_fan_out(tensor):
 
 def _fan(tensor, mode):
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {plain(mode)!r}")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 

@@ -7,6 +7,7 @@ them together with the model.
 """
 import tinytensor as tt
 import tinytensor.functional as F
+from tinytensor.autograd import plain
 
 from .module import Module
 
@@ -15,7 +16,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 def _check_reduction(reduction, name):
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {plain(reduction)!r}")
 
 
 def _as_buffer(value, name, owner):

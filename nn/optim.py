@@ -19,6 +19,7 @@ import copy
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.autograd import plain
 from tinytensor.device import device_of_array, to_device_array
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -45,6 +46,9 @@ class Optimizer:
             self.add_param_group(group)
 
     def add_param_group(self, group):
+        """Add a group {"params": [...], <option>: value, ...}; options it leaves out take
+        the optimizer's defaults. Raises if a parameter is already in a group, is not a
+        floating-point leaf Tensor, or an option is unknown (a typo would be ignored)."""
         if not isinstance(group, dict):
             raise TypeError(f"{type(self).__name__}: a parameter group must be a dict, got "
                             f"{type(group).__name__}")
@@ -86,6 +90,12 @@ class Optimizer:
 
     # ------------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none=True):
+        """Clear the gradient of every parameter, before the next backward accumulates.
+
+        With set_to_none=True (the default, as in torch) each `.grad` becomes None: its memory
+        is freed and the next backward stores its gradient instead of adding to zeros, and
+        step() skips parameters that got none. With set_to_none=False each `.grad` is
+        filled with zeros instead (a new array; tensors sharing the old one keep it)."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -251,7 +261,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False):
         if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"{type(self).__name__}: invalid betas {betas}")
+            raise ValueError(f"{type(self).__name__}: invalid betas {plain(tuple(betas))}")
         if eps < 0:
             raise ValueError(f"{type(self).__name__}: invalid eps {eps}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,

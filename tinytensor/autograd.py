@@ -169,6 +169,24 @@ class AnomalyError(RuntimeError):
     pass
 
 
+def plain(v):
+    """v for a message: NumPy scalars, also inside tuples, lists and dicts, become the Python
+    values they hold, so that errors print 3 and (2, 3) rather than np.int64(3)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if v.__class__ in (tuple, list):
+        return v.__class__(plain(e) for e in v)
+    if v.__class__ is dict:
+        return {plain(k): plain(e) for k, e in v.items()}
+    return v
+
+
+def _type_name(v):
+    """`numpy.ndarray`, `float`: the type of a wrong value, as an error names it."""
+    t = type(v)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
 def check_anomaly(node, arrays, phase):
     for i, a in enumerate(arrays):
         if a is None or a.dtype.kind != "f":
@@ -181,7 +199,7 @@ def check_anomaly(node, arrays, phase):
             raise AnomalyError(
                 f"detect_anomaly: {phase} of op '{node.name}'{where} produced {what} "
                 f"in {'output' if phase == 'forward' else 'gradient for input'} {i} "
-                f"(input shapes: {shapes}; attributes: {node.attrs})")
+                f"(input shapes: {shapes}; attributes: {plain(node.attrs)})")
 
 
 # --------------------------------------------------------------------------- the record
@@ -359,7 +377,7 @@ class Tape:
 
 
 def _short(v, limit=40):
-    r = repr(v)
+    r = repr(plain(v))
     return r if len(r) <= limit else r[:limit - 3] + "..."
 
 
@@ -456,10 +474,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     continue
             if node.freed:
                 raise RuntimeError(
-                    f"backward through op '{node.name}'"
-                    + (f" in {node.scope}" if node.scope else "")
-                    + " a second time, but its saved tensors were already freed. Pass "
-                    "retain_graph=True to the first backward() if you need to backward twice.")
+                    f"backward through op '{node.name}'{_in_scope(node)} a second time, but its "
+                    "saved tensors were already freed. Pass retain_graph=True to the first "
+                    "backward() if you need to backward twice.")
             in_grads = _call_backward(node, grads)
             if not retain_graph:
                 node.saved = None
@@ -467,9 +484,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             for edge, g, meta in zip(node.edges, in_grads, node.in_meta):
                 if edge is None or g is None:
                     continue
+                if g.__class__ is not Tensor and not isinstance(g, Tensor):
+                    _not_a_tensor(node, g, meta)
                 data = g.data
                 if data.shape != meta[0]:
-                    _check_grad_shape(node, data.shape, meta[0])
+                    _check_grad_shape(node, meta, data.shape)
                     g = sum_to(g, meta[0])  # undo broadcasting: the one shared place
                     data = g.data
                 if data.dtype != meta[1].np:
@@ -498,7 +517,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             g = wanted.get((t.grad_fn, t._out_index)) if t.grad_fn is not None \
                 else leaf_grads.get(id(t))
             if g is not None and t.grad_fn is None and t._hooks:
-                g = _run_hooks(t._hooks, g)
+                g = _run_hooks(t._hooks, g, t)
             if g is None and not allow_unused:
                 raise RuntimeError(
                     f"grad: one of the inputs (shape {tuple(t.shape)}) was not used to compute "
@@ -512,7 +531,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         for key, leaf in leaves.items():
             g = leaf_grads[key]
             if leaf._hooks:
-                g = _run_hooks(leaf._hooks, g)
+                g = _run_hooks(leaf._hooks, g, leaf)
             if leaf.grad is None:
                 leaf.grad = g if create_graph else _owned(g, handed)  # _owned detaches
             else:
@@ -522,14 +541,25 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     return None
 
 
-def _check_grad_shape(node, got, shape):
+def _in_scope(node):
+    return f" in {node.scope}" if node.scope else ""
+
+
+def _position(node, meta):
+    """Which input `meta` describes; found only for an error, to keep the engine loop lean."""
+    return next(k for k, m in enumerate(node.in_meta) if m is meta)
+
+
+def _check_grad_shape(node, meta, got):
     """A gradient may be broadcast over its input (summed back below), nothing else."""
+    shape = meta[0]
     lead = len(got) - len(shape)
     if lead < 0 or any(s != 1 and s != t for s, t in zip(shape, got[lead:])):
         raise RuntimeError(
-            f"backward of op '{node.name}'" + (f" in {node.scope}" if node.scope else "")
-            + f" returned a gradient of shape {tuple(got)} for an input of shape {tuple(shape)}; "
-            "it must have the input's shape (or one the input broadcasts to)")
+            f"backward of op '{node.name}'{_in_scope(node)} returned a gradient of shape "
+            f"{tuple(got)} for an input of shape {tuple(shape)} at position {_position(node, meta)}; "
+            f"{node.fn.__qualname__}.backward must return the input's shape there (or one the "
+            "input broadcasts to)")
 
 
 def _owner(a):
@@ -596,12 +626,44 @@ class _OrderSet:
             STATE.order = self.prev
 
 
-def _run_hooks(hooks, g):
+def _run_hooks(hooks, g, owner):
+    """Each hook sees the gradient so far; one it returns must be a drop-in replacement
+    (torch's rules), else the error would surface later, blamed on an op, or not at all."""
     for hook in hooks:
         r = hook(g)
         if r is not None:
-            g = r
+            if not isinstance(r, Tensor):
+                raise TypeError(
+                    f"{_hook_and_owner(hook, owner)} returned {_type_name(r)}; a hook must return "
+                    f"None or a Tensor of the gradient's shape {tuple(g.shape)}, dtype "
+                    f"{g.dtype.name} and device {g.device}")
+            if r.shape != g.shape:
+                got, keep = f"of shape {tuple(r.shape)}", f"shape {tuple(g.shape)}"
+            elif r.dtype is not g.dtype:
+                got, keep = f"of dtype {r.dtype.name}", f"dtype {g.dtype.name}"
+            elif r._device is not g._device:
+                got, keep = f"on device {r.device}", f"device {g.device}"
+            else:
+                g = r
+                continue
+            raise RuntimeError(f"{_hook_and_owner(hook, owner)} returned a gradient {got}; "
+                               f"it must keep the gradient's {keep}")
     return g
+
+
+def _hook_and_owner(hook, owner):
+    """`hook 'scale' registered on leaf tensor 'fc.weight' (shape (3,), float32)`; `owner`
+    is the leaf, or (node, output index) for a tensor an op produced."""
+    name = getattr(hook, "__qualname__", None) or type(hook).__qualname__
+    if owner.__class__ is tuple:
+        node, i = owner
+        shape, dtype, _ = node.out_meta[i]
+        which = f"output {i} of" if len(node.out_meta) > 1 else "the output of"
+        tensor = f"{which} op '{node.name}'{_in_scope(node)}"
+    else:
+        shape, dtype = owner.shape, owner.dtype
+        tensor = f"leaf tensor '{owner.name}'" if owner.name else "a leaf tensor"
+    return f"hook '{name}' registered on {tensor} (shape {tuple(shape)}, {dtype.name})"
 
 
 def _apply_output_hooks(node, grads):
@@ -610,7 +672,7 @@ def _apply_output_hooks(node, grads):
         if g is None:
             continue
         if node.out_hooks and i in node.out_hooks:
-            grads[i] = g = _run_hooks(node.out_hooks[i], g)
+            grads[i] = g = _run_hooks(node.out_hooks[i], g, (node, i))
         if node.retained and i in node.retained:
             t = node.retained[i]()
             if t is not None:
@@ -637,12 +699,26 @@ def _call_backward(node, grads):
         result = tuple(result) if isinstance(result, list) else (result,)
     n_in = len(node.edges)
     if len(result) != n_in:
-        raise RuntimeError(
-            f"backward of op '{node.name}' returned {len(result)} gradients but the op has "
-            f"{n_in} tensor inputs")
+        _bad_backward_result(node, f"{len(result)} gradient{'s' if len(result) != 1 else ''}, "
+                             f"expected {n_in}", RuntimeError)
     if STATE.anomaly:
+        for g, meta in zip(result, node.in_meta):  # the engine checks later; this reads .data now
+            if g is not None and not isinstance(g, Tensor):
+                _not_a_tensor(node, g, meta)
         check_anomaly(node, [None if g is None else g.data for g in result], "backward")
     return result
+
+
+def _not_a_tensor(node, g, meta):
+    _bad_backward_result(node, f"{_type_name(g)} at position {_position(node, meta)}", TypeError,
+                         " (compute gradients with tinytensor ops on the incoming grads, or wrap "
+                         "an array as tt.tensor(array))")
+
+
+def _bad_backward_result(node, what, exc, hint=""):
+    raise exc(f"backward of op '{node.name}'{_in_scope(node)} returned {what}: "
+              f"{node.fn.__qualname__}.backward must return a Tensor or None for each of the "
+              f"{len(node.edges)} tensor inputs of forward, in order{hint}")
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):

@@ -113,8 +113,8 @@ def _compare(actual, expected, atol, rtol, what, name_a, name_b, err=AssertionEr
     k = np.unravel_index(int(np.argmax(excess)), actual.shape)
     n_bad = int((excess > 0).sum())
     raise err(f"{what}: {n_bad} of {actual.size} entries differ; worst at index {tuple(int(i) for i in k)}: "
-              f"{name_a} {actual[k]!r} vs {name_b} {expected[k]!r} (|diff| {err_abs[k]:.3g}, "
-              f"allowed {bound[k]:.3g})")
+              f"{name_a} {actual[k].item()!r} vs {name_b} {expected[k].item()!r} "
+              f"(|diff| {err_abs[k]:.3g}, allowed {bound[k]:.3g})")
 
 
 # ------------------------------------------------------------------ against PyTorch
@@ -132,7 +132,13 @@ def compare_with_torch(tt_fn, torch_fn, inputs, dtype="float64", grad=True, doub
     gradient of those gradients. Raises AssertionError naming the worst entry; returns
     the tinytensor outputs.
     """
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        if e.name != "torch":  # torch is there but broken: its own error says why
+            raise
+        raise ModuleNotFoundError("compare_with_torch needs PyTorch: pip install -e '.[test]' "
+                                  "(or pip install torch==2.13.0)", name="torch") from e
     from . import dtypes as tt_dtypes
 
     rng = np.random.default_rng(seed)

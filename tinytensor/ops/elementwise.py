@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..autograd import STATE
+from ..autograd import STATE, plain
 from ..function import Function
 from ..tensor import Tensor
 from . import special
@@ -288,7 +288,7 @@ def div(a, b, rounding_mode=None):
 def _rounded_div(a, b, mode):
     a, b = binary_operands(a, b, "div")
     if mode not in ("floor", "trunc"):
-        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {mode!r}")
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {plain(mode)!r}")
     xp = a.device.xp
     if mode == "floor":
         r = xp.floor_divide(a.data, b.data)
@@ -509,7 +509,7 @@ class Gelu(Function):
 
 def gelu(x, approximate="none"):
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {plain(approximate)!r}")
     return Gelu.apply(float_operand(x, "gelu"), approximate=approximate)
 
 

@@ -1,6 +1,7 @@
 """matmul (PyTorch semantics: 1-D, 2-D, batched, broadcast batch dims) and einsum."""
 import numpy as np
 
+from ..autograd import plain
 from ..function import Function
 from .elementwise import binary_operands
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
@@ -78,7 +79,7 @@ def _parse_einsum(equation, operands):
         lhs, out = eq, None
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"einsum: equation {equation!r} has {len(terms)} operands but "
+        raise ValueError(f"einsum: equation {plain(equation)!r} has {len(terms)} operands but "
                          f"{len(operands)} tensors were given")
     used = set(c for c in eq if c.isalpha())
     spare = [c for c in _LETTERS if c not in used]
@@ -109,7 +110,7 @@ def _parse_einsum(equation, operands):
         out = out.replace("...", ell)
         if len(set(out)) != len(out):
             raise ValueError(f"einsum: output subscripts {out!r} repeat a subscript in "
-                             f"{equation!r}{_where()}")
+                             f"{plain(equation)!r}{_where()}")
     for c in out:
         if not any(c in t for t in new_terms):
             raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
@@ -118,7 +119,7 @@ def _parse_einsum(equation, operands):
         for c, s in zip(t, x.shape):
             if c in sizes and sizes[c] != s and s != 1 and sizes[c] != 1:
                 raise ValueError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {s} in "
-                                 f"{equation!r}{_where()}")
+                                 f"{plain(equation)!r}{_where()}")
             sizes[c] = max(sizes.get(c, s), s)
     return new_terms, out, sizes
 

@@ -4,6 +4,7 @@ Written as compositions of primitive ops, so every order of gradient comes for f
 the fused cross-entropy kernel (later) keeps this as its reference decomposition."""
 import numpy as np
 
+from ..autograd import plain
 from ..kernels import cross_entropy as _k_ce, fusion as _fusion
 from ..tensor import Tensor
 from .elementwise import cast, eq, ne, softplus, where
@@ -17,7 +18,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 def _check_reduction(reduction, op):
     if reduction not in _REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {plain(reduction)!r}")
 
 
 def _reduce(loss, reduction):

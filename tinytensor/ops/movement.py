@@ -8,7 +8,7 @@ import builtins
 
 import numpy as np
 
-from ..autograd import STATE
+from ..autograd import STATE, plain
 from ..function import Function
 from ..tensor import Tensor
 
@@ -52,7 +52,7 @@ def broadcast_shapes(*shapes, op="broadcast"):
             d = s[k]
             if d != 1:
                 if size != 1 and d != size:
-                    raise ValueError(f"{op}: shapes {' and '.join(str(tuple(x)) for x in shapes)} "
+                    raise ValueError(f"{op}: shapes {' and '.join(str(plain(tuple(x))) for x in shapes)} "
                                      f"cannot be broadcast together (dimension {i - ndim}: "
                                      f"{size} vs {d}){_where()}")
                 size = d
@@ -246,11 +246,11 @@ def permute(x, *dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = dims[0]
     if len(dims) != x.ndim:
-        raise ValueError(f"permute: got {len(dims)} dims {tuple(dims)} for a tensor with "
+        raise ValueError(f"permute: got {len(dims)} dims {plain(tuple(dims))} for a tensor with "
                          f"{x.ndim} dimensions, shape {tuple(x.shape)}{_where()}")
     dims = tuple(norm_dim(d, x.ndim, "permute") for d in dims)
     if sorted(dims) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {dims} are not a permutation of 0..{x.ndim - 1}")
+        raise ValueError(f"permute: dims {plain(dims)} are not a permutation of 0..{x.ndim - 1}")
     if dims == tuple(range(x.ndim)):
         return x
     return Permute.apply(x, dims=dims)
@@ -419,7 +419,7 @@ def roll(x, shifts, dims=None):
         shifts = tuple(int(s) for s in shifts)
         if len(shifts) != len(dims):
             raise ValueError(f"roll: got {len(shifts)} shifts {shifts} for {len(dims)} dims "
-                             f"{dims}{_where()}")
+                             f"{plain(dims)}{_where()}")
     return Roll.apply(x, shifts=shifts, dims=dims)
 
 
@@ -503,7 +503,7 @@ class Pad(Function):
 def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the last dimension."""
     if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
+        raise NotImplementedError(f"pad: mode {plain(mode)!r} is not supported; only 'constant'")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")

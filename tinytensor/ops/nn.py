@@ -8,7 +8,7 @@ differentiable again.
 import numpy as np
 
 from .. import random
-from ..autograd import STATE
+from ..autograd import STATE, plain
 from ..function import Function
 from ..kernels import fusion as _fusion, layer_norm as _k_norm, softmax as _k_softmax
 from ..tensor import Tensor
@@ -113,7 +113,7 @@ def _norm_dims(x, normalized_shape, op):
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
     if k == 0 or tuple(x.shape[-k:]) != normalized_shape:
-        raise ValueError(f"{op}: normalized_shape {normalized_shape} does not match the last "
+        raise ValueError(f"{op}: normalized_shape {plain(normalized_shape)} does not match the last "
                          f"dimensions of the input shape {tuple(x.shape)}{_where()}")
     return tuple(range(x.ndim - k, x.ndim))
 
@@ -121,7 +121,7 @@ def _norm_dims(x, normalized_shape, op):
 def _check_affine(t, normalized_shape, what, op):
     if t is not None and tuple(t.shape) != tuple(normalized_shape):
         raise ValueError(f"{op}: {what} shape {tuple(t.shape)} must equal normalized_shape "
-                         f"{tuple(normalized_shape)}{_where()}")
+                         f"{plain(tuple(normalized_shape))}{_where()}")
 
 
 class LayerNormCore(Function):

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..autograd import plain
 from ..function import Function
 from ..tensor import Tensor
 from .elementwise import cast, eq, exp, float_operand, mul, sign, where, abs_ as absolute
@@ -381,7 +382,7 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     if p == "inf":
         p = float("inf")
     if not isinstance(p, (int, float)) or p <= 0:
-        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {p!r}")
+        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {plain(p)!r}")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
     if x.data.dtype == np.float16:  # powers of halves overflow: compute in float32, as torch
         return cast(norm(cast(x, "float32"), p, dims, keepdim), "float16")
