@@ -1,0 +1,2 @@
+"""tinytensor's command-line programs (train.py, graph.py, bench.py, train_mlp.py), run as
+`python tools/<program> ...`; the helpers they share live in tools.lib."""

@@ -6,19 +6,31 @@
 #   gpu_tests.txt       python -m pytest -m gpu (every gpu test of the suite)
 #   bench_gpu.txt       tools/bench.py kernels --gpu (softmax GB/s, attention TFLOP/s)
 #   bench_kernels.json  the same numbers, machine-readable
+# Without a usable GPU it stops at once and exits 2; if no gpu test passes it exits 1:
+# a run that measured nothing never looks like a pass.
 # Usage: OUT=/some/dir bash tools/gpu_check.sh [--quick]   (about 5 minutes on an H200)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
-mkdir -p "$OUT"
+# a bare device machine may not have run `pip install -e .`
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+# the gpu tests skip, and so pass, without a GPU: check for one before running anything
+if ! reason=$($PY -c "from tinytensor.device import cupy_module; cupy_module()" 2>&1 | tail -n 1); then
+    echo "gpu_check: no usable CUDA GPU: ${reason#RuntimeError: }" >&2
+    echo "gpu_check: nothing was measured" >&2
+    exit 2
+fi
+mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-$PY -c "import cupy, tinytensor as tt; print('cupy', cupy.__version__, 'cuda available:', tt.cuda_is_available())" \
-    2>&1 | tee -a "$OUT/nvidia-smi.txt"
+$PY -c "import cupy; print('cupy', cupy.__version__)" 2>&1 | tee -a "$OUT/nvidia-smi.txt"
 timeout 420 $PY -m pytest -m gpu -q -p no:cacheprovider -o addopts="" --durations=15 tests 2>&1 \
     | tee "$OUT/gpu_tests.txt"
 tests_rc=${PIPESTATUS[0]}
+if ! grep -Eq "[0-9]+ passed" "$OUT/gpu_tests.txt"; then
+    echo "gpu_check: no gpu test passed (all skipped or none collected)" | tee -a "$OUT/gpu_tests.txt" >&2
+    [ "$tests_rc" -ne 0 ] || tests_rc=1
+fi
 timeout 300 $PY tools/bench.py kernels --gpu "$@" 2>&1 | tee "$OUT/bench_gpu.txt"
 bench_rc=${PIPESTATUS[0]}
 echo "gpu tests exit $tests_rc, benchmarks exit $bench_rc" | tee -a "$OUT/gpu_tests.txt"

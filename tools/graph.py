@@ -12,151 +12,15 @@ block. The format follows the suffix (.svg, .png, .pdf, .dot); without the Graph
 program the DOT file is written instead, with a one-line hint on installing Graphviz.
 """
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import numpy as np  # noqa: E402
-
-import nn  # noqa: E402
-import tinytensor as tt  # noqa: E402
-
-PRESETS = {  # GPT-2 small as published: 12 layers, 768 wide, 12 heads, 50257 tokens, 1024 context
-    "tiny": dict(layers=2, d_model=64, heads=4, vocab=256, seq_len=16, batch=2),
-    "gpt2": dict(layers=12, d_model=768, heads=12, vocab=50257, seq_len=1024, batch=1),
-}
-
-
-class MLP(nn.Module):
-    """Linear -> GELU repeated `layers` times, then a Linear head."""
-
-    def __init__(self, d_in, hidden, d_out, layers):
-        super().__init__()
-        self.layers = nn.ModuleList([nn.Linear(d_in if i == 0 else hidden, hidden)
-                                     for i in range(layers)])
-        self.act = nn.GELU()
-        self.head = nn.Linear(hidden, d_out)
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = self.act(layer(x))
-        return self.head(x)
-
-
-class AttentionBlock(nn.Module):
-    """The attention half of a pre-LN block: x + attn(ln(x)), causal."""
-
-    def __init__(self, d_model, heads):
-        super().__init__()
-        self.ln = nn.LayerNorm(d_model)
-        self.attn = nn.MultiHeadAttention(d_model, heads)
-
-    def forward(self, x):
-        return x + self.attn(self.ln(x), is_causal=True)
-
-
-def _gpt(s, model_type):
-    from models import GPT, GPTConfig
-    return GPT(GPTConfig(vocab_size=s["vocab"], n_positions=max(s["seq_len"], 8), n_embd=s["d_model"],
-                         n_layer=s["layers"], n_head=s["heads"], model_type=model_type))
-
-
-def _llama(s):
-    from models import Llama, LlamaConfig
-    return Llama(LlamaConfig(vocab_size=s["vocab"], hidden_size=s["d_model"],
-                             intermediate_size=8 * s["d_model"] // 3, num_hidden_layers=s["layers"],
-                             num_attention_heads=s["heads"],
-                             num_key_value_heads=max(1, s["heads"] // 2),
-                             max_position_embeddings=max(s["seq_len"], 8)))
-
-
-def _bert(s):
-    from models import BERT, BertConfig
-    return BERT(BertConfig(vocab_size=s["vocab"], hidden_size=s["d_model"],
-                           num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
-                           intermediate_size=4 * s["d_model"],
-                           max_position_embeddings=max(s["seq_len"], 8)), head="mlm")
-
-
-def _t5(s):
-    from models import T5, T5Config
-    return T5(T5Config(vocab_size=s["vocab"], d_model=s["d_model"], d_kv=s["d_model"] // s["heads"],
-                       d_ff=4 * s["d_model"], num_layers=s["layers"], num_heads=s["heads"]))
-
-
-def _bart(s):
-    from models import BART, BartConfig
-    return BART(BartConfig(vocab_size=s["vocab"], max_position_embeddings=max(s["seq_len"], 8),
-                           d_model=s["d_model"], encoder_layers=s["layers"], decoder_layers=s["layers"],
-                           encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"],
-                           encoder_ffn_dim=4 * s["d_model"], decoder_ffn_dim=4 * s["d_model"]))
-
-
-def _transformer(s):
-    from models import Transformer, TransformerConfig
-    return Transformer(TransformerConfig(vocab_size=s["vocab"], d_model=s["d_model"],
-                                         encoder_layers=s["layers"], decoder_layers=s["layers"],
-                                         encoder_attention_heads=s["heads"],
-                                         decoder_attention_heads=s["heads"],
-                                         encoder_ffn_dim=4 * s["d_model"],
-                                         decoder_ffn_dim=4 * s["d_model"],
-                                         max_position_embeddings=max(s["seq_len"], 8)))
-
-
-# name -> (builder(sizes) -> Module, kind of input: 'features', 'tokens' or 'seq2seq')
-MODELS = {
-    "mlp": (lambda s: MLP(s["d_model"], 4 * s["d_model"], 10, s["layers"]), "features"),
-    "attention": (lambda s: AttentionBlock(s["d_model"], s["heads"]), "sequence"),
-    "gpt2": (lambda s: _gpt(s, "gpt2"), "tokens"),
-    "gpt1": (lambda s: _gpt(s, "openai-gpt"), "tokens"),
-    "llama": (_llama, "tokens"),
-    "bert": (_bert, "tokens"),
-    "t5": (_t5, "seq2seq"),
-    "bart": (_bart, "seq2seq"),
-    "transformer": (_transformer, "seq2seq"),
-}
-
-
-def build_model(name, layers=2, d_model=64, heads=4, vocab=256, seq_len=16, batch=2, seed=0):
-    """(module in eval mode, call kwargs) for one of MODELS."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-    sizes = dict(layers=layers, d_model=d_model, heads=heads, vocab=vocab, seq_len=seq_len)
-    tt.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    build, kind = MODELS[name]
-    model = build(sizes).eval()  # eval: no dropout ops in the picture
-    if kind == "features":
-        return model, {"x": tt.randn(batch, d_model)}
-    if kind == "sequence":
-        return model, {"x": tt.randn(batch, seq_len, d_model)}
-    ids = lambda: tt.tensor(rng.integers(0, vocab, size=(batch, seq_len)))  # noqa: E731
-    if kind == "tokens":
-        return model, {"input_ids": ids()}
-    return model, {"input_ids": ids(), "decoder_input_ids": ids()}
-
-
-def trace(name, loss=False, **sizes):
-    """Run the model once under tt.record(); returns (tape, output, {name: input tensor})."""
-    model, inputs = build_model(name, **sizes)
-    kind = MODELS[name][1]
-    with tt.record() as tape:
-        if kind in ("features", "sequence"):
-            out = model(inputs["x"])
-            if loss:
-                out = (out * out).mean()
-        else:
-            labels = inputs["decoder_input_ids" if kind == "seq2seq" else "input_ids"]
-            res = model(**inputs, labels=labels if loss else None)
-            out = res.loss if loss else res.logits
-    return tape, out, inputs
+import tinytensor as tt
+from tools.lib.graph_models import MODELS, PRESETS, trace
 
 
 def make_graph(args):
-    sizes = dict(PRESETS[args.preset]) if args.preset else {}
-    for k in ("layers", "d_model", "heads", "vocab", "seq_len", "batch"):
+    sizes = dict(PRESETS[args.preset])
+    for k in SIZE_FLAGS:
         v = getattr(args, k)
         if v is not None:
             sizes[k] = v
@@ -170,41 +34,53 @@ def make_graph(args):
                         title=title, rankdir=args.rankdir)
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+SIZE_FLAGS = {"layers": "blocks (encoder and decoder each for t5, bart, transformer) or MLP layers",
+              "d_model": "model width", "heads": "attention heads", "vocab": "vocabulary size",
+              "seq_len": "tokens per sequence", "batch": "batch size"}
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="graph.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="gpt2", choices=list(MODELS))
-    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                   help="model sizes: tiny (default sizes) or gpt2 (GPT-2 small, T=1024)")
-    p.add_argument("--layers", type=int, default=None,
-                   help="blocks (encoder and decoder each for t5/bart/transformer) or MLP layers")
-    p.add_argument("--d-model", dest="d_model", type=int, default=None)
-    p.add_argument("--heads", type=int, default=None)
-    p.add_argument("--vocab", type=int, default=None)
-    p.add_argument("--seq-len", dest="seq_len", type=int, default=None)
-    p.add_argument("--batch", type=int, default=None)
-    p.add_argument("--loss", action="store_true", help="end in the loss (cross-entropy for LMs)")
+    p.add_argument("--model", default="gpt2", choices=list(MODELS),
+                   help="what to draw (default: %(default)s)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny",
+                   help="model sizes: tiny, or gpt2 (GPT-2 small: 12 layers, d=768, T=1024); "
+                        "the size flags below override single sizes (default: %(default)s)")
+    for name, what in SIZE_FLAGS.items():
+        tiny = PRESETS["tiny"][name]
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int, default=None,
+                       help=f"{what} (default: the preset's; tiny: {tiny})")
+    p.add_argument("--loss", action="store_true",
+                   help="end in the loss (cross-entropy for LMs) instead of the output")
     p.add_argument("--no-fusion", dest="fusion", action="store_false",
                    help="trace the reference ops instead of the fused kernels (attention's "
                         "(B, nh, T, T) scores then show as tensors)")
     p.add_argument("--backward", type=int, default=0, metavar="N",
-                   help="draw N orders of the gradient graph (2 = create_graph=True)")
+                   help="draw N orders of the gradient graph (2 = create_graph=True; "
+                        "default: %(default)s, the forward only)")
     p.add_argument("--no-group", dest="group", action="store_false",
                    help="no module clusters; op labels carry the module path instead")
-    p.add_argument("--max-depth", type=int, default=None, help="fold deeper modules into boxes")
+    p.add_argument("--max-depth", type=int, default=None, metavar="N",
+                   help="fold modules nested deeper than N into boxes (default: no folding)")
     p.add_argument("--collapse", action="store_true", help="draw identical repeated blocks once")
-    p.add_argument("--edge-labels", default="auto", choices=["auto", "all", "none"])
+    p.add_argument("--edge-labels", default="auto", choices=["auto", "all", "none"],
+                   help="tensor shapes on edges: where they help (module boundaries, boxes, "
+                        "multi-output ops), everywhere, or nowhere (default: %(default)s)")
     p.add_argument("--no-annotate", dest="annotate", action="store_false",
                    help="no FLOPs / bytes on ops and modules")
-    p.add_argument("--no-legend", dest="legend", action="store_false")
-    p.add_argument("--rankdir", default="TB", choices=["TB", "LR"])
-    p.add_argument("--title", default=None)
-    p.add_argument("--out", default="graph.svg", help="file to write: .svg, .png, .pdf or .dot")
-    return p.parse_args(argv)
+    p.add_argument("--no-legend", dest="legend", action="store_false",
+                   help="no legend of what the colours and shapes mean")
+    p.add_argument("--rankdir", default="TB", choices=["TB", "LR"],
+                   help="layout direction: top to bottom or left to right (default: %(default)s)")
+    p.add_argument("--title", default=None, help="graph title (default: the model and its sizes)")
+    p.add_argument("--out", default="graph.svg",
+                   help="file to write: .svg, .png, .pdf or .dot (default: %(default)s)")
+    return p
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = parser().parse_args(argv)
     t0 = time.perf_counter()
     g = make_graph(args)
     t1 = time.perf_counter()

@@ -8,16 +8,12 @@ no_grad. It prints the loss every 50 steps and the final training accuracy.
 """
 import argparse
 import math
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import tinytensor as tt  # noqa: E402
-import tinytensor.functional as F  # noqa: E402
-from tools.progress import progress  # noqa: E402
+import tinytensor as tt
+import tinytensor.functional as F
+from tools.lib.progress import progress
 
 
 def spiral(n_per_class, classes, rng):
@@ -64,14 +60,23 @@ def adam_step(params, state, lr, t, b1=0.9, b2=0.999, eps=1e-8):
             p.grad = None
 
 
+def parser():
+    ap = argparse.ArgumentParser(prog="train_mlp.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=400, help="Adam steps (default: %(default)s)")
+    ap.add_argument("--hidden", type=int, default=64,
+                    help="width of the two hidden layers (default: %(default)s)")
+    ap.add_argument("--lr", type=float, default=0.01, help="learning rate (default: %(default)s)")
+    ap.add_argument("--classes", type=int, default=3,
+                    help="spiral arms, one class each (default: %(default)s)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed for the points and the initial weights (default: %(default)s)")
+    return ap
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--classes", type=int, default=3)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--seed", type=int, default=0)
+    ap = parser()
     args = ap.parse_args(argv)
     if args.steps < 1 or args.hidden < 1 or args.classes < 2:
         ap.error("--steps and --hidden must be positive and --classes at least 2")

@@ -18,7 +18,8 @@ from tinytensor.autograd import STATE
 from tinytensor.viz import GraphvizNotFoundWarning, fmt_flops, op_flops
 from tinytensor.viz import output as viz_output
 from tinytensor.viz.render import ORDER_FILL, SAVED
-from tools.graph import build_model, main as graph_main, trace
+from tools.graph import main as graph_main
+from tools.lib.graph_models import build_model, trace
 
 HAS_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAS_DOT, reason="Graphviz 'dot' program not installed")

@@ -1,12 +1,8 @@
 """Fused-kernel benchmarks (`python tools/bench.py kernels`): fused vs unfused vs torch on
 the CPU, peak attention memory, and on a CUDA device softmax GB/s and attention TFLOP/s."""
-import argparse
 import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from tools.timing import median_n, set_threads  # noqa: E402
+from tools.lib.timing import median_n
 
 
 def kernel_cases_cpu():
@@ -212,26 +208,16 @@ def kernels_gpu_attention(results, seqs=(512, 1024, 2048, 4096, 8192), dims=(64,
                 print(row, flush=True)
 
 
-def kernels_main(argv):
-    """python tools/bench.py kernels [--threads 2] [--repeat 5] [--gpu] [--quick]"""
-    ap = argparse.ArgumentParser(description="fused kernel benchmarks")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--gpu", action="store_true", help="only the CUDA benchmarks")
-    ap.add_argument("--quick", action="store_true", help="smaller GPU sweep")
-    args = ap.parse_args(argv)
-    set_threads(args.threads)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    import json
+def run_kernels(repeat=5, gpu_only=False, quick=False):
+    """Every kernel benchmark as one JSON-ready dict: the CPU ones unless gpu_only, the CUDA
+    ones where a device is usable. Call timing.set_threads before NumPy is imported."""
+    import datetime
     import platform
     import tinytensor as tt
-    out_dir = os.environ.get("OUT")
     results = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-               "date": __import__("datetime").date.today().isoformat()}
-    if not args.gpu:
-        import torch
-        torch.set_num_threads(args.threads)
-        rows, peak = kernels_cpu(args.repeat)
+               "date": datetime.date.today().isoformat()}
+    if not gpu_only:
+        rows, peak = kernels_cpu(repeat)
         results["cpu"] = [{"case": n, "fused_ms": a * 1e3, "unfused_ms": b * 1e3, "torch_ms": c * 1e3}
                           for n, a, b, c in rows]
         results["attention_peak_bytes_T8192"] = peak
@@ -240,13 +226,6 @@ def kernels_main(argv):
         results["gpu"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
         gpu = []
         kernels_gpu_softmax(gpu)
-        kernels_gpu_attention(gpu, seqs=(512, 2048, 8192) if args.quick else (512, 1024, 2048, 4096, 8192))
+        kernels_gpu_attention(gpu, seqs=(512, 2048, 8192) if quick else (512, 1024, 2048, 4096, 8192))
         results["gpu_results"] = gpu
-    elif args.gpu:
-        print("no CUDA device: GPU benchmarks skipped")
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        with open(os.path.join(out_dir, "bench_kernels.json"), "w") as f:
-            json.dump(results, f, indent=1, default=float)
-
-
+    return results

@@ -12,7 +12,7 @@ import numpy as np
 
 import tinytensor as tt
 
-from tools.corpus import decode
+from tools.lib.corpus import decode
 
 
 class LanguageModeling:

@@ -12,6 +12,7 @@ class progress:
         self.stream = stream or sys.stderr
         self.info = ""
         self.start = None
+        self._line_open = False  # a terminal line drawn and not yet ended
 
     def set(self, **info):
         """Show key=value pairs (loss=..., tok/s=...) after the bar."""
@@ -23,7 +24,16 @@ class progress:
         if self.stream.isatty():
             self.stream.write("\r\033[K")
             self.stream.flush()
+            self._line_open = False
         print(line, flush=True)
+
+    def close(self):
+        """End the bar's line when the loop stops early, so that what follows (an error
+        message) starts on a line of its own."""
+        if self._line_open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._line_open = False
 
     def _draw(self, n):
         frac = n / self.total if self.total else 1.0
@@ -34,6 +44,7 @@ class progress:
         line = f"{self.desc} [{bar}] {n}/{self.total} {elapsed:5.1f}s eta {eta:5.1f}s  {self.info}"
         if self.stream.isatty():
             self.stream.write(f"\r{line}\033[K" + ("\n" if n >= self.total else ""))
+            self._line_open = n < self.total
         elif n >= self.total:  # not a terminal (CI logs): only the final state
             self.stream.write(line + "\n")
         self.stream.flush()
