@@ -15,6 +15,8 @@ biases and norm weights:
     opt = AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=3e-4)
 """
 import copy
+import math
+import numbers
 
 import numpy as np
 
@@ -25,6 +27,16 @@ from tinytensor.device import device_of_array, to_device_array
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
 _GROUP_EXTRAS = ("params", "initial_lr", "name")  # group keys that are not hyperparameters
+
+
+def _check_hyperparameter(optimizer, key, value):
+    """Refuse NaN, infinite and negative values: `lr < 0` alone lets NaN through, and one NaN
+    step turns every parameter into NaN."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            math.isfinite(value) and value >= 0):
+        what = "learning rate (lr)" if key == "lr" else key
+        raise ValueError(f"{optimizer}: invalid {what} {plain(value)!r}; it must be a finite "
+                         "number >= 0")
 
 
 class Optimizer:
@@ -83,10 +95,9 @@ class Optimizer:
         self.param_groups.append(group)
 
     def _check_group(self, group):
-        if group["lr"] < 0:
-            raise ValueError(f"{type(self).__name__}: invalid learning rate {group['lr']}")
-        if group.get("weight_decay", 0.0) < 0:
-            raise ValueError(f"{type(self).__name__}: invalid weight_decay {group['weight_decay']}")
+        for key in ("lr", "weight_decay", "eps", "momentum", "dampening"):
+            if key in group:
+                _check_hyperparameter(type(self).__name__, key, group[key])
 
     # ------------------------------------------------------------------ stepping
     def zero_grad(self, set_to_none=True):
@@ -230,8 +241,8 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False):
-        if momentum < 0:
-            raise ValueError(f"SGD: invalid momentum {momentum}")
+        _check_hyperparameter("SGD", "momentum", momentum)
+        _check_hyperparameter("SGD", "dampening", dampening)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening == 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
@@ -262,8 +273,7 @@ class Adam(Optimizer):
                  amsgrad=False):
         if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
             raise ValueError(f"{type(self).__name__}: invalid betas {plain(tuple(betas))}")
-        if eps < 0:
-            raise ValueError(f"{type(self).__name__}: invalid eps {eps}")
+        _check_hyperparameter(type(self).__name__, "eps", eps)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad))
 
