@@ -33,8 +33,41 @@ def _build(config):
     return BART(BartConfig.from_dict(config))
 
 
+def shapes(c, config):
+    """BART's and Marian's state dict, as models/bart.py builds it."""
+    d, tied = c.d_model, c.tie_word_embeddings
+    shared = getattr(c, "share_encoder_decoder_embeddings", True)
+    vocab = {"encoder": c.vocab_size, "decoder": getattr(c, "decoder_vocab_size", None) or c.vocab_size}
+    s = {"final_logits_bias": (1, vocab["decoder"])}
+    if shared:
+        s["shared.weight"] = (c.vocab_size, d)
+    for stack, n, ffn in (("encoder", c.encoder_layers, c.encoder_ffn_dim),
+                          ("decoder", c.decoder_layers, c.decoder_ffn_dim)):
+        if not (shared and tied):
+            s[f"{stack}.embed_tokens.weight"] = (vocab[stack], d)
+        if c.learned_positions:
+            s[f"{stack}.embed_positions.weight"] = (c.max_position_embeddings + 2, d)
+            hf.norm(s, f"{stack}.layernorm_embedding", d)
+        for i in range(n):
+            p = f"{stack}.layers.{i}."
+            for attn in ("self_attn", "encoder_attn") if stack == "decoder" else ("self_attn",):
+                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    hf.linear(s, f"{p}{attn}.{proj}", d, d)
+                hf.norm(s, f"{p}{attn}_layer_norm", d)
+            hf.linear(s, p + "fc1", d, ffn)
+            hf.linear(s, p + "fc2", ffn, d)
+            hf.norm(s, p + "final_layer_norm", d)
+    if not tied:
+        s["lm_head.weight"] = (vocab["decoder"], d)
+    return s
+
+
+LAYERS = (("encoder_layers", "encoder.layers."), ("decoder_layers", "decoder.layers."))
+DIVISIBLE = (("d_model", "encoder_attention_heads"), ("d_model", "decoder_attention_heads"))
+
 # fairseq leftovers that HF ignores too
 hf.register(hf.Family("bart", "BartForConditionalGeneration", _build, to_ours, to_hf,
+                      config_class=BartConfig, shapes=shapes, layers=LAYERS, divisible=DIVISIBLE,
                       ignore=("encoder.version", "decoder.version")))
 
 

@@ -9,6 +9,8 @@ parameters gamma/beta. Like HF, heads the chosen class does not use (a pre-train
 checkpoint's pooler / NSP head loaded for masked LM) are dropped; anything else unknown is
 an error.
 """
+import copy
+
 from . import hf
 from .bert import BERT, BertConfig, mask_tokens  # noqa: F401  (mask_tokens re-exported)
 
@@ -77,16 +79,47 @@ def _build(config):
     return BERT(BertConfig.from_dict(config), head=_head(config))
 
 
+def _shapes(c, config):
+    H, head = c.hidden_size, _head(config)
+    s = {"embeddings.word_embeddings.weight": (c.vocab_size, H),
+         "embeddings.position_embeddings.weight": (c.max_position_embeddings, H),
+         "embeddings.token_type_embeddings.weight": (c.type_vocab_size, H)}
+    hf.norm(s, "embeddings.LayerNorm", H)
+    for i in range(c.num_hidden_layers):
+        p = f"encoder.layer.{i}."
+        for proj in ("query", "key", "value"):
+            hf.linear(s, p + "attention.self." + proj, H, H)
+        hf.linear(s, p + "attention.output.dense", H, H)
+        hf.norm(s, p + "attention.output.LayerNorm", H)
+        hf.linear(s, p + "intermediate.dense", H, c.intermediate_size)
+        hf.linear(s, p + "output.dense", c.intermediate_size, H)
+        hf.norm(s, p + "output.LayerNorm", H)
+    if head != "mlm":
+        hf.linear(s, "pooler.dense", H, H)
+    if head in ("pretraining", "mlm"):
+        s["cls.predictions.bias"] = (c.vocab_size,)
+        hf.linear(s, "cls.predictions.transform.dense", H, H)
+        hf.norm(s, "cls.predictions.transform.LayerNorm", H)
+    if head == "pretraining":
+        hf.linear(s, "cls.seq_relationship", H, 2)
+    if head == "classification":
+        hf.linear(s, "classifier", H, c.num_labels)
+    return s
+
+
 # buffers, not weights: position ids and the all-zero token types
 _BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
-FAMILY = hf.Family("bert", "BertForPreTraining", _build, _to_ours, _to_hf, _BUFFERS)
+FAMILY = hf.Family("bert", "BertForPreTraining", _build, _to_ours, _to_hf, config_class=BertConfig,
+                   shapes=_shapes, layers=(("num_hidden_layers", "encoder.layer."),),
+                   divisible=(("hidden_size", "num_attention_heads"),), ignore=_BUFFERS)
 hf.register(FAMILY)
 
 
 def save_hf(model, directory):
     """Writes the HF class matching `model.head` (BertForMaskedLM for head='mlm', ...)."""
-    arch = ARCHITECTURE_OF_HEAD[model.head]
-    hf.save_hf(model, directory, hf.Family("bert", arch, _build, _to_ours, _to_hf, _BUFFERS))
+    family = copy.copy(FAMILY)
+    family.architecture = ARCHITECTURE_OF_HEAD[model.head]
+    hf.save_hf(model, directory, family)
 
 
 BERT.save_hf = save_hf

@@ -36,10 +36,29 @@ def _build(config):
     return GPT(GPTConfig.from_dict(config))
 
 
-_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers in older checkpoints
+def _shapes(c, config):
+    C, inner = c.n_embd, c.n_inner or 4 * c.n_embd
+    tok, pos = ("wte", "wpe") if c.pre_ln else ("tokens_embed", "positions_embed")
+    s = {f"{tok}.weight": (c.vocab_size, C), f"{pos}.weight": (c.n_positions, C)}
+    for i in range(c.n_layer):
+        p = f"h.{i}."
+        hf.norm(s, p + "ln_1", C)
+        hf.linear(s, p + "attn.c_attn", C, 3 * C)
+        hf.linear(s, p + "attn.c_proj", C, C)
+        hf.norm(s, p + "ln_2", C)
+        hf.linear(s, p + "mlp.c_fc", C, inner)
+        hf.linear(s, p + "mlp.c_proj", inner, C)
+    if c.pre_ln:
+        hf.norm(s, "ln_f", C)
+    return s
 
-hf.register(hf.Family("gpt2", "GPT2LMHeadModel", _build, _to_ours, _to_hf, _BUFFERS))
-hf.register(hf.Family("openai-gpt", "OpenAIGPTLMHeadModel", _build, _to_ours, _to_hf, _BUFFERS))
+
+_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers in older checkpoints
+_SPEC = dict(config_class=GPTConfig, shapes=_shapes, layers=(("n_layer", "h."),),
+             divisible=(("n_embd", "n_head"),), ignore=_BUFFERS)
+
+hf.register(hf.Family("gpt2", "GPT2LMHeadModel", _build, _to_ours, _to_hf, **_SPEC))
+hf.register(hf.Family("openai-gpt", "OpenAIGPTLMHeadModel", _build, _to_ours, _to_hf, **_SPEC))
 
 
 def save_hf(model, directory):

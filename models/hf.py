@@ -3,9 +3,13 @@
     model = models.from_hf("path/to/dir")   # config.json + model.safetensors | pytorch_model.bin
     model.save_hf("path/to/out")            # a directory transformers' from_pretrained loads
 
-Each architecture registers how its HuggingFace parameter names map onto ours (`Family`).
-Loading reports every unknown, missing and mis-shaped tensor at once.
+Each architecture registers how its HuggingFace parameter names map onto ours (`Family`),
+and the shapes its model has for a given config, by config arithmetic alone. Loading checks
+config.json (every field's type, then its sizes against the checkpoint's layer count and
+tensor shapes) before the model is built, so a config cannot make it allocate more than the
+weights hold, and reports every unknown, missing and mis-shaped tensor at once.
 """
+import dataclasses
 import json
 import os
 
@@ -17,15 +21,26 @@ import tinytensor as tt
 from .torch_pickle import load_torch_bin
 
 
+class ConfigError(ValueError):
+    """config.json is malformed, or does not describe the checkpoint's tensors; the message
+    names the files and the fields."""
+
+
 class Family:
     """How one HF `model_type` maps to a tinytensor model class."""
 
-    def __init__(self, model_type, architecture, build, to_ours, to_hf, ignore=(), configure=None):
+    def __init__(self, model_type, architecture, build, to_ours, to_hf, *, config_class, shapes,
+                 layers, divisible=(), ignore=(), configure=None):
         self.model_type = model_type
         self.architecture = architecture  # class name written into config.json
         self.build = build                # config dict -> model
         self.to_ours = to_ours            # (hf_name, array) -> (our_name, array) | None to drop
         self.to_hf = to_hf                # (our_name, array) -> (hf_name, array)
+        self.config_class = config_class  # the dataclass; its annotations type config.json
+        self.shapes = shapes              # (sizes, config dict) -> {our_name: shape}: the
+                                          # model's state dict, by config arithmetic alone
+        self.layers = layers              # ((layer-count field, our name prefix), ...)
+        self.divisible = divisible        # ((field, by field), ...) e.g. n_embd by n_head
         self.ignore = ignore              # HF names that are buffers, not weights
         self.configure = configure        # (config, {hf_name: array}) -> config, before build:
                                           # settings the weights decide (T5: an untied lm_head)
@@ -38,43 +53,189 @@ def register(family):
     FAMILIES[family.model_type] = family
 
 
+def linear(shapes, name, n_in, n_out, bias=True):
+    """Add an nn.Linear's parameters to a Family.shapes map."""
+    shapes[name + ".weight"] = (n_out, n_in)
+    if bias:
+        shapes[name + ".bias"] = (n_out,)
+
+
+def norm(shapes, name, n, bias=True):
+    """Add an nn.LayerNorm's (or, bias=False, an nn.RMSNorm's) parameters."""
+    shapes[name + ".weight"] = (n,)
+    if bias:
+        shapes[name + ".bias"] = (n,)
+
+
+class _Size(int):
+    """A size computed from config.json that remembers the fields it came from ({name: value}),
+    so that a shape the checkpoint contradicts can name them (3*n_embd names n_embd)."""
+
+    def __new__(cls, value, fields):
+        size = super().__new__(cls, value)
+        size.fields = fields
+        return size
+
+    def __mul__(self, other):
+        return _Size(int(self) * int(other), {**self.fields, **_fields(other)})
+
+    def __add__(self, other):
+        return _Size(int(self) + int(other), {**self.fields, **_fields(other)})
+
+    __rmul__, __radd__ = __mul__, __add__
+
+
+def _fields(x):
+    return x.fields if isinstance(x, _Size) else {}
+
+
+class _Sizes:
+    """The config object with every integer field read as a _Size."""
+
+    def __init__(self, cfg):
+        self._cfg = cfg
+
+    def __getattr__(self, name):
+        value = getattr(self._cfg, name)
+        return _Size(value, {name: value}) if type(value) is int else value
+
+
+def expected_shapes(family, config):
+    """{our_name: shape} the family's model would allocate for `config` (a dict), computed
+    without allocating it."""
+    shapes = family.shapes(_Sizes(family.config_class.from_dict(config)), config)
+    return {k: tuple(int(n) for n in v) for k, v in shapes.items()}
+
+
 def read_config(directory):
     path = os.path.join(directory, "config.json")
     try:
         with open(path) as f:
-            return json.load(f)
+            config = json.load(f)
     except FileNotFoundError:
         raise FileNotFoundError(f"from_hf: {directory} has no config.json") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"from_hf: {path} is not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+            type(config), "number")
+        raise ConfigError(f"from_hf: {path} holds a JSON {kind}, not an object")
+    return config
 
 
-def read_weights(directory):
-    """{hf_name: ndarray} from model.safetensors (preferred) or pytorch_model.bin."""
-    st = os.path.join(directory, "model.safetensors")
-    if os.path.exists(st):
-        return {k: v.numpy() for k, v in nn.load(st).items()}
-    pt = os.path.join(directory, "pytorch_model.bin")
-    if os.path.exists(pt):
-        return load_torch_bin(pt)
+def _json(value):
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _field_problem(field, value):
+    """What is wrong with config.json's value for a config dataclass field, or None."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    shown = f"{field.name}={_json(value)}"
+    if field.name.endswith("_token_id"):  # HF writes null, an int, or (eos) a list of ints
+        ok = value is None or is_int or (isinstance(value, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value))
+        return None if ok else f"{shown} must be a token id (an integer, a list of them or null)"
+    if value is None and field.default is None:
+        return None
+    if field.type is int:  # a size or a count: the model allocates by it
+        return None if is_int and value > 0 else f"{shown} must be an integer > 0"
+    if field.type is float:
+        return None if is_int or isinstance(value, float) else f"{shown} must be a number"
+    if field.type is bool:
+        return None if isinstance(value, bool) else f"{shown} must be true or false"
+    if field.type is str:
+        return None if isinstance(value, str) else f"{shown} must be a string"
+    if field.type is dict:
+        return None if isinstance(value, dict) else f"{shown} must be an object"
+    return None
+
+
+def check_config(config, family, path):
+    """The family's config dataclass for `config`, after checking the type of every field
+    config.json sets and the divisibility the model needs. Raises ConfigError naming `path`."""
+    problems = [p for f in dataclasses.fields(family.config_class) if f.name in config
+                if (p := _field_problem(f, config[f.name])) is not None]
+    if problems:
+        raise ConfigError(f"from_hf: {path}: " + "; ".join(problems))
+    cfg = family.config_class.from_dict(config)
+    problems = [f"{a}={getattr(cfg, a)} is not divisible by {b}={getattr(cfg, b)}"
+                for a, b in family.divisible
+                if getattr(cfg, a) is not None and getattr(cfg, b) is not None
+                and getattr(cfg, a) % getattr(cfg, b)]
+    if problems:
+        raise ConfigError(f"from_hf: {path}: " + "; ".join(problems))
+    return cfg
+
+
+def _layer_count_problems(family, cfg, names, config_path, weights_path):
+    # before listing the expected names: for n_layer=10**9 the list itself would not fit
+    problems = []
+    for field, prefix in family.layers:
+        found = sorted({int(i) for i in (n[len(prefix):].split(".", 1)[0] for n in names
+                                         if n.startswith(prefix)) if i.isdigit()})
+        want = getattr(cfg, field)
+        if want != len(found):
+            span = f" ({prefix}{found[0]} .. {prefix}{found[-1]})" if found else ""
+            problems.append(f"{config_path}: {field}={want} but {weights_path} holds "
+                            f"{len(found)} layers{span}")
+    return problems
+
+
+def _shape_problem(name, want, got):
+    # blame the fields behind the dimensions that differ (all of them if the ranks differ)
+    differ = [n for n, g in zip(want, got) if int(n) != g] if len(want) == len(got) else want
+    blamed = {k: v for n in differ for k, v in _fields(n).items()}
+    blame = f" (config.json: {', '.join(f'{k}={v}' for k, v in blamed.items())})" if blamed else ""
+    return (f"{name} expects {tuple(int(n) for n in want)} but the file has {tuple(got)}"
+            + blame)
+
+
+def weights_file(directory):
+    """model.safetensors (preferred) or pytorch_model.bin in `directory`."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            return path
     if any(n.endswith(".index.json") for n in os.listdir(directory)):
         raise NotImplementedError(f"from_hf: {directory} holds a sharded checkpoint; "
                                   "sharded loading is not supported yet")
     raise FileNotFoundError(f"from_hf: {directory} has neither model.safetensors nor pytorch_model.bin")
 
 
+def read_weights(directory):
+    """{hf_name: ndarray} from model.safetensors (preferred) or pytorch_model.bin."""
+    return _read_weights(weights_file(directory))
+
+
+def _read_weights(path):
+    if path.endswith(".safetensors"):
+        return {k: v.numpy() for k, v in nn.load(path).items()}
+    return load_torch_bin(path)
+
+
 def from_hf(directory, device=None):
-    """Build the tinytensor model for a HuggingFace directory and load its weights."""
+    """Build the tinytensor model for a HuggingFace directory and load its weights.
+
+    The model comes back in eval mode (dropout off), as from transformers' from_pretrained;
+    call `.train()` to fine-tune it. Nothing is allocated for the model before config.json
+    has been checked: each field's type, then the sizes against the checkpoint's tensor names
+    and shapes, so a config that asks for more than the weights hold is a ConfigError naming
+    the field and the files (the weights themselves are read first: what the files hold).
+    """
+    config_path = os.path.join(directory, "config.json")
     config = read_config(directory)
     model_type = config.get("model_type")
-    family = FAMILIES.get(model_type)
+    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         raise ValueError(f"from_hf: unknown architecture model_type={model_type!r} in {directory}; "
                          f"supported: {', '.join(sorted(FAMILIES))}")
-    weights = read_weights(directory)
+    cfg = check_config(config, family, config_path)
+    weights_path = weights_file(directory)
+    weights = _read_weights(weights_path)
     if family.configure is not None:
         config = family.configure(dict(config), weights)
-    model = family.build(config)
+        cfg = family.config_class.from_dict(config)
     state = {}
     unknown = []
     origin = {}  # our name -> the checkpoint's name, for error messages
@@ -88,24 +249,28 @@ def from_hf(directory, device=None):
             unknown.append(name)
             continue
         ours, arr = mapped
-        state[ours] = tt.tensor(np.ascontiguousarray(arr))
+        state[ours] = arr
         origin[ours] = name
-    own = model.state_dict()
+    problems = _layer_count_problems(family, cfg, state, config_path, weights_path)
+    if problems:
+        raise ConfigError("from_hf: " + "; ".join(problems))
+    own = family.shapes(_Sizes(cfg), config)
     unknown += [origin[k] for k in state if k not in own]  # mapped to a name the model lacks
-    problems = []
     if unknown:
         problems.append("tensors in the checkpoint this model has no place for: " + ", ".join(unknown))
     missing = [k for k in own if k not in state]
     if missing:
         problems.append("missing from the checkpoint: " + ", ".join(missing))
-    wrong = [f"{k} expects {tuple(own[k].shape)} but the file has {tuple(state[k].shape)}"
-             for k in own if k in state and tuple(own[k].shape) != tuple(state[k].shape)]
+    wrong = [_shape_problem(k, own[k], state[k].shape)
+             for k in own if k in state and tuple(map(int, own[k])) != tuple(state[k].shape)]
     if wrong:
         problems.append("wrong shape: " + "; ".join(wrong))
     if problems:
-        raise ValueError(f"from_hf: {directory} ({model_type}) does not fit {type(model).__name__}: "
-                         + " | ".join(problems))
-    model.load_state_dict(state)
+        raise ConfigError(f"from_hf: {weights_path} does not fit {config_path} "
+                          f"({model_type}): " + " | ".join(problems))
+    model = family.build(config)
+    model.load_state_dict(state)  # copies one array at a time into the parameters
+    model.eval()
     if device is not None:
         model.to(device)
     return model

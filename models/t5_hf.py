@@ -50,8 +50,35 @@ def _build(config):
 # older checkpoints carry an unused table in the decoder's first cross-attention
 _IGNORE = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
 
-FAMILY = hf.Family("t5", "T5ForConditionalGeneration", _build, _to_ours, _to_hf, _IGNORE,
-                   configure=_configure)
+def _shapes(c, config):
+    d, inner, ff = c.d_model, c.num_heads * c.d_kv, c.d_ff
+    s = {"shared.weight": (c.vocab_size, d)}
+    for stack, n in (("encoder", c.num_layers), ("decoder", c.num_decoder_layers)):
+        attention = ("SelfAttention", "EncDecAttention") if stack == "decoder" else ("SelfAttention",)
+        for b in range(n):
+            p = f"{stack}.block.{b}.layer."
+            for i, kind in enumerate(attention):
+                for proj in ("q", "k", "v"):
+                    hf.linear(s, f"{p}{i}.{kind}.{proj}", d, inner, bias=False)
+                hf.linear(s, f"{p}{i}.{kind}.o", inner, d, bias=False)
+                if b == 0 and kind == "SelfAttention":
+                    s[f"{p}{i}.{kind}{_OUR_REL}"] = (c.relative_attention_num_buckets, c.num_heads)
+                hf.norm(s, f"{p}{i}.layer_norm", d, bias=False)
+            f = f"{p}{len(attention)}."
+            for wi in (("wi_0", "wi_1") if c.is_gated_act else ("wi",)):
+                hf.linear(s, f + "DenseReluDense." + wi, d, ff, bias=False)
+            hf.linear(s, f + "DenseReluDense.wo", ff, d, bias=False)
+            hf.norm(s, f + "layer_norm", d, bias=False)
+        hf.norm(s, stack + ".final_layer_norm", d, bias=False)
+    if not c.tie_word_embeddings:
+        s["lm_head.weight"] = (c.vocab_size, d)
+    return s
+
+
+FAMILY = hf.Family("t5", "T5ForConditionalGeneration", _build, _to_ours, _to_hf, config_class=T5Config,
+                   shapes=_shapes, layers=(("num_layers", "encoder.block."),
+                                           ("num_decoder_layers", "decoder.block.")),
+                   ignore=_IGNORE, configure=_configure)
 hf.register(FAMILY)
 
 

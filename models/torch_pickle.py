@@ -5,11 +5,24 @@ call to `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)` an
 storage a persistent id `('storage', <storage class>, key, location, numel)` whose bytes
 are the zip entry `<name>/data/<key>`. Only those few torch names are resolved; any
 other global in the pickle is refused, so a hostile file cannot run code.
+
+Nor can it make us allocate more than it holds. The pickle is read first, without touching
+any storage; then every tensor is checked against its storage (inside it, and no more
+elements than it has: a stride-0 view of one float as 20000x20000 is refused) and every
+storage against its zip entry (exactly numel * itemsize bytes, so a deflated entry cannot
+inflate past what the pickle declares), and every problem is reported at once. Only then
+are the storages read, each with a read bounded by its declared size. The arrays returned
+are read-only views of their storages: tensors that share a storage in torch share memory
+here too, and memory is what the storages hold.
 """
+import collections
+import math
 import pickle
 import zipfile
 
 import numpy as np
+
+from nn import CheckpointError
 
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
@@ -17,33 +30,34 @@ _STORAGE_DTYPES = {
     "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_,
     "BFloat16Storage": "bfloat16",
 }
+_MAX_PICKLE = 100_000_000  # safetensors' limit on its header, which is what data.pkl is here
 
 
 class _StorageType:
     def __init__(self, name):
         self.name = name
         self.dtype = _STORAGE_DTYPES[name]
+        self.itemsize = 2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize
+
+
+class _Storage:
+    def __init__(self, key, storage_type, numel):
+        self.key, self.type, self.numel = key, storage_type, numel
+
+
+# what _rebuild_tensor_v2 records; checked and turned into an array once the pickle is read
+_Tensor = collections.namedtuple("_Tensor", "storage offset size stride")
 
 
 def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None):
-    itemsize = storage.dtype.itemsize
-    # as_strided does not check bounds: a corrupt or hostile file must not read past its storage
-    if offset < 0 or any(n < 0 for n in size) or any(st < 0 for st in stride) or (
-            all(size) and offset + sum((n - 1) * st for n, st in zip(size, stride)) >= len(storage)):
-        raise pickle.UnpicklingError(f"tensor of size {tuple(size)}, stride {tuple(stride)} at "
-                                     f"offset {offset} does not fit its storage of {len(storage)} "
-                                     "elements")
-    if not size:
-        return storage[offset:offset + 1].reshape(()).copy()
-    return np.lib.stride_tricks.as_strided(
-        storage[offset:], shape=tuple(size), strides=tuple(s * itemsize for s in stride)).copy()
+    return _Tensor(storage, offset, size, stride)
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, archive, prefix):
+    def __init__(self, file):
         super().__init__(file)
-        self.archive, self.prefix = archive, prefix
         self.storages = {}
+        self.problems = []
 
     def find_class(self, module, name):
         if module == "torch._utils" and name == "_rebuild_tensor_v2":
@@ -51,7 +65,6 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and name in _STORAGE_DTYPES:
             return _StorageType(name)
         if module == "collections" and name == "OrderedDict":
-            import collections
             return collections.OrderedDict
         if module == "torch._utils" and name == "_rebuild_parameter":
             return lambda data, requires_grad, hooks: data
@@ -59,21 +72,82 @@ class _Unpickler(pickle.Unpickler):
                                      "(only tensors and dicts are allowed)")
 
     def persistent_load(self, pid):
-        kind, storage_type, key, _location, numel = pid
-        if kind != "storage":
-            raise pickle.UnpicklingError(f"unknown persistent id {kind!r}")
-        if key not in self.storages:
-            raw = self.archive.read(f"{self.prefix}data/{key}")
-            if storage_type.dtype == "bfloat16":  # widen to float32: bf16 is float32's top half
-                arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-            else:
-                arr = np.frombuffer(raw, dtype=np.dtype(storage_type.dtype).newbyteorder("<"))
-            self.storages[key] = arr
-        return self.storages[key]
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise pickle.UnpicklingError(f"unknown persistent id {str(pid)[:80]}")
+        _, storage_type, key, _location, numel = pid
+        if not (isinstance(storage_type, _StorageType) and isinstance(key, str) and _count(numel)):
+            raise pickle.UnpicklingError(f"malformed storage id {str(pid)[:80]}")
+        storage = self.storages.setdefault(key, _Storage(key, storage_type, numel))
+        if (storage.type.name, storage.numel) != (storage_type.name, numel):
+            self.problems.append(f"storage '{key}' is declared twice: {storage.numel} x "
+                                 f"{storage.type.name} and {numel} x {storage_type.name}")
+        return storage
+
+
+def _count(n):
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+
+
+def _ints(xs):
+    return isinstance(xs, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
+
+
+def _tensor_problem(name, t):
+    if not isinstance(t.storage, _Storage):
+        return f"tensor '{name}': its storage is a {type(t.storage).__name__}, not a storage"
+    size, stride, offset = t.size, t.stride, t.offset
+    if not (_ints(size) and _ints(stride) and _ints((offset,))):
+        return (f"tensor '{name}': size {size!r}, stride {stride!r} and offset {offset!r} are not "
+                "integers")
+    if len(size) != len(stride):
+        return f"tensor '{name}': size {size} and stride {stride} differ in length"
+    if offset < 0 or min(size + stride, default=0) < 0:
+        return (f"tensor '{name}': size {size}, stride {stride}, offset {offset} must be "
+                "non-negative")
+    numel, held, key = math.prod(size), t.storage.numel, t.storage.key
+    where = f"tensor '{name}': size {size} ({numel} elements), stride {stride} at offset {offset}"
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if numel else offset - 1
+    if last >= held:
+        return f"{where} does not fit its storage '{key}' of {held} elements (reaches element {last})"
+    if numel > held:  # an expanded (stride-0) view: the copy any user makes is memory the file lacks
+        return f"{where} has more elements than its storage '{key}' holds ({held})"
+    return None
+
+
+def _storage_problem(archive, prefix, s):
+    entry = f"{prefix}data/{s.key}"
+    try:
+        info = archive.getinfo(entry)
+    except KeyError:
+        return f"storage '{s.key}' ({s.numel} x {s.type.name}) is missing from the archive ({entry})"
+    want = s.numel * s.type.itemsize
+    if info.file_size != want:
+        return (f"storage '{s.key}' declares {s.numel} elements ({want} bytes) but its zip entry "
+                f"{entry} holds {info.file_size} bytes")
+    return None
+
+
+def _read_storage(path, archive, prefix, s):
+    want = s.numel * s.type.itemsize
+    with archive.open(f"{prefix}data/{s.key}") as f:
+        raw = f.read(want)  # bounded: never inflate more than the storage declares
+    if len(raw) != want:
+        _fail(path, [f"storage '{s.key}': read {len(raw)} of its {want} bytes (truncated archive?)"])
+    if s.type.dtype == "bfloat16":  # widen to float32: bf16 is float32's top half
+        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+    return np.frombuffer(raw, dtype=np.dtype(s.type.dtype).newbyteorder("<"))
+
+
+def _view(t, storage):
+    strides = tuple(s * storage.itemsize for s in t.stride)
+    return np.lib.stride_tricks.as_strided(storage[t.offset:], shape=t.size, strides=strides,
+                                           writeable=False)
 
 
 def load_torch_bin(path):
-    """{name: ndarray} from a torch.save'd state dict (zip format, torch >= 1.6)."""
+    """{name: ndarray} from a torch.save'd state dict (zip format, torch >= 1.6). The arrays
+    are read-only views of their storages. Raises CheckpointError naming the file and every
+    malformed tensor or storage."""
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a zip-format torch checkpoint (legacy torch.save files "
                          "from before torch 1.6 are not supported; re-save as safetensors)")
@@ -82,8 +156,37 @@ def load_torch_bin(path):
         if len(pkl) != 1:
             raise ValueError(f"{path}: expected one data.pkl in the archive, found {len(pkl)}")
         prefix = pkl[0][:-len("data.pkl")]
-        with archive.open(pkl[0]) as f:
-            state = _Unpickler(f, archive, prefix).load()
-    if not isinstance(state, dict):
-        raise ValueError(f"{path}: the checkpoint holds a {type(state).__name__}, not a state dict")
-    return dict(state)
+        info = archive.getinfo(pkl[0])
+        if info.file_size > _MAX_PICKLE:
+            _fail(path, [f"{pkl[0]} holds {info.file_size} bytes, more than the {_MAX_PICKLE} a "
+                         "state dict's pickle can need"])
+        with archive.open(info) as f:
+            unpickler = _Unpickler(f)
+            try:
+                state = unpickler.load()
+            except (pickle.UnpicklingError, EOFError, TypeError, ValueError, IndexError, KeyError,
+                    AttributeError) as e:  # a broken or hostile pickle, never a bug of ours
+                _fail(path, [f"{pkl[0]} cannot be unpickled ({type(e).__name__}: {e})"])
+        problems = list(unpickler.problems)
+        if not isinstance(state, dict):
+            raise ValueError(f"{path}: the checkpoint holds a {type(state).__name__}, not a state dict")
+        for name, t in state.items():
+            if not isinstance(name, str):
+                problems.append(f"a key {name!r} is a {type(name).__name__}, not a tensor name")
+            elif not isinstance(t, _Tensor):
+                problems.append(f"'{name}' is a {type(t).__name__}, not a tensor")
+            elif (p := _tensor_problem(name, t)) is not None:
+                problems.append(p)
+        used = {t.storage.key: t.storage for t in state.values()
+                if isinstance(t, _Tensor) and isinstance(t.storage, _Storage)}
+        problems += [p for s in used.values() if (p := _storage_problem(archive, prefix, s))]
+        if problems:
+            _fail(path, problems)
+        storages = {key: _read_storage(path, archive, prefix, s) for key, s in used.items()}
+    return {name: _view(t, storages[t.storage.key]) for name, t in state.items()}
+
+
+def _fail(path, problems):
+    lines = "\n".join(f"  - {p}" for p in problems)
+    raise CheckpointError(f"load_torch_bin: {path} is not a valid torch checkpoint "
+                          f"({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n{lines}")
