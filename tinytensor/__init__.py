@@ -4,11 +4,10 @@ from . import dtypes
 from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get_default_dtype,
                      set_default_dtype, result_type)
 from .dtypes import float16 as half, float32 as float, float64 as double, int64 as long
-from .device import Device, Device as device, cuda_is_available
-from .tensor import Tensor
-from .function import Function
-from .autograd import (grad, no_grad, inference_mode, enable_grad, set_grad_enabled, is_grad_enabled,
-                       detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
+from .device import Device, Device as device, cuda_is_available, cupy_module
+from .core import (Tensor, Function, grad, no_grad, inference_mode, enable_grad, set_grad_enabled,
+                   is_grad_enabled, detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
+from . import autograd
 from .random import manual_seed
 from .creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, linspace,
                        eye, rand, randn, randint, zeros_like, ones_like, empty_like, full_like,
@@ -37,7 +36,6 @@ from . import viz
 
 
 def cuda_device_count():
-    from .device import cupy_module
     return cupy_module().cuda.runtime.getDeviceCount() if cuda_is_available() else 0
 
 

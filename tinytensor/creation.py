@@ -2,53 +2,15 @@
 randint, the *_like forms and from_numpy."""
 import numpy as np
 
-from . import dtypes, random
+from .dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, int64, scalar_dtype
+from .random import generator, integers, normal, uniform
 from .device import CPU, device_of_array, get_device, to_device_array, array_context
-from .tensor import Tensor
-
-
-def _to_array(data, dtype, device):
-    """An array for `data` on `device` (default: where data lives, else cpu)."""
-    if isinstance(data, Tensor):
-        data = data.data
-    dt = dtypes.from_any(dtype) if dtype is not None else None
-    if isinstance(data, np.generic):  # np.float64(2.0) keeps its dtype, as in torch
-        data = np.asarray(data)
-    if isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy"):
-        src_dev = device_of_array(data)
-        device = device or src_dev
-        arr = data
-        if dt is None:
-            dt = dtypes.from_numpy_dtype(arr.dtype)
-    else:
-        device = device or CPU
-        try:
-            arr = np.asarray(data)
-        except ValueError as e:  # ragged nested lists
-            raise ValueError(f"tensor: cannot build a tensor from {type(data).__name__} data: "
-                             f"{e}") from None
-        if dt is None:
-            kind = arr.dtype.kind
-            if kind == "f":
-                dt = dtypes.get_default_dtype()  # Python floats -> float32, like torch
-            elif kind in "iu":
-                dt = dtypes.int64
-            elif kind == "b":
-                dt = dtypes.bool_
-            elif arr.dtype == object or kind in "USO":
-                raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} data "
-                                f"(NumPy sees dtype {arr.dtype}); ragged or non-numeric input?")
-            else:
-                dt = dtypes.from_numpy_dtype(arr.dtype)
-    arr = to_device_array(arr, device)
-    if arr.dtype != dt.np:
-        arr = arr.astype(dt.np)
-    return arr, device
+from .core.tensor import Tensor, to_array
 
 
 def _resolve(device, dtype, default=None):
     dev = get_device(device) if device is not None else CPU
-    dt = dtypes.from_any(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
+    dt = from_any(dtype) if dtype is not None else (default or get_default_dtype())
     return dev, dt
 
 
@@ -67,7 +29,7 @@ def _finish(arr, dev, requires_grad):
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor copying `data` (nested lists, scalars, NumPy/CuPy arrays, Tensors)."""
-    arr, dev = _to_array(data, dtype, get_device(device) if device is not None else None)
+    arr, dev = to_array(data, dtype, get_device(device) if device is not None else None)
     if arr is (data.data if isinstance(data, Tensor) else data):  # NumPy or CuPy: never share
         arr = arr.copy()
     return _finish(arr, dev, requires_grad)
@@ -77,7 +39,7 @@ def as_tensor(data, dtype=None, device=None):
     """Like tensor() but shares memory with a NumPy/CuPy array when possible."""
     if isinstance(data, Tensor) and dtype is None and device is None:
         return data
-    arr, dev = _to_array(data, dtype, get_device(device) if device is not None else None)
+    arr, dev = to_array(data, dtype, get_device(device) if device is not None else None)
     return Tensor._make(arr, dev, False)
 
 
@@ -85,7 +47,7 @@ def from_numpy(array):
     """A tensor sharing memory with a NumPy array."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
-    dt = dtypes.from_numpy_dtype(array.dtype)  # validate
+    dt = from_numpy_dtype(array.dtype)  # validate
     if array.dtype != dt.np:  # uint8, int16, big-endian ...: no such tinytensor dtype, so copy
         array = array.astype(dt.np)
     return Tensor._make(array, CPU, False)
@@ -115,7 +77,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if dtype is None:
-        dtype = dtypes.scalar_dtype(fill_value)
+        dtype = scalar_dtype(fill_value)
     return _filled(fill_value, (size,) if isinstance(size, int) else tuple(size), dtype, device,
                    requires_grad)
 
@@ -149,7 +111,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, end, step))
-        dtype = dtypes.get_default_dtype() if is_float else dtypes.int64
+        dtype = get_default_dtype() if is_float else int64
     dev, dt = _resolve(device, dtype)
     if step == 0:
         raise ValueError("arange: step must be nonzero")
@@ -177,7 +139,7 @@ def rand(*size, dtype=None, device=None, requires_grad=False):
     dev, dt = _resolve(device, dtype)
     _require_float(dt, "rand")
     with array_context(dev):
-        arr = random.uniform(dev, _shape(size), dt)
+        arr = uniform(dev, _shape(size), dt)
     return _finish(arr, dev, requires_grad)
 
 
@@ -186,7 +148,7 @@ def randn(*size, dtype=None, device=None, requires_grad=False):
     dev, dt = _resolve(device, dtype)
     _require_float(dt, "randn")
     with array_context(dev):
-        arr = random.normal(dev, _shape(size), dt)
+        arr = normal(dev, _shape(size), dt)
     return _finish(arr, dev, requires_grad)
 
 
@@ -198,9 +160,9 @@ def randint(low, high=None, size=(), dtype=None, device=None):
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    dev, dt = _resolve(device, dtype, default=dtypes.int64)
+    dev, dt = _resolve(device, dtype, default=int64)
     with array_context(dev):
-        arr = random.integers(dev, low, high, tuple(size), dt)
+        arr = integers(dev, low, high, tuple(size), dt)
     return _finish(arr, dev, False)
 
 
@@ -240,7 +202,7 @@ def multinomial(probs, num_samples, replacement=False):
     if not replacement and ((rows > 0).sum(-1) < num_samples).any():
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement "
                          "from a row with fewer non-zero weights")
-    rng = random.generator(CPU)  # sampled on the host, seeded by manual_seed
+    rng = generator(CPU)  # sampled on the host, seeded by manual_seed
     out = np.stack([rng.choice(len(r), size=num_samples, replace=replacement, p=r / r.sum())
                     for r in rows]).astype(np.int64)
     out = out.reshape(w.shape[:-1] + (num_samples,))

@@ -5,6 +5,8 @@ code on it; nothing else in the engine knows which backend it runs on.
 """
 import numpy as np
 
+from .messages import plain
+
 _INSTALL_HINT = ("install CuPy for your CUDA version: pip install 'tinytensor[cuda]' "
                  "(cupy-cuda12x) or pip install cupy-cuda13x for CUDA 13")
 
@@ -53,13 +55,13 @@ class Device:
         if dev is not None:
             return dev
         if not isinstance(spec, str):
-            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {spec!r}")
+            raise TypeError(f"device must be a string like 'cpu' or 'cuda:0', got {plain(spec)!r}")
         kind, _, idx = spec.partition(":")
         if kind not in ("cpu", "cuda"):
-            raise ValueError(f"unknown device {spec!r}; expected 'cpu', 'cuda' or 'cuda:N'")
+            raise ValueError(f"unknown device {plain(spec)!r}; expected 'cpu', 'cuda' or 'cuda:N'")
         if idx:
             if not idx.isdigit():
-                raise ValueError(f"bad device index in {spec!r}")
+                raise ValueError(f"bad device index in {plain(spec)!r}")
             index = int(idx)
         if kind == "cpu":
             index = None

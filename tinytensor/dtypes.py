@@ -16,6 +16,8 @@ int32, int64 and bool. Promotion follows PyTorch:
 """
 import numpy as np
 
+from .messages import plain
+
 
 class DType:
     __slots__ = ("name", "np", "category", "itemsize")
@@ -91,7 +93,7 @@ def from_any(dtype):
         try:
             return _BY_NAME[dtype.replace("tinytensor.", "").replace("torch.", "")]
         except KeyError:
-            raise TypeError(f"unknown dtype {dtype!r}; expected one of "
+            raise TypeError(f"unknown dtype {plain(dtype)!r}; expected one of "
                             + ", ".join(d.name for d in ALL)) from None
     if dtype is float:
         return _default_float

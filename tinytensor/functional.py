@@ -1,6 +1,6 @@
 """`tinytensor.functional` (imported as F): the functions of torch.nn.functional."""
 from .ops.attention import scaled_dot_product_attention
-from .ops.elementwise import (gelu, leaky_relu, relu, sigmoid, silu, softplus, tanh)
+from .ops.elementwise import (gelu, leaky_relu, relu, sigmoid, silu, softplus, softsign, tanh)
 from .ops.indexing import embedding as _embedding
 from .ops.losses import (binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss,
                          one_hot)
@@ -14,6 +14,6 @@ def embedding(input, weight, padding_idx=None):
 
 
 __all__ = ["scaled_dot_product_attention", "gelu", "leaky_relu", "relu", "sigmoid", "silu",
-           "softplus", "tanh", "embedding", "binary_cross_entropy_with_logits", "cross_entropy",
+           "softplus", "softsign", "tanh", "embedding", "binary_cross_entropy_with_logits", "cross_entropy",
            "mse_loss", "nll_loss", "one_hot", "pad", "dropout", "layer_norm", "linear",
            "log_softmax", "rms_norm", "softmax"]

@@ -8,8 +8,9 @@ PyTorch is imported only when `compare_with_torch` runs; tinytensor never needs 
 """
 import numpy as np
 
-from .autograd import enable_grad, grad, no_grad
-from .tensor import Tensor
+from .core import Tensor, enable_grad, grad, no_grad
+from .core import grad as tt_grad  # compare_with_torch has an argument named grad
+from .dtypes import from_any
 
 
 class GradcheckError(AssertionError):
@@ -139,10 +140,9 @@ def compare_with_torch(tt_fn, torch_fn, inputs, dtype="float64", grad=True, doub
             raise
         raise ModuleNotFoundError("compare_with_torch needs PyTorch: pip install -e '.[test]' "
                                   "(or pip install torch==2.13.0)", name="torch") from e
-    from . import dtypes as tt_dtypes
 
     rng = np.random.default_rng(seed)
-    dt = tt_dtypes.from_any(dtype)
+    dt = from_any(dtype)
     d_atol, d_rtol = _TOL[dt.name]
     atol = d_atol if atol is None else atol
     rtol = d_rtol if rtol is None else rtol
@@ -179,7 +179,6 @@ def compare_with_torch(tt_fn, torch_fn, inputs, dtype="float64", grad=True, doub
              if isinstance(a, Tensor) and a.requires_grad and b.requires_grad]
     if not pairs:
         return tt_out if len(tt_out) > 1 else tt_out[0]
-    from .autograd import grad as tt_grad
     cot = [rng.standard_normal(a.shape).astype(dt.np) for a, _ in pairs]
     tt_total = sum((a * Tensor(c, device=device)).sum() for (a, _), c in zip(pairs, cot))
     th_total = sum((b * torch.tensor(c)).sum() for (_, b), c in zip(pairs, cot))

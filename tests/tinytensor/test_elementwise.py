@@ -166,6 +166,8 @@ CASES = [
     case("softplus_beta", lambda m, x: F(m).softplus(x, beta=2.0), [(3, 4)], low=-5, high=5),
     case("softplus_threshold", lambda m, x: F(m).softplus(x, beta=0.5, threshold=1.0), [(3, 4)], low=-5, high=5),
     case("softplus_large", lambda m, x: F(m).softplus(x), [a(-1000, -30, 0, 19.9, 20, 20.1, 1000)]),
+    case("softsign", lambda m, x: F(m).softsign(x), [(3, 4)], low=-5, high=5),
+    case("softsign_large", lambda m, x: F(m).softsign(x), [a(-1e8, -1.0, 0.0, 1.0, 1e8)]),
     # maximum/minimum with ties: torch splits the gradient half/half
     case("maximum_ties", lambda m, x, y: m.maximum(x, y), [a(1, 2, 3, -1), a(1, 0, 3, 5)]),
     case("minimum_ties", lambda m, x, y: m.minimum(x, y), [a(1, 2, 3, -1), a(1, 0, 3, 5)]),

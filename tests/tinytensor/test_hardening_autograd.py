@@ -283,7 +283,7 @@ NUMPY_ARGS = [
      "dict key 3 at"),
     # these already printed plain numbers: kept so that they go on doing so
     ("SGD_lr", lambda: optim.SGD([tt.randn(2, requires_grad=True)], lr=f(-1.0)), ValueError,
-     "learning rate -1.0"),
+     "learning rate (lr) -1.0"),
     ("reshape", lambda: x(3, 4).reshape(i(5), i(2)), ValueError, "shape (5, 2) is invalid"),
     ("expand", lambda: x(3, 2).expand(i(3), i(4)), ValueError, "to (3, 4)"),
     ("split", lambda: x(4, 3).split([i(1), i(2)]), ValueError, "sections [1, 2]"),

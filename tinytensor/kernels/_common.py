@@ -1,7 +1,7 @@
 """Helpers shared by the fused ops: array-module dispatch, chunking, constants."""
 import numpy as np
 
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 
 # rows are processed in chunks of about this many elements on the CPU, so that each
 # chunk's temporaries stay in cache while it is read a few times
@@ -36,13 +36,24 @@ def const(arr, like):
 
 
 def cuda_ok(a):
-    """True when `a` is a CuPy array the CUDA kernels take (their dtypes)."""
-    return not isinstance(a, np.ndarray) and str(a.dtype) in ("float32", "float64", "float16", "bfloat16")
+    """True when `a` is a CuPy array the CUDA kernels take (their dtypes; no bfloat16:
+    tinytensor has no such dtype yet, so none is compiled)."""
+    return not isinstance(a, np.ndarray) and str(a.dtype) in ("float32", "float64", "float16")
 
 
 def i32(v):
     return np.int32(v)
 
 
+def i64(v):
+    """A count that may pass 2^31 (rows): the kernels take it as long long."""
+    return np.int64(v)
+
+
 def f32(v):
     return np.float32(v)
+
+
+def acc_scalar(v, dtype):
+    """A scalar for a kernel over `dtype`, in its accumulator type (double for float64)."""
+    return acc_dtype(dtype)(v)

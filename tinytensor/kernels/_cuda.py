@@ -5,6 +5,9 @@ Each `.cu` file is compiled with `common.cuh` pasted in front, so the sources ne
 include path and no CUDA headers: the same text goes through NVRTC and nvcc. Kernels are
 C++ templates; a caller names one instantiation (`"softmax_fwd_warp<float, 4, 8, false>"`)
 and gets it compiled once per device and cached (CuPy also keeps the binaries on disk).
+Which instantiations a file compiles depends on the device's compute capability: the
+tensor-core attention kernels need sm_80, and below it (T4: sm_75) they are left out of
+the program, so that the rest still compiles there.
 """
 import os
 import re
@@ -16,15 +19,58 @@ _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
 _sources = {}
 _functions = {}
 
-# CUDA storage type of each dtype the kernels take; bfloat16 arrays (ml_dtypes) map too
-CTYPES = {"float32": "float", "float64": "double", "float16": "half16", "bfloat16": "bf16"}
+# CUDA storage type of each dtype the kernels take. The sources are generic over bf16 too,
+# but tinytensor has no bfloat16 dtype yet, so nothing compiles or dispatches it.
+CTYPES = {"float32": "float", "float64": "double", "float16": "half16"}
+
+# blocks a grid holds along x (along y: 65535)
+MAX_GRID = 2**31 - 1
 
 
 def ctype(dtype):
     name = str(dtype)
     if name not in CTYPES:
-        raise TypeError(f"no CUDA kernel for dtype {name}")
+        raise TypeError(f"tinytensor.kernels: no CUDA kernel for dtype {name} "
+                        f"(the kernels take {', '.join(CTYPES)})")
     return CTYPES[name]
+
+
+def grid(blocks):
+    """The grid for `blocks` row blocks (a row count may pass 2^31): (x, y) with x <= MAX_GRID
+    and x * y >= blocks by less than y, read back by `grid_block()` in common.cuh."""
+    blocks = max(1, int(blocks))
+    y = -(-blocks // MAX_GRID)
+    if y > 65535:
+        raise ValueError(f"tinytensor.kernels: {blocks} blocks do not fit one CUDA grid "
+                         f"(at most {MAX_GRID} * 65535)")
+    return (-(-blocks // y), y)
+
+
+_cc = {}
+_smem = {}
+KNOWN_ARCHS = (75, 80, 86, 89, 90, 100, 120)  # to name the one a kernel needs
+_ATTR_SMEM_OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
+
+
+def compute_capability():
+    """The current CuPy device's compute capability as an int (75 for a T4, 90 for an H100)."""
+    import cupy
+    dev = cupy.cuda.Device().id
+    cc = _cc.get(dev)
+    if cc is None:
+        cc = _cc[dev] = int(cupy.cuda.Device(dev).compute_capability)
+    return cc
+
+
+def max_shared_memory():
+    """The shared memory one block may opt in to on the current CuPy device, in bytes
+    (64 KiB on a T4, 227 KiB on an H100)."""
+    import cupy
+    dev = cupy.cuda.Device().id
+    v = _smem.get(dev)
+    if v is None:
+        v = _smem[dev] = int(cupy.cuda.runtime.deviceGetAttribute(_ATTR_SMEM_OPTIN, dev))
+    return v
 
 
 def source(name):
@@ -44,9 +90,27 @@ _smem_set = {}
 
 
 def register(name, instantiations):
-    """`instantiations(full=True)` lists every kernel of `cuda/<name>.cu` the dispatcher
-    may ask for; they are compiled together, once, at the first request."""
+    """`instantiations(full=True, arch=cc)` lists every kernel of `cuda/<name>.cu` the
+    dispatcher may ask for on a device of compute capability `cc`; they are compiled
+    together, once per device, at the first request."""
     _registry[name] = instantiations
+
+
+def module_exprs(name, expr, cc):
+    """The instantiations to compile together for `expr` on compute capability `cc`: the
+    registered list for `cc`; `expr` alone when no list has it (a kernel asked for by
+    hand). A registered kernel that `cc` cannot run is an error naming the requirement."""
+    if name not in _registry:
+        return [expr]
+    exprs = list(_registry[name](full=True, arch=cc))
+    if expr in exprs:
+        return exprs
+    for need in (a for a in KNOWN_ARCHS if a > cc):
+        if expr in _registry[name](full=True, arch=need):
+            raise RuntimeError(f"tinytensor.kernels: {name}.cu kernel {expr} needs a GPU of compute "
+                               f"capability {need / 10:.1f} (sm_{need}) or newer; this one is "
+                               f"{cc / 10:.1f} (sm_{cc})")
+    return [expr]
 
 
 def function(name, expr):
@@ -57,9 +121,7 @@ def function(name, expr):
     key = (name, expr, dev)
     fn = _functions.get(key)
     if fn is None:
-        exprs = list(_registry[name](full=True)) if name in _registry else []
-        if expr not in exprs:
-            exprs = [expr]
+        exprs = module_exprs(name, expr, compute_capability())
         mod = cupy.RawModule(code=source(name), options=("--std=c++17",), name_expressions=exprs)
         for e in exprs:
             _functions[(name, e, dev)] = mod.get_function(e)
@@ -199,15 +261,18 @@ def _demangle(names, nvcc):
 
 
 def main():
-    """python -m tinytensor.kernels._cuda [nvcc|nvrtc] [--full]: registers and spills of
-    every kernel for sm_80 and sm_90."""
+    """python -m tinytensor.kernels._cuda [nvcc|nvrtc] [--full] [sm_XX ...]: registers and
+    spills of every kernel for sm_80 and sm_90 (or the archs named)."""
     import sys
     from . import attention, cross_entropy, layer_norm, softmax
     use = "nvrtc" if "nvrtc" in sys.argv[1:] else "nvcc"
     full = "--full" in sys.argv[1:]
+    archs = [a for a in sys.argv[1:] if a.startswith("sm_")] or ["sm_80", "sm_90"]
     for mod in (softmax, layer_norm, cross_entropy, attention):
-        exprs = mod.cuda_instantiations(full=full)
-        rep = (nvrtc_report if use == "nvrtc" else ptxas_report)(mod.CUDA_SOURCE, exprs)
+        rep = {}
+        for arch in archs:
+            exprs = mod.cuda_instantiations(full=full, arch=int(arch[3:]))
+            rep.update((nvrtc_report if use == "nvrtc" else ptxas_report)(mod.CUDA_SOURCE, exprs, archs=(arch,)))
         for (expr, arch), r in sorted(rep.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             print(f"{use} {arch}  {expr:44s} regs {r['registers']:3d}  spill st/ld "
                   f"{r['spill_stores']}/{r['spill_loads']}  stack {r['stack']}")

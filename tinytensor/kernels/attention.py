@@ -4,16 +4,19 @@ materialised.
 CPU: queries in blocks (all of them at once unless causal), keys in blocks of
 `KEY_BLOCK`; an online softmax keeps a running max `m`, a running sum `l` and an
 unnormalised output per query row, rescaled whenever the max grows. Memory is
-O(L * KEY_BLOCK + (L + S) * E), linear in the sequence length. The forward keeps only the
-log-sum-exp per row; the backward recomputes each block's probabilities from it
-(flash-attention-2): dV += P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ += dS K,
-dK += dS^T Q.
+O(L * KEY_BLOCK + (L + S) * E), linear in the sequence length. The forward keeps per row
+the max m and log(l) (`stats`, (..., L, 2)); the backward recomputes each block's
+probabilities from them (flash-attention-2) as p = exp((s - m) - log(l)), never from the
+log-sum-exp m + log(l): at large scores that sum rounds (at 1e8 a float32 holds only
+multiples of 8, so m + log(2) = m) and p with it. Then dV += P^T dO,
+dS = P * (dO V^T - rowsum(dO * O)), dQ += dS K, dK += dS^T Q.
 
-CUDA: `cuda/attention.cu`: tensor-core kernels (mma.sync m16n8k16) for float16/bfloat16
-with head dims 64 and 128; a SIMT kernel for float32 and for any head dim up to 128
-(float16/bfloat16 included). The CUDA path takes no mask, a causal mask, or a key-padding
+CUDA: `cuda/attention.cu`: tensor-core kernels (mma.sync m16n8k16, sm_80 and newer) for
+float16 with head dims 64 and 128; a SIMT kernel for float32, for any head dim up to 128
+and for float16 on older GPUs (T4). The CUDA path takes no mask, a causal mask, or a key-padding
 mask (one row of the mask per batch/head, shape (..., 1, S)); any other mask, float64 on
-the GPU, head dims above 128, or value dims unlike the key dims take the reference path.
+the GPU, head dims above 128 (above 64 on GPUs with 64 KiB of shared memory per block, T4),
+or value dims unlike the key dims take the reference path.
 
 Semantics are the reference's (`tinytensor.ops.attention`): a bool mask is True where
 attention is allowed, a float mask is added to the scores, causal is top-left aligned,
@@ -25,18 +28,19 @@ import math
 import numpy as np
 
 from ..autograd import STATE
-from ..function import Function
+from ..core.function import Function
 from ..ops.elementwise import where
 from ..ops.linalg import matmul
 from ..ops.reduce import sum as sum_
 from . import _cuda
-from ._common import acc_dtype, const, f32, i32, is_cpu, xp_of
+from ._common import acc_dtype, const, f32, i32, i64, is_cpu, xp_of
 
 CUDA_SOURCE = "attention"
 KEY_BLOCK = 1024          # keys per block on the CPU
 QUERY_BLOCK = 1024        # queries per block on the CPU when causal (whole blocks are skipped)
 BLOCK_ELEMS = 1 << 22     # at most this many scores (batch * heads * queries * keys) per block
 MMA_HEAD_DIMS = (64, 128)
+MMA_MIN_ARCH = 80         # compute capability the tensor-core kernels need
 SIMT_MAX_HEAD_DIM = 128
 
 
@@ -93,7 +97,7 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
     v = v.astype(acc, copy=False)
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     out = np.empty(lead + (L, v.shape[-1]), acc)
-    lse = np.empty(lead + (L,), acc)
+    stats = np.empty(lead + (L, 2), acc)
     batch = int(np.prod(lead, dtype=np.int64))
     for i0, i1 in _query_blocks(L, causal, batch):
         qb = qs[..., i0:i1, :]
@@ -116,13 +120,14 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
             o *= corr[..., None]
             o += np.matmul(s, v[..., j0:j1, :])
             m = m_new
-        dead = l == 0  # no key allowed: zeros out, and lse = +inf makes every p zero in backward
+        dead = l == 0  # no key allowed: zeros out, and m = +inf makes every p zero in backward
         o /= np.where(dead, 1.0, l)[..., None]
-        lse[..., i0:i1] = np.where(dead, np.inf, np.where(dead, 0.0, m) + np.log(np.where(dead, 1.0, l)))
-    return out, lse
+        stats[..., i0:i1, 0] = np.where(dead, np.inf, m)
+        stats[..., i0:i1, 1] = np.log(np.where(dead, 1.0, l))
+    return out, stats
 
 
-def _cpu_backward(q, k, v, out, lse, g, mask, scale, causal, groups):
+def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
     acc = acc_dtype(q.dtype)
     qshape, kshape, vshape = q.shape, k.shape, v.shape
     q, k, v, mask = _split_groups(q, k, v, mask, groups)
@@ -130,8 +135,10 @@ def _cpu_backward(q, k, v, out, lse, g, mask, scale, causal, groups):
     qs = q.astype(acc) * scale
     k = k.astype(acc, copy=False)
     v = v.astype(acc, copy=False)
-    g = g.astype(acc, copy=False).reshape(out.shape)
-    dd = np.einsum("...ld,...ld->...l", g, out.astype(acc, copy=False))  # rowsum(dO * O)
+    rows = q.shape[:-1]  # per query row, in the grouped layout
+    g = g.astype(acc, copy=False).reshape(rows + out.shape[-1:])
+    dd = np.einsum("...ld,...ld->...l", g, out.astype(acc, copy=False).reshape(g.shape))  # rowsum(dO * O)
+    stats = stats.reshape(rows + (2,))
     dq = np.zeros(qs.shape, acc)
     dk = np.zeros(k.shape, acc)
     dv = np.zeros(v.shape, acc)
@@ -143,13 +150,14 @@ def _cpu_backward(q, k, v, out, lse, g, mask, scale, causal, groups):
     batch = int(np.prod(np.broadcast_shapes(qs.shape[:-2], k.shape[:-2]), dtype=np.int64))
     for i0, i1 in _query_blocks(L, causal, batch):
         qb, gb = qs[..., i0:i1, :], g[..., i0:i1, :]
-        lb, db = lse[..., i0:i1, None], dd[..., i0:i1, None]
+        mb, lb, db = stats[..., i0:i1, 0, None], stats[..., i0:i1, 1, None], dd[..., i0:i1, None]
         kend = min(S, i1) if causal else S
         for j0 in range(0, kend, KEY_BLOCK):
             j1 = min(kend, j0 + KEY_BLOCK)
             kb, vb = k[..., j0:j1, :], v[..., j0:j1, :]
             s = np.matmul(qb, kb.swapaxes(-1, -2))
             _apply_mask(s, mask, causal, i0, i1, j0, j1)
+            s -= mb
             s -= lb
             np.exp(s, out=s)                                          # p
             add(dv[..., j0:j1, :], np.matmul(s.swapaxes(-1, -2), gb))
@@ -180,8 +188,10 @@ def _cuda_layout(q, k, mask, groups):
 
 
 def _use_mma(q, *kv):
-    """Tensor cores for 16-bit inputs with head dim 64 or 128 (rows moved 16 bytes at a time)."""
-    return (str(q.dtype) in ("float16", "bfloat16") and q.shape[-1] in MMA_HEAD_DIMS
+    """Tensor cores for float16 with head dim 64 or 128 (rows moved 16 bytes at a time) on
+    sm_80 and newer (mma.m16n8k16 and cvt to f16x2); the SIMT kernels below that."""
+    return (str(q.dtype) == "float16" and q.shape[-1] in MMA_HEAD_DIMS
+            and _cuda.compute_capability() >= MMA_MIN_ARCH
             and all(a.data.ptr % 16 == 0 for a in (q,) + kv))
 
 
@@ -199,7 +209,7 @@ def _mma_smem(d):
 
 def _mma_bwd_smem(d):
     bq = _bq(d)
-    return (2 * 64 * (d + 8) + 2 * bq * (d + 8) + 64 * (bq + 8)) * 2 + 2 * bq * 4
+    return (2 * 64 * (d + 8) + 2 * bq * (d + 8) + 64 * (bq + 8)) * 2 + 3 * bq * 4
 
 
 def _simt_smem(d):
@@ -207,7 +217,7 @@ def _simt_smem(d):
 
 
 def _simt_bwd_smem(d):
-    return (4 * 32 * (d + 1) + 2 * 32 * 33 + 2 * 32) * 4
+    return (4 * 32 * (d + 1) + 2 * 32 * 33 + 3 * 32) * 4
 
 
 def _cuda_forward(q, k, v, mask, scale, causal, groups):
@@ -216,9 +226,9 @@ def _cuda_forward(q, k, v, mask, scale, causal, groups):
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
     P, H, bias = _cuda_layout(q, k, mask, groups)
     o = cupy.empty_like(q)
-    lse = cupy.empty(q.shape[:-1], np.float32)
+    stats = cupy.empty(q.shape[:-1] + (2,), np.float32)  # (m, ls) per row, a float2
     t = _cuda.ctype(q.dtype)
-    args = (q, k, v, o, lse, bias if bias is not None else lse, i32(bias is not None), i32(H),
+    args = (q, k, v, o, stats, bias if bias is not None else stats, i32(bias is not None), i32(H),
             i32(groups), i32(L), i32(S), i32(E), f32(scale * math.log2(math.e)), i32(causal))
     if _use_mma(q, k, v):
         _cuda.launch(CUDA_SOURCE, f"flash_fwd_mma<{t}, {E}>", (-(-L // 64), P), (128,), args,
@@ -227,10 +237,10 @@ def _cuda_forward(q, k, v, mask, scale, causal, groups):
         d = _simt_dim(E)
         _cuda.launch(CUDA_SOURCE, f"flash_fwd_simt<{t}, {d}>", (-(-L // 32), P), (128,), args,
                      shared_mem=_simt_smem(d))
-    return o, lse
+    return o, stats
 
 
-def _cuda_backward(q, k, v, o, lse, g, mask, scale, causal, groups):
+def _cuda_backward(q, k, v, o, stats, g, mask, scale, causal, groups):
     import cupy
     q, k, v, o, g = (cupy.ascontiguousarray(a) for a in (q, k, v, o, g))
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -238,12 +248,12 @@ def _cuda_backward(q, k, v, o, lse, g, mask, scale, causal, groups):
     t = _cuda.ctype(q.dtype)
     dd = cupy.empty(q.shape[:-1], np.float32)
     rows = P * L
-    _cuda.launch(CUDA_SOURCE, f"flash_bwd_dot<{t}>", (-(-rows // 4),), (32, 4),
-                 (g, o, dd, i32(rows), i32(E)))
+    _cuda.launch(CUDA_SOURCE, f"flash_bwd_dot<{t}>", _cuda.grid(-(-rows // 4)), (32, 4),
+                 (g, o, dd, i64(rows), i32(E)))
     dq = cupy.zeros(q.shape, np.float32)
     dk = cupy.empty((P, S, E), np.float32)  # per query head; summed over groups below
     dv = cupy.empty((P, S, E), np.float32)
-    args = (q, k, v, g, lse, dd, dq, dk, dv, bias if bias is not None else lse,
+    args = (q, k, v, g, stats, dd, dq, dk, dv, bias if bias is not None else dd,
             i32(bias is not None), i32(H), i32(groups), i32(L), i32(S), i32(E),
             f32(scale * math.log2(math.e)), f32(scale), i32(causal))
     if _use_mma(q, k, v, o, g):
@@ -260,14 +270,16 @@ def _cuda_backward(q, k, v, o, lse, g, mask, scale, causal, groups):
     return dq.astype(q.dtype), dk.astype(q.dtype).reshape(k.shape), dv.astype(q.dtype).reshape(v.shape)
 
 
-def cuda_instantiations(full=False):
-    """The kernels the dispatcher can pick (`full`), or all but the 16-bit SIMT ones,
-    which are the float32 code with a different load."""
+def cuda_instantiations(full=False, arch=90):
+    """The kernels the dispatcher can pick on a GPU of compute capability `arch` (`full`),
+    or all but the float16 SIMT ones, which are the float32 code with a different load
+    (and on GPUs without the tensor-core kernels, what float16 runs on: kept)."""
     out = []
-    for t in ("half16", "bf16"):
+    mma = arch >= MMA_MIN_ARCH
+    if mma:
         for d in MMA_HEAD_DIMS:
-            out += [f"flash_fwd_mma<{t}, {d}>", f"flash_bwd_mma<{t}, {d}, {_bq(d)}>"]
-    for t in ("float", "half16", "bf16") if full else ("float",):
+            out += [f"flash_fwd_mma<half16, {d}>", f"flash_bwd_mma<half16, {d}, {_bq(d)}>"]
+    for t in ("float", "half16") if full or not mma else ("float",):
         out.append(f"flash_bwd_dot<{t}>")
         for d in (64, 128):
             out += [f"flash_fwd_simt<{t}, {d}>", f"flash_bwd_simt<{t}, {d}>"]
@@ -276,12 +288,16 @@ def cuda_instantiations(full=False):
 
 def cuda_supports(q, k, v, mask):
     """Whether the CUDA kernels take these arrays (else the reference path runs)."""
-    if str(q.dtype) not in ("float32", "float16", "bfloat16"):
+    if str(q.dtype) not in ("float32", "float16"):
         return False
     if q.size // max(q.shape[-2] * q.shape[-1], 1) > 65535:  # batch * heads is grid.y
         return False
     e = q.shape[-1]
     if e > SIMT_MAX_HEAD_DIM or v.shape[-1] != e:
+        return False
+    # the SIMT backward is the kernel with the most shared memory (73 KiB at head dim 128),
+    # more than a T4 block may have (64 KiB)
+    if _simt_bwd_smem(_simt_dim(e)) > _cuda.max_shared_memory():
         return False
     return mask is None or mask.ndim < 2 or mask.shape[-2] == 1
 
@@ -297,12 +313,12 @@ class FlashAttention(Function):
     def forward(ctx, q, k, v, *mask, scale, is_causal, groups):
         m = mask[0] if mask else None
         if is_cpu(q):
-            out, lse = _cpu_forward(q, k, v, m, scale, is_causal, groups)
+            out, stats = _cpu_forward(q, k, v, m, scale, is_causal, groups)
             out = out.reshape(q.shape[:-1] + (v.shape[-1],)).astype(q.dtype, copy=False)
-            lse = lse.reshape(q.shape[:-1])
+            stats = stats.reshape(q.shape[:-1] + (2,))
         else:
-            out, lse = _cuda_forward(q, k, v, m, scale, is_causal, groups)
-        ctx.save_for_backward(q, k, v, out, lse, *mask)
+            out, stats = _cuda_forward(q, k, v, m, scale, is_causal, groups)
+        ctx.save_for_backward(q, k, v, out, stats, *mask)
         return out
 
     @staticmethod
@@ -312,12 +328,12 @@ class FlashAttention(Function):
         if STATE.grad_enabled:
             return _differentiable_backward(ctx, g, scale, causal, groups)
         saved = ctx.saved_arrays
-        q, k, v, out, lse = saved[:5]
+        q, k, v, out, stats = saved[:5]
         m = saved[5] if len(saved) == 6 else None
         if is_cpu(q):
-            dq, dk, dv = _cpu_backward(q, k, v, out, lse, g.data, m, scale, causal, groups)
+            dq, dk, dv = _cpu_backward(q, k, v, out, stats, g.data, m, scale, causal, groups)
         else:
-            dq, dk, dv = _cuda_backward(q, k, v, out, lse, g.data, m, scale, causal, groups)
+            dq, dk, dv = _cuda_backward(q, k, v, out, stats, g.data, m, scale, causal, groups)
         res = tuple(const(x.astype(q.dtype, copy=False), g) for x in (dq, dk, dv))
         return res + ((None,) if m is not None else ())
 

@@ -18,20 +18,20 @@ is `tinytensor.ops.losses.cross_entropy` with fusion off (log_softmax, gather, w
 import numpy as np
 
 from ..autograd import STATE
-from ..function import Function
+from ..core.function import Function
 from ..ops.elementwise import where
 from ..ops.movement import unsqueeze
 from . import _cuda
-from ._common import acc_dtype, const, cuda_ok, f32, i32, is_cpu, row_chunks, xp_of
+from ._common import acc_dtype, acc_scalar, const, cuda_ok, i32, i64, is_cpu, row_chunks, xp_of
 
 CUDA_SOURCE = "cross_entropy"
 
 
 def _rows(x):
-    """(N, C, d1, ...) -> (N * d1 * ..., C) class-last rows; (C,) -> (1, C); (N, C) as is."""
+    """(N, C, d1, ...) -> (N * d1 * ..., C) class-last rows; (C,) -> (1, C); (N, C) as is.
+    Always contiguous: the kernels read row r at x + r * C (a strided (C,) view, `x[::2]`,
+    reshaped to (1, C) would stay strided)."""
     xp = xp_of(x)
-    if x.ndim == 1:
-        return x.reshape(1, -1)
     if x.ndim > 2:
         x = xp.moveaxis(x, 1, -1)
     return xp.ascontiguousarray(x).reshape(-1, x.shape[-1])
@@ -125,9 +125,10 @@ def _cuda_forward(x2, t, w, ignore_index, eps):
     stats = cupy.empty((2, rows), acc)
     wsum = float(w.sum()) if w is not None else float(C)
     vec = _vec(x2)
-    _cuda.launch(CUDA_SOURCE, f"ce_fwd<{_cuda.ctype(x2.dtype)}, {vec}>", (rows,), (_threads(C, vec, x2.dtype),),
-                 (x2, t, w if w is not None else loss, loss, stats[0], stats[1], i32(rows), i32(C),
-                  np.int64(ignore_index), f32(eps), i32(w is not None), f32(wsum)))
+    _cuda.launch(CUDA_SOURCE, f"ce_fwd<{_cuda.ctype(x2.dtype)}, {vec}>", _cuda.grid(rows),
+                 (_threads(C, vec, x2.dtype),),
+                 (x2, t, w if w is not None else loss, loss, stats[0], stats[1], i64(rows), i32(C),
+                  i64(ignore_index), acc_scalar(eps, acc), i32(w is not None), acc_scalar(wsum, acc)))
     return loss, stats
 
 
@@ -140,14 +141,16 @@ def _cuda_backward(x2, t, w, stats, coef, ignore_index, eps):
     wsum = float(w.sum()) if w is not None else float(C)
     dx = cupy.empty_like(x2)
     vec = _vec(x2)
-    _cuda.launch(CUDA_SOURCE, f"ce_bwd<{_cuda.ctype(x2.dtype)}, {vec}>", (rows,), (_threads(C, vec, x2.dtype),),
-                 (x2, t, w if w is not None else coef, stats[0], stats[1], coef, i32(stride), dx, i32(rows), i32(C),
-                  np.int64(ignore_index), f32(eps), i32(w is not None), f32(wsum)))
+    _cuda.launch(CUDA_SOURCE, f"ce_bwd<{_cuda.ctype(x2.dtype)}, {vec}>", _cuda.grid(rows),
+                 (_threads(C, vec, x2.dtype),),
+                 (x2, t, w if w is not None else coef, stats[0], stats[1], coef, i32(stride), dx, i64(rows),
+                  i32(C), i64(ignore_index), acc_scalar(eps, acc), i32(w is not None), acc_scalar(wsum, acc)))
     return dx
 
 
-def cuda_instantiations(full=False):
-    return [f"ce_{k}<{t}, {v}>" for t, size in (("float", 4), ("half16", 2), ("bf16", 2), ("double", 8))
+def cuda_instantiations(full=False, arch=90):
+    """Every kernel the dispatcher can pick, on every compute capability (`arch`)."""
+    return [f"ce_{k}<{t}, {v}>" for t, size in (("float", 4), ("half16", 2), ("double", 8))
             for v in (1, 16 // size) for k in ("fwd", "bwd")]
 
 

@@ -2,7 +2,9 @@
 
 CPU: rows in cache-sized chunks, written straight into the output; only x and the
 per-row mean and 1/std are kept for backward (xhat is recomputed there, a chunk at a
-time). CUDA: `cuda/layer_norm.cu`. The reference decomposition is
+time). CUDA: `cuda/layer_norm.cu`, every array contiguous (a weight or bias may come
+as a strided view, `W[:, 0]`, which the kernels would read as `w + c`), row counts 64-bit,
+eps in the accumulator type. The reference decomposition is
 `tinytensor.ops.nn.LayerNormCore` / `RMSNormCore` followed by `* weight + bias`; with
 `create_graph=True` the backward below is written in tinytensor ops.
 """
@@ -11,11 +13,11 @@ import math
 import numpy as np
 
 from ..autograd import STATE
-from ..function import Function
+from ..core.function import Function
 from ..ops.elementwise import rsqrt
 from ..ops.reduce import mean
 from . import _cuda
-from ._common import acc_dtype, const, cuda_ok, f32, i32, is_cpu, row_chunks
+from ._common import acc_dtype, acc_scalar, const, cuda_ok, i32, i64, is_cpu, row_chunks
 
 CUDA_SOURCE = "layer_norm"
 
@@ -95,9 +97,16 @@ def _threads(n, vec):
     return t
 
 
+def _flat(cupy, a, n):
+    """`a` as n contiguous elements (None stays None)."""
+    return None if a is None else cupy.ascontiguousarray(a).reshape(n)
+
+
 def _cuda_forward(x2, w, b, eps, rms):
     import cupy
+    x2 = cupy.ascontiguousarray(x2)
     rows, n = x2.shape
+    w, b = _flat(cupy, w, n), _flat(cupy, b, n)
     acc = acc_dtype(x2.dtype)
     y = cupy.empty_like(x2)
     mu = cupy.zeros(rows, acc)
@@ -105,24 +114,26 @@ def _cuda_forward(x2, w, b, eps, rms):
     t = _cuda.ctype(x2.dtype)
     vec = _vec(n, x2, w, b)
     dummy = x2
-    _cuda.launch(CUDA_SOURCE, f"norm_fwd<{t}, {vec}, {'true' if rms else 'false'}>", (rows,),
+    _cuda.launch(CUDA_SOURCE, f"norm_fwd<{t}, {vec}, {'true' if rms else 'false'}>", _cuda.grid(rows),
                  (_threads(n, vec),),
                  (x2, dummy if w is None else w, dummy if b is None else b, y, mu, rstd,
-                  i32(rows), i32(n), f32(eps), i32(w is not None), i32(b is not None)))
+                  i64(rows), i32(n), acc_scalar(eps, x2.dtype), i32(w is not None), i32(b is not None)))
     return y, mu, rstd
 
 
 def _cuda_backward(g2, x2, w, mu, rstd, rms, need_x, need_w, need_b):
     import cupy
+    g2, x2 = cupy.ascontiguousarray(g2), cupy.ascontiguousarray(x2)
     rows, n = x2.shape
+    w = _flat(cupy, w, n)
     t = _cuda.ctype(x2.dtype)
     r = "true" if rms else "false"
     gx = gw = gb = None
     if need_x:
         gx = cupy.empty_like(x2)
         vec = _vec(n, x2, g2, w)
-        _cuda.launch(CUDA_SOURCE, f"norm_bwd_dx<{t}, {vec}, {r}>", (rows,), (_threads(n, vec),),
-                     (g2, x2, x2 if w is None else w, mu, rstd, gx, i32(rows), i32(n),
+        _cuda.launch(CUDA_SOURCE, f"norm_bwd_dx<{t}, {vec}, {r}>", _cuda.grid(rows), (_threads(n, vec),),
+                     (g2, x2, x2 if w is None else w, mu, rstd, gx, i64(rows), i32(n),
                       i32(w is not None)))
     if need_w or need_b:
         chunk = max(32, -(-rows // 256))
@@ -131,15 +142,16 @@ def _cuda_backward(g2, x2, w, mu, rstd, rms, need_x, need_w, need_b):
         dw = cupy.empty((chunks, n), acc)
         db = cupy.empty((chunks, n), acc)
         _cuda.launch(CUDA_SOURCE, f"norm_bwd_wb<{t}, {r}>", (-(-n // 256), chunks), (256,),
-                     (g2, x2, mu, rstd, dw, db, i32(rows), i32(n), i32(chunk)))
+                     (g2, x2, mu, rstd, dw, db, i64(rows), i32(n), i64(chunk)))
         gw = dw.sum(axis=0) if need_w else None
         gb = db.sum(axis=0) if need_b else None
     return gx, gw, gb
 
 
-def cuda_instantiations(full=False):
+def cuda_instantiations(full=False, arch=90):
+    """Every kernel the dispatcher can pick, on every compute capability (`arch`)."""
     out = []
-    for t, size in (("float", 4), ("half16", 2), ("bf16", 2), ("double", 8)):
+    for t, size in (("float", 4), ("half16", 2), ("double", 8)):
         for r in ("false", "true"):
             for vec in (1, 16 // size):
                 out += [f"norm_fwd<{t}, {vec}, {r}>", f"norm_bwd_dx<{t}, {vec}, {r}>"]

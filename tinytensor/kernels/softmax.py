@@ -3,7 +3,8 @@
 CPU: rows in cache-sized chunks; each chunk is shifted, exponentiated and normalised in
 place in the output, so the forward allocates only the output (plus per-row scalars).
 CUDA: `cuda/softmax.cu` (a warp per row in registers for rows up to 1024, a block per
-row with the online max/sum algorithm beyond).
+row with the online max/sum algorithm beyond; float64 always the latter). Row counts are
+64-bit, on a 2-D grid past 2^31 - 1 blocks (`_cuda.grid`).
 
 The reference decomposition is `tinytensor.ops.nn.Softmax` / `LogSoftmax`; with
 `create_graph=True` the backward here is written in tinytensor ops, as there.
@@ -11,11 +12,11 @@ The reference decomposition is `tinytensor.ops.nn.Softmax` / `LogSoftmax`; with
 import numpy as np
 
 from ..autograd import STATE
-from ..function import Function
+from ..core.function import Function
 from ..ops.elementwise import exp
 from ..ops.reduce import sum as sum_
 from . import _cuda
-from ._common import acc_dtype, const, cuda_ok, i32, is_cpu, row_chunks
+from ._common import acc_dtype, const, cuda_ok, i32, i64, is_cpu, row_chunks
 
 CUDA_SOURCE = "softmax"
 _WARP_MAX_COLS = 32     # values one lane holds in registers
@@ -92,10 +93,10 @@ def _cuda_forward(x, log):
     if n <= _BLOCK_ROW and x.dtype != np.float64:
         items = _warp_items(n, vec)
         _cuda.launch(CUDA_SOURCE, f"softmax_fwd_warp<{t}, {vec}, {items}, {lg}>",
-                     (-(-rows // 4),), (32, 4), (x, y, i32(rows), i32(n)))
+                     _cuda.grid(-(-rows // 4)), (32, 4), (x, y, i64(rows), i32(n)))
     else:
-        _cuda.launch(CUDA_SOURCE, f"softmax_fwd_block<{t}, {vec}, {lg}>", (rows,),
-                     (_block_threads(n, vec, x.dtype),), (x, y, i32(rows), i32(n)))
+        _cuda.launch(CUDA_SOURCE, f"softmax_fwd_block<{t}, {vec}, {lg}>", _cuda.grid(rows),
+                     (_block_threads(n, vec, x.dtype),), (x, y, i64(rows), i32(n)))
     return y
 
 
@@ -111,10 +112,10 @@ def _cuda_backward(g, y, log):
     if n <= _BLOCK_ROW and y.dtype != np.float64:
         items = _warp_items(n, vec)
         _cuda.launch(CUDA_SOURCE, f"softmax_bwd_warp<{t}, {vec}, {items}, {lg}>",
-                     (-(-rows // 4),), (32, 4), (g, y, dx, i32(rows), i32(n)))
+                     _cuda.grid(-(-rows // 4)), (32, 4), (g, y, dx, i64(rows), i32(n)))
     else:
-        _cuda.launch(CUDA_SOURCE, f"softmax_bwd_block<{t}, {vec}, {lg}>", (rows,),
-                     (_block_threads(n, vec, y.dtype),), (g, y, dx, i32(rows), i32(n)))
+        _cuda.launch(CUDA_SOURCE, f"softmax_bwd_block<{t}, {vec}, {lg}>", _cuda.grid(rows),
+                     (_block_threads(n, vec, y.dtype),), (g, y, dx, i64(rows), i32(n)))
     return dx
 
 
@@ -125,11 +126,12 @@ def _block_threads(n, vec, dtype):
     return t
 
 
-def cuda_instantiations(full=False):
+def cuda_instantiations(full=False, arch=90):
     """Every kernel the dispatcher above can pick (`full`), or the largest of each kind,
-    which bound the register use of the rest, plus the smallest."""
+    which bound the register use of the rest, plus the smallest. The same on every
+    compute capability (`arch`)."""
     out = []
-    for t, size in (("float", 4), ("half16", 2), ("bf16", 2), ("double", 8)):
+    for t, size in (("float", 4), ("half16", 2), ("double", 8)):
         for vec in (1, 16 // size):
             for lg in ("false", "true"):
                 for kind in ("fwd", "bwd"):

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..kernels import attention as _k_attention, fusion as _fusion
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .elementwise import where
 from .linalg import matmul
 from .movement import broadcast_shapes, expand, reshape, unsqueeze, _where

@@ -2,17 +2,20 @@
 
 Binary ops promote their operands with `dtypes.result_type` (PyTorch's rules) before
 the op runs, so each forward sees arrays of one dtype. Broadcasting is undone by the
-engine, not here.
+engine, not here. Every op is a Function subclass, plus the function users call.
 """
 import math
+import numbers
 
 import numpy as np
 
-from .. import dtypes
-from ..autograd import STATE, plain
-from ..function import Function
-from ..tensor import Tensor
-from . import special
+from ..dtypes import bool_, from_numpy_dtype, get_default_dtype, result_type
+from ..core.function import Function
+from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
+from ..core.tensor import Tensor
+from ..device import device_of_array, to_device_array
+from ..messages import plain
+from .special import erf as special_erf
 
 
 # ---------------------------------------------------------------- operand handling
@@ -26,7 +29,7 @@ def as_tensor_like(value, ref, dtype=None):
         return value
     np_dtype = dtype.np if dtype is not None else ref.data.dtype
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
-        return Tensor(value, device=ref.device).to(dtypes.from_numpy_dtype(np_dtype))
+        return Tensor(value, device=ref.device).to(from_numpy_dtype(np_dtype))
     if value.__class__ not in _CACHEABLE:  # lists, tuples, NumPy scalars: no cache
         return Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
     key = (value, value.__class__, np_dtype, ref._device)
@@ -65,7 +68,7 @@ def binary_operands(a, b, op):
         a = Tensor(a, device=b.device)
     if not tb and not _is_scalar(b):
         b = Tensor(b, device=a.device)
-    dt = dtypes.result_type(a, b)
+    dt = result_type(a, b)
     ref = a if isinstance(a, Tensor) else b
     a = as_tensor_like(a, ref, dt) if not isinstance(a, Tensor) else (a if a.dtype is dt else cast(a, dt))
     b = as_tensor_like(b, ref, dt) if not isinstance(b, Tensor) else (b if b.dtype is dt else cast(b, dt))
@@ -81,35 +84,16 @@ def float_operand(x, op):
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
     if x.data.dtype.kind != "f":
-        return cast(x, dtypes.get_default_dtype())
+        return cast(x, get_default_dtype())
     return x
 
 
-# ---------------------------------------------------------------- casts and copies
-class Cast(Function):
-    @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.src = dtypes.from_numpy_dtype(x.dtype)
-        return x.astype(dtype.np)
-
-    @staticmethod
-    def backward(ctx, g):
-        return cast(g, ctx.src) if ctx.src.is_floating_point else None
-
-
-def cast(x, dtype):
-    dtype = dtypes.from_any(dtype)
-    if x.dtype is dtype:
-        return x
-    return Cast.apply(x, dtype=dtype)
-
-
+# ---------------------------------------------------------------- device copies and clones
 class ToDevice(Function):
     name = "to_device"
 
     @staticmethod
     def forward(ctx, x, device):
-        from ..device import device_of_array, to_device_array
         ctx.src = device_of_array(x)
         return to_device_array(x, device)
 
@@ -172,11 +156,12 @@ class Mul(Function):
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad  # a is needed only for b's gradient and vice versa
-        if not STATE.grad_enabled:  # first order: straight on the arrays
-            gd, dev = g.data, g._device
-            return (Tensor._make(gd * ctx.saved_array(1), dev, False) if na else None,
-                    Tensor._make(gd * ctx.saved_array(0), dev, False) if nb else None)
         return (g * ctx.saved_tensor(1) if na else None), (g * ctx.saved_tensor(0) if nb else None)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        na, nb = ctx.needs_input_grad
+        return (g * ctx.saved_array(1) if na else None), (g * ctx.saved_array(0) if nb else None)
 
 
 class Div(Function):
@@ -193,6 +178,12 @@ class Div(Function):
         gb = neg(g * ctx.saved_tensor(0) / (b * b)) if nb else None  # a only for b's gradient
         return ga, gb
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        na, nb = ctx.needs_input_grad
+        b = ctx.saved_array(1)
+        return (g / b if na else None), (-(g * ctx.saved_array(0) / (b * b)) if nb else None)
+
 
 class Neg(Function):
     @staticmethod
@@ -202,6 +193,10 @@ class Neg(Function):
     @staticmethod
     def backward(ctx, g):
         return neg(g)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return -g
 
 
 class Pow(Function):
@@ -244,6 +239,17 @@ class PowScalar(Function):
         if p == 2:
             return g * (x * 2.0)
         return g * (pow(x, p - 1) * float(p))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x, p = ctx.saved_array(0), ctx.attrs["exponent"]
+        if p == 0:
+            return g * 0.0
+        if p == 1:
+            return g
+        if p == 2:
+            return g * (x * 2.0)
+        return g * (x ** (p - 1) * float(p))
 
 
 def _int_pow(a, b):
@@ -303,6 +309,8 @@ def neg(x):
 
 
 def pow(x, exponent):
+    if isinstance(exponent, np.generic) and isinstance(exponent, numbers.Number):
+        exponent = exponent.item()  # a Python number keeps x's dtype, as in torch; np.float64 would not
     if isinstance(x, Tensor) and _is_scalar(exponent) and not isinstance(exponent, bool):
         if x.data.dtype.kind != "f" and (isinstance(exponent, float) or exponent < 0):
             x = float_operand(x, "pow")
@@ -319,86 +327,12 @@ def reciprocal(x):
     return div(1.0, float_operand(x, "reciprocal"))
 
 
-# ---------------------------------------------------------------- unary math
-class _TensorMath:
-    """Math for backward formulas when the gradient graph is recorded (create_graph)."""
-    exp = staticmethod(lambda x: exp(x))
-    sin = staticmethod(lambda x: sin(x))
-    cos = staticmethod(lambda x: cos(x))
-    erf = staticmethod(lambda x: erf(x))
-    sigmoid = staticmethod(lambda x: sigmoid(x))
-
-
-class _ArrayMath:
-    """The same functions on raw arrays: first-order backward without building Tensors."""
-
-    def __init__(self, xp):
-        self.exp, self.sin, self.cos = xp.exp, xp.sin, xp.cos
-        self.erf = lambda x: special.erf(xp, x)
-        self.sigmoid = lambda x: _sigmoid(xp, x)
-
-
-_ARRAY_MATH = {}
-
-
-def _array_math(a):
-    xp = _xp(a)
-    m = _ARRAY_MATH.get(xp)
-    if m is None:
-        m = _ARRAY_MATH[xp] = _ArrayMath(xp)
-    return m
-
-
-def _unary(name, fwd, bwd, save="input"):
-    """Define a unary float op from forward(xp, x) and backward(m, g, s).
-
-    `s` is the saved input (or output, with save="output"). The backward formula is
-    written once with operators and `m.exp`/`m.sin`/...: on Tensors (differentiable, for
-    create_graph) or, for a plain first-order backward, directly on the arrays.
-    """
-    def forward(ctx, x):
-        y = fwd(_xp(x), x)
-        ctx.save_for_backward(x if save == "input" else y)
-        return y
-
-    def backward(ctx, g):
-        if STATE.grad_enabled:
-            (s,) = ctx.saved_tensors
-            return bwd(_TensorMath, g, s)
-        gd = g.data
-        (s,) = ctx.saved_arrays
-        out = bwd(_array_math(gd), gd, s)
-        return Tensor._make(out.astype(gd.dtype, copy=False), g._device, False)
-
-    cls = type(name.capitalize(), (Function,), {
-        "name": name, "forward": staticmethod(forward), "backward": staticmethod(backward)})
-
-    def op(x):
-        return cls.apply(float_operand(x, name))
-    op.__name__ = name
-    op.Function = cls
-    return op
-
-
+# ---------------------------------------------------------------- unary math and activations
+# Every op here is one Function subclass: forward on arrays, backward in tinytensor ops
+# (differentiable again, for create_graph) and, where it pays, backward_arrays: the same
+# first-order formula on raw arrays, which the engine runs when no gradient graph is built.
 def _xp(a):
     return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
-
-
-exp = _unary("exp", lambda xp, x: xp.exp(x), lambda m, g, y: g * y, save="output")
-log = _unary("log", lambda xp, x: xp.log(x), lambda m, g, x: g / x)
-log1p = _unary("log1p", lambda xp, x: xp.log1p(x), lambda m, g, x: g / (x + 1.0))
-sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), lambda m, g, y: g / (y * 2.0), save="output")
-rsqrt = _unary("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), lambda m, g, y: g * (y * y * y) * -0.5,
-               save="output")
-sin = _unary("sin", lambda xp, x: xp.sin(x), lambda m, g, x: g * m.cos(x))
-cos = _unary("cos", lambda xp, x: xp.cos(x), lambda m, g, x: -(g * m.sin(x)))
-tanh = _unary("tanh", lambda xp, x: xp.tanh(x), lambda m, g, y: g * (1.0 - y * y), save="output")
-sigmoid = _unary("sigmoid", lambda xp, x: _sigmoid(xp, x), lambda m, g, y: g * (y * (1.0 - y)),
-                 save="output")
-erf = _unary("erf", lambda xp, x: special.erf(xp, x),
-             lambda m, g, x: g * (m.exp(-(x * x)) * (2.0 / math.sqrt(math.pi))))
-silu = _unary("silu", lambda xp, x: x * _sigmoid(xp, x),
-              lambda m, g, x: g * _silu_grad(m, x))
 
 
 def _sigmoid(xp, x):
@@ -407,9 +341,235 @@ def _sigmoid(xp, x):
     return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-def _silu_grad(m, x):
-    s = m.sigmoid(x)
-    return s * (1.0 + x * (1.0 - s))
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _xp(x).exp(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.saved_tensor(0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g * ctx.saved_array(0)
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).log(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.saved_tensor(0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g / ctx.saved_array(0)
+
+
+class Log1p(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).log1p(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / (ctx.saved_tensor(0) + 1.0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g / (ctx.saved_array(0) + 1.0)
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _xp(x).sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / (ctx.saved_tensor(0) * 2.0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g / (ctx.saved_array(0) * 2.0)
+
+
+class Rsqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = 1.0 / _xp(x).sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y = ctx.saved_tensor(0)
+        return g * (y * y * y) * -0.5
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        y = ctx.saved_array(0)
+        return g * (y * y * y) * -0.5
+
+
+class Sin(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * cos(ctx.saved_tensor(0))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * _xp(x).cos(x)
+
+
+class Cos(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _xp(x).cos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -(g * sin(ctx.saved_tensor(0)))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return -(g * _xp(x).sin(x))
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _xp(x).tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y = ctx.saved_tensor(0)
+        return g * (1.0 - y * y)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        y = ctx.saved_array(0)
+        return g * (1.0 - y * y)
+
+
+class Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _sigmoid(_xp(x), x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y = ctx.saved_tensor(0)
+        return g * (y * (1.0 - y))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        y = ctx.saved_array(0)
+        return g * (y * (1.0 - y))
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+class Erf(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return special_erf(_xp(x), x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        return g * (exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * (_xp(x).exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+
+
+class Silu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * _sigmoid(_xp(x), x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        s = sigmoid(x)
+        return g * (s * (1.0 + x * (1.0 - s)))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        s = _sigmoid(_xp(x), x)
+        return g * (s * (1.0 + x * (1.0 - s)))
+
+
+def exp(x):
+    return Exp.apply(float_operand(x, "exp"))
+
+
+def log(x):
+    return Log.apply(float_operand(x, "log"))
+
+
+def log1p(x):
+    return Log1p.apply(float_operand(x, "log1p"))
+
+
+def sqrt(x):
+    return Sqrt.apply(float_operand(x, "sqrt"))
+
+
+def rsqrt(x):
+    return Rsqrt.apply(float_operand(x, "rsqrt"))
+
+
+def sin(x):
+    return Sin.apply(float_operand(x, "sin"))
+
+
+def cos(x):
+    return Cos.apply(float_operand(x, "cos"))
+
+
+def tanh(x):
+    return Tanh.apply(float_operand(x, "tanh"))
+
+
+def sigmoid(x):
+    return Sigmoid.apply(float_operand(x, "sigmoid"))
+
+
+def erf(x):
+    return Erf.apply(float_operand(x, "erf"))
+
+
+def silu(x):
+    return Silu.apply(float_operand(x, "silu"))
 
 
 class Abs(Function):
@@ -420,8 +580,12 @@ class Abs(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * sign(x)
+        return g * sign(ctx.saved_tensor(0))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * _xp(x).sign(x)
 
 
 def abs_(x):
@@ -455,8 +619,11 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * gt(y, 0)
+        return g * gt(ctx.saved_tensor(0), 0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g * (ctx.saved_array(0) > 0)
 
 
 def relu(x):
@@ -471,8 +638,12 @@ class LeakyRelu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return where(gt(x, 0), g, g * ctx.attrs["negative_slope"])
+        return where(gt(ctx.saved_tensor(0), 0), g, g * ctx.attrs["negative_slope"])
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return _xp(x).where(x > 0, g, g * ctx.attrs["negative_slope"])
 
 
 def leaky_relu(x, negative_slope=0.01):
@@ -492,19 +663,29 @@ class Gelu(Function):
         if approximate == "tanh":
             inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
             return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
-        return (0.5 * x * (1.0 + special.erf(xp, x * _INV_SQRT_2))).astype(x.dtype, copy=False)
+        return (0.5 * x * (1.0 + special_erf(xp, x * _INV_SQRT_2))).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        if ctx.attrs["approximate"] == "tanh":
+        return g * Gelu._slope(ctx.saved_tensor(0), ctx.attrs["approximate"], tanh, erf, exp)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        xp = _xp(x)
+        return g * Gelu._slope(x, ctx.attrs["approximate"], xp.tanh,
+                               lambda a: special_erf(xp, a), xp.exp)
+
+    @staticmethod
+    def _slope(x, approximate, tanh, erf, exp):
+        """d gelu / dx, written once for Tensors and arrays alike (they share the operators)."""
+        if approximate == "tanh":
             x2 = x * x
             t = tanh((x + x2 * x * 0.044715) * _SQRT_2_OVER_PI)
-            d = (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x2 * (3 * 0.044715)) * _SQRT_2_OVER_PI)
-            return g * d
+            return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x2 * (3 * 0.044715)) * _SQRT_2_OVER_PI)
         cdf = (1.0 + erf(x * _INV_SQRT_2)) * 0.5
         pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
-        return g * (cdf + x * pdf)
+        return cdf + x * pdf
 
 
 def gelu(x, approximate="none"):
@@ -524,14 +705,48 @@ class Softplus(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        beta, threshold = ctx.attrs["beta"], ctx.attrs["threshold"]
-        bx = x * beta
-        return where(gt(bx, threshold), g, g * sigmoid(bx))
+        bx = ctx.saved_tensor(0) * ctx.attrs["beta"]
+        return where(gt(bx, ctx.attrs["threshold"]), g, g * sigmoid(bx))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        xp = _xp(x)
+        bx = x * ctx.attrs["beta"]
+        return xp.where(bx > ctx.attrs["threshold"], g, g * _sigmoid(xp, bx))
 
 
 def softplus(x, beta=1.0, threshold=20.0):
     return Softplus.apply(float_operand(x, "softplus"), beta=float(beta), threshold=float(threshold))
+
+
+
+class Softsign(Function):
+    """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 is written once for Tensors
+    (backward, differentiable again) and arrays (backward_arrays, first order)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x / (1.0 + _xp(x).abs(x))
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * Softsign._slope(ctx.saved_tensor(0), abs_)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * Softsign._slope(x, _xp(x).abs)
+
+    @staticmethod
+    def _slope(x, abs):
+        d = 1.0 + abs(x)
+        return 1.0 / (d * d)
+
+
+def softsign(x):
+    return Softsign.apply(float_operand(x, "softsign"))
 
 
 # ---------------------------------------------------------------- min/max/clamp/where
@@ -546,6 +761,11 @@ class Maximum(Function):
         a, b = ctx.saved_tensors
         return _split_ties(g, gt(a, b), eq(a, b), ctx.needs_input_grad)
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        a, b = ctx.saved_arrays
+        return _split_ties_arrays(g, a > b, a == b, ctx.needs_input_grad)
+
 
 class Minimum(Function):
     @staticmethod
@@ -558,12 +778,24 @@ class Minimum(Function):
         a, b = ctx.saved_tensors
         return _split_ties(g, lt(a, b), eq(a, b), ctx.needs_input_grad)
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        a, b = ctx.saved_arrays
+        return _split_ties_arrays(g, a < b, a == b, ctx.needs_input_grad)
+
 
 def _split_ties(g, a_wins, tie, needs):
     # like PyTorch: the winner takes the gradient, ties split it in half
     half = g * 0.5
     ga = where(a_wins, g, where(tie, half, 0.0)) if needs[0] else None
     gb = where(a_wins, 0.0, where(tie, half, g)) if needs[1] else None
+    return ga, gb
+
+
+def _split_ties_arrays(g, a_wins, tie, needs):
+    xp, half = _xp(g), g * 0.5
+    ga = xp.where(a_wins, g, xp.where(tie, half, 0.0)).astype(g.dtype, copy=False) if needs[0] else None
+    gb = xp.where(a_wins, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[1] else None
     return ga, gb
 
 
@@ -596,11 +828,22 @@ class ClampScalar(Function):
             keep = le(x, hi) if keep is None else logical_and(keep, le(x, hi))
         return g * keep
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        lo, hi = ctx.attrs["min"], ctx.attrs["max"]
+        keep = True
+        if lo is not None:
+            keep = x >= lo
+        if hi is not None:
+            keep = keep & (x <= hi)
+        return g * keep
+
 
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    dt = dtypes.result_type(x, *(v for v in (min, max) if v is not None))
+    dt = result_type(x, *(v for v in (min, max) if v is not None))
     if dt is not x.dtype:  # clamp(int_tensor, 0.5) is a float tensor, as in torch
         x = cast(x, dt)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -628,79 +871,214 @@ class Where(Function):
                 Where.apply(cond, g, zero) if na else None,
                 Where.apply(cond, zero, g) if nb else None)
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        cond = ctx.saved_array(0)
+        _, na, nb = ctx.needs_input_grad
+        xp, zero = _xp(g), g.dtype.type(0)
+        return None, xp.where(cond, g, zero) if na else None, xp.where(cond, zero, g) if nb else None
+
 
 def where(cond, a, b):
     if not isinstance(cond, Tensor):
         raise TypeError("where: condition must be a bool Tensor")
     if cond.data.dtype != np.bool_:
-        cond = cast(cond, dtypes.bool_)
+        cond = cast(cond, bool_)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        dt = dtypes.result_type(a, b)
+        dt = result_type(a, b)
         a = as_tensor_like(a, cond, dt)
     a, b = binary_operands(a, b, "where")
     return Where.apply(cond, a, b)
 
 
 # ---------------------------------------------------------------- comparisons and logic
-def _compare(name, fn):
-    cls = type(name.capitalize(), (Function,), {
-        "name": name,
-        "forward": staticmethod(lambda ctx, a, b: fn(_xp(a), a, b)),
-        "backward": staticmethod(lambda ctx, g: (None, None)),
-    })
+class _Predicate(Function):
+    """A bool-valued op: no gradient flows through it."""
 
-    def op(a, b):
-        a, b = binary_operands(a, b, name)
-        return cls.apply(a, b)
-    op.__name__ = name
-    return op
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) * len(ctx.edges)
 
 
-eq = _compare("eq", lambda xp, a, b: a == b)
-ne = _compare("ne", lambda xp, a, b: a != b)
-lt = _compare("lt", lambda xp, a, b: a < b)
-le = _compare("le", lambda xp, a, b: a <= b)
-gt = _compare("gt", lambda xp, a, b: a > b)
-ge = _compare("ge", lambda xp, a, b: a >= b)
-logical_and = _compare("logical_and", lambda xp, a, b: xp.logical_and(a, b))
-logical_or = _compare("logical_or", lambda xp, a, b: xp.logical_or(a, b))
-logical_xor = _compare("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
+class Eq(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a == b
 
 
-def _bitwise(name, fn):
+class Ne(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a != b
+
+
+class Lt(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a < b
+
+
+class Le(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a <= b
+
+
+class Gt(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a > b
+
+
+class Ge(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a >= b
+
+
+class LogicalAnd(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).logical_and(a, b)
+
+
+class LogicalOr(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).logical_or(a, b)
+
+
+class LogicalXor(_Predicate):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).logical_xor(a, b)
+
+
+class LogicalNot(_Predicate):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).logical_not(x)
+
+
+class Isfinite(_Predicate):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).isfinite(x)
+
+
+class Isnan(_Predicate):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).isnan(x)
+
+
+class Isinf(_Predicate):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).isinf(x)
+
+
+def eq(a, b):
+    return Eq.apply(*binary_operands(a, b, "eq"))
+
+
+def ne(a, b):
+    return Ne.apply(*binary_operands(a, b, "ne"))
+
+
+def lt(a, b):
+    return Lt.apply(*binary_operands(a, b, "lt"))
+
+
+def le(a, b):
+    return Le.apply(*binary_operands(a, b, "le"))
+
+
+def gt(a, b):
+    return Gt.apply(*binary_operands(a, b, "gt"))
+
+
+def ge(a, b):
+    return Ge.apply(*binary_operands(a, b, "ge"))
+
+def logical_and(a, b):
+    return LogicalAnd.apply(*binary_operands(a, b, "logical_and"))
+
+
+def logical_or(a, b):
+    return LogicalOr.apply(*binary_operands(a, b, "logical_or"))
+
+
+def logical_xor(a, b):
+    return LogicalXor.apply(*binary_operands(a, b, "logical_xor"))
+
+def logical_not(x):
+    return LogicalNot.apply(x)
+
+
+def isfinite(x):
+    return Isfinite.apply(x)
+
+
+def isnan(x):
+    return Isnan.apply(x)
+
+
+def isinf(x):
+    return Isinf.apply(x)
+
+
+class _Bitwise(_Predicate):
     """Bitwise ops on integer and bool tensors (logical on bool), as torch's &, |, ^, ~."""
-    def op(*args):
+
+    @classmethod
+    def call(cls, *args):
         for t in args:
             if isinstance(t, Tensor) and t.data.dtype.kind not in "biu":
-                raise TypeError(f"{name}: only integer and bool tensors are supported, got "
+                raise TypeError(f"{cls.name}: only integer and bool tensors are supported, got "
                                 f"{t.dtype.name}")
-        return impl(*args)
-    impl = _compare(name, fn) if name != "bitwise_not" else _predicate(name, fn)
-    op.__name__ = name
-    return op
+        if len(args) == 1:
+            return cls.apply(*args)
+        return cls.apply(*binary_operands(*args, cls.name))
 
 
-def _predicate(name, fn):
-    cls = type(name.capitalize(), (Function,), {
-        "name": name,
-        "forward": staticmethod(lambda ctx, x: fn(_xp(x), x)),
-        "backward": staticmethod(lambda ctx, g: None),
-    })
-
-    def op(x):
-        return cls.apply(x)
-    op.__name__ = name
-    return op
+class BitwiseAnd(_Bitwise):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).bitwise_and(a, b)
 
 
-logical_not = _predicate("logical_not", lambda xp, x: xp.logical_not(x))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x))
-isnan = _predicate("isnan", lambda xp, x: xp.isnan(x))
-isinf = _predicate("isinf", lambda xp, x: xp.isinf(x))
-bitwise_and = _bitwise("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b))
-bitwise_or = _bitwise("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b))
-bitwise_xor = _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b))
-bitwise_not = _bitwise("bitwise_not", lambda xp, x: xp.invert(x))
+class BitwiseOr(_Bitwise):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).bitwise_or(a, b)
+
+
+class BitwiseXor(_Bitwise):
+    @staticmethod
+    def forward(ctx, a, b):
+        return _xp(a).bitwise_xor(a, b)
+
+
+class BitwiseNot(_Bitwise):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).invert(x)
+
+
+def bitwise_and(a, b):
+    return BitwiseAnd.call(a, b)
+
+
+def bitwise_or(a, b):
+    return BitwiseOr.call(a, b)
+
+def bitwise_xor(a, b):
+    return BitwiseXor.call(a, b)
+
+
+def bitwise_not(x):
+    return BitwiseNot.call(x)
 
 
 # ---------------------------------------------------------------- remainder
@@ -720,6 +1098,12 @@ class Remainder(Function):
         quotient = Tensor._make(_xp(a.data).floor(a.data / b.data), g._device, False)
         return (g if na else None), (-(g * quotient) if nb else None)
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        a, b = ctx.saved_arrays
+        na, nb = ctx.needs_input_grad
+        return (g if na else None), (-(g * _xp(a).floor(a / b)) if nb else None)
+
 
 def remainder(a, b):
     a, b = binary_operands(a, b, "remainder")
@@ -727,23 +1111,60 @@ def remainder(a, b):
 
 
 # ---------------------------------------------------------------- rounding
-def _rounding(name, fn):
+class _Rounding(Function):
     """A piecewise-constant op: its gradient is zero almost everywhere (as in torch)."""
-    cls = type(name.capitalize(), (Function,), {
-        "name": name,
-        "forward": staticmethod(lambda ctx, x: fn(_xp(x), x)),
-        "backward": staticmethod(lambda ctx, g: mul(g, 0.0)),
-    })
 
-    def op(x):
+    @classmethod
+    def call(cls, x):
         if x.data.dtype.kind != "f":
             return x  # integers are already whole
         return cls.apply(x)
-    op.__name__ = name
-    return op
+
+    @staticmethod
+    def backward(ctx, g):
+        return mul(g, 0.0)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g * 0.0
 
 
-floor = _rounding("floor", lambda xp, x: xp.floor(x))
-ceil = _rounding("ceil", lambda xp, x: xp.ceil(x))
-trunc = _rounding("trunc", lambda xp, x: xp.trunc(x))
-round_ = _rounding("round", lambda xp, x: xp.round(x))  # half to even, like torch.round
+class Floor(_Rounding):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).floor(x)
+
+
+class Ceil(_Rounding):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).ceil(x)
+
+
+class Trunc(_Rounding):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).trunc(x)
+
+
+class Round(_Rounding):
+    @staticmethod
+    def forward(ctx, x):
+        return _xp(x).round(x)  # half to even, like torch.round
+
+
+def floor(x):
+    return Floor.call(x)
+
+
+def ceil(x):
+    return Ceil.call(x)
+
+
+def trunc(x):
+    return Trunc.call(x)
+
+
+def round_(x):
+    return Round.call(x)
+

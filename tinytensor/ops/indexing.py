@@ -5,9 +5,11 @@ appears twice receives both contributions.
 """
 import numpy as np
 
-from ..function import Function
-from ..tensor import Tensor
-from .movement import norm_dim, reshape, _where
+from ..core.function import Function
+from ..core.tensor import Tensor
+from .elementwise import as_tensor_like, cast, where
+from .inplace import apply_inplace
+from .movement import _where, broadcast_shapes, norm_dim, pad as pad_, reshape
 
 
 def _xp(a):
@@ -233,8 +235,6 @@ class IndexPut(Function):
 
 
 def setitem(x, key, value):
-    from .elementwise import as_tensor_like, cast
-    from .inplace import apply_inplace
     key, advanced = normalize_key(x, key, "setitem")
     value = as_tensor_like(value, x) if not isinstance(value, Tensor) else cast(value, x.dtype)
     if value.device is not x.device:
@@ -321,7 +321,6 @@ class ScatterAdd(Function):
             gsrc = _GatherOp.apply(g, index, dim=ctx.attrs["dim"])
             src_shape = ctx.in_meta[2][0]
             if gsrc.shape != src_shape:  # src may be larger than index: pad with zeros
-                from .movement import pad as pad_
                 widths = []
                 for s, t in zip(reversed(gsrc.shape), reversed(src_shape)):
                     widths += [0, t - s]
@@ -334,17 +333,13 @@ def scatter_add(x, dim, index, src):
     if any(i > s for i, s in zip(index.shape, src.shape)):
         raise ValueError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
                          f"{tuple(src.shape)}{_where()}")
-    from .elementwise import cast
     return ScatterAdd.apply(x, index, cast(src, x.dtype), dim=d)
 
 
 # ---------------------------------------------------------------- masks and lookups
 def masked_fill(x, mask, value):
-    from .elementwise import where
     if not isinstance(mask, Tensor) or mask.data.dtype != np.bool_:
         raise TypeError("masked_fill: mask must be a bool Tensor")
-    from .elementwise import as_tensor_like
-    from .movement import broadcast_shapes
     if broadcast_shapes(x.shape, mask.shape, op="masked_fill") != x.shape:
         raise ValueError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
                          f"tensor's shape {tuple(x.shape)}{_where()}")
@@ -382,7 +377,6 @@ def embedding(ids, weight, padding_idx=None):
     out = _get(weight, key, advanced)
     if padding_idx is not None and weight.requires_grad:
         # the padding row gets no gradient: route its lookups through a constant
-        from .elementwise import where
         keep = (ids != padding_idx).unsqueeze(-1)
         out = where(keep, out, out.detach())
     return out

@@ -7,8 +7,10 @@ value and the result is written back, and the tensor takes the new node as its g
 """
 import numpy as np
 
-from ..autograd import STATE, no_grad
-from ..tensor import Tensor
+from ..core.grad_mode import STATE, no_grad
+from ..core.tensor import Tensor
+from .elementwise import add, as_tensor_like, clamp, clone, div, mul, sub, where
+from .movement import expand
 
 
 def apply_inplace(x, op, fn, *others):
@@ -30,7 +32,6 @@ def apply_inplace(x, op, fn, *others):
             f"{op}: in-place modification of a tensor that shares memory with a view, while "
             "autograd records it, is not supported (its views would keep stale history); "
             "use an out-of-place op or .clone() first")
-    from .elementwise import clone
     out = fn(clone(x), *others)
     if any(out is o for o in others):
         # copy_/fill_ of a same-shape tensor hand back that tensor: x needs a node of its
@@ -39,7 +40,6 @@ def apply_inplace(x, op, fn, *others):
     if x.requires_grad and not out.requires_grad:
         # the new value ignores the old one (zero_, fill_, copy_ of a constant): like torch,
         # x stays in the graph, and its history gets a zero gradient
-        from .elementwise import where
         old = clone(x)
         out = where(Tensor._make(x.device.xp.zeros(x.shape, dtype=bool), x.device, False), old, out)
     _write(x, out, op)
@@ -62,38 +62,30 @@ def _write(x, out, op):
 
 
 def add_(x, other, alpha=None):
-    from .elementwise import add
     return apply_inplace(x, "add_", lambda t, o: add(t, o, alpha=alpha), other)
 
 
 def sub_(x, other, alpha=None):
-    from .elementwise import sub
     return apply_inplace(x, "sub_", lambda t, o: sub(t, o, alpha=alpha), other)
 
 
 def mul_(x, other):
-    from .elementwise import mul
     return apply_inplace(x, "mul_", mul, other)
 
 
 def div_(x, other):
-    from .elementwise import div
     return apply_inplace(x, "div_", div, other)
 
 
 def clamp_(x, min=None, max=None):
-    from .elementwise import clamp
     return apply_inplace(x, "clamp_", lambda t: clamp(t, min, max))
 
 
 def masked_fill_(x, mask, value):
-    from .indexing import masked_fill
-    return apply_inplace(x, "masked_fill_", lambda t: masked_fill(t, mask, value))
+    return apply_inplace(x, "masked_fill_", lambda t: t.masked_fill(mask, value))  # indexing lies above: via the method
 
 
 def fill_(x, value):
-    from .elementwise import as_tensor_like
-    from .movement import expand
     v = as_tensor_like(value, x) if not isinstance(value, Tensor) else value.to(x.dtype)
     return apply_inplace(x, "fill_", lambda t, val: expand(val, *t.shape), v)
 
@@ -103,7 +95,6 @@ def zero_(x):
 
 
 def copy_(x, src):
-    from .movement import expand
     if not isinstance(src, Tensor):
         src = Tensor(src, device=x.device)
     if src.device is not x.device:

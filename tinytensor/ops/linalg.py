@@ -1,9 +1,10 @@
 """matmul (PyTorch semantics: 1-D, 2-D, batched, broadcast batch dims) and einsum."""
 import numpy as np
 
-from ..autograd import plain
-from ..function import Function
-from .elementwise import binary_operands
+from ..core.function import Function
+from ..dtypes import promote
+from ..messages import plain
+from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
 
@@ -161,11 +162,9 @@ class Einsum(Function):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    from .. import dtypes
-    from .elementwise import cast
     dt = operands[0].dtype
     for x in operands[1:]:
-        dt = dtypes.promote(dt, x.dtype)
+        dt = promote(dt, x.dtype)
     operands = [cast(x, dt) for x in operands]
     terms, out, _ = _parse_einsum(equation, operands)
     return Einsum.apply(*operands, terms=tuple(terms), output=out)

@@ -4,9 +4,9 @@ Written as compositions of primitive ops, so every order of gradient comes for f
 the fused cross-entropy kernel (later) keeps this as its reference decomposition."""
 import numpy as np
 
-from ..autograd import plain
+from ..messages import plain
 from ..kernels import cross_entropy as _k_ce, fusion as _fusion
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .elementwise import cast, eq, ne, softplus, where
 from .indexing import gather, getitem
 from .movement import movedim, squeeze, unsqueeze, _where

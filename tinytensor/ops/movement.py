@@ -8,9 +8,13 @@ import builtins
 
 import numpy as np
 
-from ..autograd import STATE, plain
-from ..function import Function
-from ..tensor import Tensor
+from ..core.function import Function
+from ..core.grad_mode import STATE
+from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
+from ..core.tensor import Tensor
+from ..dtypes import promote
+from ..messages import plain
+from .elementwise import cast, clone
 
 
 def _xp(a):
@@ -61,44 +65,6 @@ def broadcast_shapes(*shapes, op="broadcast"):
 
 
 # ---------------------------------------------------------------- broadcasting
-class SumTo(Function):
-    """Sum a broadcast gradient back to the shape it was broadcast from."""
-    name = "sum_to"
-
-    @staticmethod
-    def forward(ctx, x, shape):
-        lead = x.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1)
-        out = x.sum(axis=axes, keepdims=True) if axes else x
-        if lead:
-            out = out.reshape(shape)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return expand(g, ctx.in_meta[0][0])
-
-
-def sum_to(x, shape):
-    shape = tuple(shape)
-    if x.shape == shape:
-        return x
-    return SumTo.apply(x, shape=shape)
-
-
-class Expand(Function):
-    is_view = True
-
-    @staticmethod
-    def forward(ctx, x, shape):
-        return _xp(x).broadcast_to(x, shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        return sum_to(g, ctx.in_meta[0][0])
-
-
 def expand(x, *sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
@@ -301,11 +267,9 @@ def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
-    from .elementwise import cast
-    from .. import dtypes
     dt = tensors[0].dtype
     for t in tensors[1:]:
-        dt = dtypes.promote(dt, t.dtype)
+        dt = promote(dt, t.dtype)
     tensors = [cast(t, dt) for t in tensors]
     ref = tensors[0]
     d = norm_dim(dim, ref.ndim, "cat")
@@ -334,7 +298,6 @@ def stack(tensors, dim=0):
 
 
 def split(x, split_size_or_sections, dim=0):
-    from .indexing import getitem
     d = norm_dim(dim, x.ndim, "split")
     n = x.shape[d]
     if isinstance(split_size_or_sections, (int, np.integer)):
@@ -350,7 +313,7 @@ def split(x, split_size_or_sections, dim=0):
     out, start = [], 0
     for s in sizes:
         idx = (slice(None),) * d + (slice(start, start + s),)
-        out.append(getitem(x, idx))
+        out.append(x[idx])
         start += s
     return tuple(out)
 
@@ -438,8 +401,7 @@ class Repeat(Function):
         for r, s in zip(reps, shape):
             split_shape += [r, s]
         g = reshape(g, split_shape)
-        from .reduce import sum as sum_
-        g = sum_(g, dim=tuple(range(0, 2 * len(reps), 2)))
+        g = g.sum(dim=tuple(range(0, 2 * len(reps), 2)))  # reduce lies above movement: via the method
         return reshape(g, ctx.in_meta[0][0])
 
 
@@ -475,9 +437,8 @@ def repeat_interleave(x, repeats, dim=None):
                              f"entry of dimension {dim} (size {shape[d]}), got {counts.tolist()}"
                              f"{_where()}")
         if counts.size != 1:  # per-entry counts: a gather along dim
-            from .indexing import getitem
             index = np.repeat(np.arange(shape[d]), counts)
-            return getitem(x, (slice(None),) * d + (x.device.xp.asarray(index),))
+            return x[(slice(None),) * d + (x.device.xp.asarray(index),)]
         repeats = counts[0]
     repeats = int(repeats)
     if repeats < 0:
@@ -495,9 +456,8 @@ class Pad(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from .indexing import getitem
         idx = tuple(slice(lo, lo + s) for (lo, _), s in zip(ctx.attrs["widths"], ctx.in_meta[0][0]))
-        return getitem(g, idx)
+        return g[idx]
 
 
 def pad(x, pad, mode="constant", value=0.0):
@@ -508,7 +468,6 @@ def pad(x, pad, mode="constant", value=0.0):
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")
     if any(p < 0 for p in pad):
-        from .indexing import getitem
         # negative padding crops: crop first, then pad with the non-negative part
         idx = [slice(None)] * x.ndim
         for k in range(len(pad) // 2):
@@ -518,13 +477,12 @@ def pad(x, pad, mode="constant", value=0.0):
             if x.shape[d] + builtins.min(lo, 0) + builtins.min(hi, 0) < 0:
                 raise ValueError(f"pad: pads {pad} crop dimension {d} of shape {tuple(x.shape)} "
                                  f"below size 0{_where()}")
-        x = getitem(x, tuple(idx))
+        x = x[tuple(idx)]
         pad = tuple(builtins.max(p, 0) for p in pad)
     widths = [(0, 0)] * x.ndim
     for k in range(len(pad) // 2):
         widths[x.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
     if all(w == (0, 0) for w in widths):
-        from .elementwise import clone
         return clone(x)  # a new tensor, as in torch: writing into it must not change x
     return Pad.apply(x, widths=tuple(widths), value=value)
 
@@ -567,7 +525,6 @@ def contiguous(x):
     flags = x.data.flags
     if flags.c_contiguous and getattr(flags, "writeable", True):
         return x
-    from .elementwise import clone
     return clone(x)
 
 
@@ -581,7 +538,6 @@ def t(x):
 
 def narrow(x, dim, start, length):
     """x sliced to [start, start + length) along dim (a view), like torch.narrow."""
-    from .indexing import getitem
     d = norm_dim(dim, x.ndim, "narrow")
     n = x.shape[d]
     if start < 0:
@@ -589,11 +545,10 @@ def narrow(x, dim, start, length):
     if not (0 <= start <= n and 0 <= length <= n - start):
         raise IndexError(f"narrow: start {start} and length {length} do not fit dimension {dim} "
                          f"of size {n} (shape {tuple(x.shape)}){_where()}")
-    return getitem(x, (slice(None),) * d + (slice(start, start + length),))
+    return x[(slice(None),) * d + (slice(start, start + length),)]
 
 
 def select(x, dim, index):
     """x indexed at `index` along dim, which is removed, like torch.select."""
-    from .indexing import getitem
     d = norm_dim(dim, x.ndim, "select")
-    return getitem(x, (slice(None),) * d + (int(index),))
+    return x[(slice(None),) * d + (int(index),)]

@@ -1,18 +1,21 @@
 """Neural-network ops: softmax, log_softmax, layer_norm, rms_norm, dropout, linear.
 
-softmax, log_softmax and the normalizations are single ops. Their first-order backward
-runs on raw arrays (fast, no graph); when the graph of the gradient is being built
-(`create_graph=True`) the same formula runs in tinytensor ops instead, so it is
-differentiable again.
+softmax, log_softmax and the normalizations are single ops, each one Function with its
+backward in tinytensor ops (differentiable again, for create_graph) and backward_arrays,
+the same first-order formula on raw arrays. The public functions take the fused kernel
+(tinytensor.kernels) when it applies and fusion is on.
 """
+import numbers
+
 import numpy as np
 
-from .. import random
-from ..autograd import STATE, plain
-from ..function import Function
+from ..core.function import Function
+from ..core.tensor import Tensor
 from ..kernels import fusion as _fusion, layer_norm as _k_norm, softmax as _k_softmax
-from ..tensor import Tensor
+from ..messages import plain
+from ..random import uniform
 from .elementwise import exp, float_operand, mul, rsqrt
+from .linalg import matmul
 from .movement import norm_dim, _where
 from .reduce import mean, sum as sum_
 
@@ -23,10 +26,6 @@ def _xp(a):
 
 def _const(arr, like):
     return Tensor._make(arr, like.device, False)
-
-
-def xp_subtract(a, b):
-    return _xp(a).subtract(a, b)
 
 
 def _rowdot(a, b, dim):
@@ -53,15 +52,16 @@ class Softmax(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        dim = ctx.attrs["dim"]
-        if not STATE.grad_enabled:  # y * (g - sum(g * y)), with one temporary
-            gd, yd = g.data, y.data
-            gx = xp_subtract(gd, _rowdot(gd, yd, dim))
-            gx *= yd
-            return _const(gx, g)
+        y = ctx.saved_tensor(0)
         gy = g * y
-        return gy - y * sum_(gy, dim=dim, keepdim=True)
+        return gy - y * sum_(gy, dim=ctx.attrs["dim"], keepdim=True)
+
+    @staticmethod
+    def backward_arrays(ctx, g):  # y * (g - sum(g * y)), with one temporary
+        y = ctx.saved_array(0)
+        gx = _xp(g).subtract(g, _rowdot(g, y, ctx.attrs["dim"]))
+        gx *= y
+        return gx
 
 
 class LogSoftmax(Function):
@@ -79,15 +79,16 @@ class LogSoftmax(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        dim = ctx.attrs["dim"]
-        if not STATE.grad_enabled:
-            xp = _xp(y.data)
-            gx = xp.exp(y.data)
-            gx *= g.data.sum(axis=dim, keepdims=True)
-            xp.subtract(g.data, gx, out=gx)
-            return _const(gx, g)
-        return g - exp(y) * sum_(g, dim=dim, keepdim=True)
+        return g - exp(ctx.saved_tensor(0)) * sum_(g, dim=ctx.attrs["dim"], keepdim=True)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        y = ctx.saved_array(0)
+        xp = _xp(y)
+        gx = xp.exp(y)
+        gx *= g.sum(axis=ctx.attrs["dim"], keepdims=True)
+        xp.subtract(g, gx, out=gx)
+        return gx
 
 
 def softmax(x, dim=-1, dtype=None):
@@ -108,7 +109,7 @@ def log_softmax(x, dim=-1, dtype=None):
 
 # ---------------------------------------------------------------- normalization
 def _norm_dims(x, normalized_shape, op):
-    if isinstance(normalized_shape, int):
+    if isinstance(normalized_shape, numbers.Integral):  # also np.int64(4), as torch takes
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
@@ -143,15 +144,17 @@ class LayerNormCore(Function):
     def backward(ctx, g):
         x, xhat = ctx.saved_tensors
         dims, eps = ctx.attrs["dims"], ctx.attrs["eps"]
-        if not STATE.grad_enabled:
-            gd, xh = g.data, xhat.data
-            gx = gd - gd.mean(axis=dims, keepdims=True) - xh * (gd * xh).mean(axis=dims, keepdims=True)
-            return _const(gx * ctx.rstd, g)
         # differentiable form: rebuild rstd and xhat from x in ops
         xc = x - mean(x, dim=dims, keepdim=True)
         rstd = rsqrt(mean(xc * xc, dim=dims, keepdim=True) + eps)
         xh = xc * rstd
         return rstd * (g - mean(g, dim=dims, keepdim=True) - xh * mean(g * xh, dim=dims, keepdim=True))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        xh, dims = ctx.saved_array(1), ctx.attrs["dims"]
+        gx = g - g.mean(axis=dims, keepdims=True) - xh * (g * xh).mean(axis=dims, keepdims=True)
+        return gx * ctx.rstd
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -186,12 +189,14 @@ class RMSNormCore(Function):
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         dims, eps = ctx.attrs["dims"], ctx.attrs["eps"]
-        if not STATE.grad_enabled:
-            gd, yd = g.data, y.data
-            return _const((gd - yd * (gd * yd).mean(axis=dims, keepdims=True)) * ctx.rrms, g)
         rrms = rsqrt(mean(x * x, dim=dims, keepdim=True) + eps)
         yh = x * rrms
         return rrms * (g - yh * mean(g * yh, dim=dims, keepdim=True))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        y, dims = ctx.saved_array(1), ctx.attrs["dims"]
+        return (g - y * (g * y).mean(axis=dims, keepdims=True)) * ctx.rrms
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -217,14 +222,13 @@ def dropout(x, p=0.5, training=True):
         return x
     if p == 1.0:
         return x * 0.0
-    keep = random.uniform(x.device, x.shape, x.dtype) >= p
+    keep = uniform(x.device, x.shape, x.dtype) >= p
     scale = (keep * (1.0 / (1.0 - p))).astype(x.data.dtype)
     return mul(x, _const(scale, x))
 
 
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
-    from .linalg import matmul
     if weight.ndim not in (1, 2) or x.ndim == 0 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input shape {tuple(x.shape)} does not match weight shape "
                          f"{tuple(weight.shape)} (need a 1-d or 2-d weight whose last dimension, "

@@ -4,14 +4,17 @@ NumPy's `axis`/`keepdims` are accepted as aliases. As in torch, an empty dim tup
 reduces every dim, and a 0-d tensor accepts dim 0 / -1."""
 import builtins
 import math
+import numbers
 
 import numpy as np
 
-from ..autograd import plain
-from ..function import Function
-from ..tensor import Tensor
-from .elementwise import cast, eq, exp, float_operand, mul, sign, where, abs_ as absolute
-from .movement import expand, norm_dims, reshape, norm_dim, _where
+from ..messages import plain
+from ..core.function import Function
+from ..core.tensor import Tensor
+from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
+                          minimum, mul, sign, where)
+from .indexing import gather
+from .movement import _where, expand, flip, norm_dim, norm_dims, reshape
 
 
 def _xp(a):
@@ -188,14 +191,11 @@ def _max_min(x, dim, keepdim, axis, keepdims, op, arg_fn, full_fn):
             raise TypeError(f"{op}: keepdim requires dim")
         return full_fn(x)
     if isinstance(dim, Tensor):  # x.max(other): elementwise, as torch allows
-        from .elementwise import maximum, minimum
         return (maximum if op == "max" else minimum)(x, dim)
     d = norm_dim(dim, x.ndim, op)
     if x.ndim == 0:  # torch allows dim 0 / -1 here: the value itself at index 0
-        from .elementwise import clone
         return ValuesIndices((clone(x), arg_fn(x, d, keepdim=keepdim)))
     _check_nonempty(x, (d,), op)
-    from .indexing import gather
     idx = arg_fn(x, d, keepdim=True)
     values = gather(x, d, idx)  # the gradient goes to the chosen index, as in torch
     if not keepdim:
@@ -258,7 +258,6 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     denom = n - correction
     if denom > 0:
         return mul(ss, 1.0 / denom)
-    from .elementwise import div
     return div(ss, 0.0)  # like torch: ss / max(0, n - correction), inf or nan
 
 
@@ -381,7 +380,7 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
         p = 2
     if p == "inf":
         p = float("inf")
-    if not isinstance(p, (int, float)) or p <= 0:
+    if not isinstance(p, numbers.Real) or p <= 0:  # numbers.Real: also np.float32(3)
         raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {plain(p)!r}")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
     if x.data.dtype == np.float16:  # powers of halves overflow: compute in float32, as torch
@@ -410,7 +409,6 @@ class Cumsum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from .movement import flip
         d = ctx.attrs["dim"]
         return flip(Cumsum.apply(flip(g, d), dim=d), d)
 
@@ -426,6 +424,5 @@ def cumsum(x, dim=None, dtype=None, axis=None):
     elif x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
         x = cast(x, "int64")  # like torch: integer sums accumulate in int64
     if x.ndim == 0:  # NumPy would return shape (1,)
-        from .elementwise import clone
         return clone(x)
     return Cumsum.apply(x, dim=dim)

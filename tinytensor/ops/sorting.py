@@ -1,6 +1,6 @@
 """sort, argsort and topk. Values are gathered at the sorting indices, so their gradient
 scatters back to the positions they came from (ties keep their original order)."""
-from ..tensor import Tensor
+from ..core.tensor import Tensor
 from .indexing import gather
 from .movement import norm_dim, _where
 from .reduce import ValuesIndices

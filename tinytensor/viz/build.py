@@ -10,8 +10,8 @@ tens of thousands of nodes.
 """
 import warnings
 
-from ..autograd import Tape
-from ..tensor import Tensor
+from ..core.node import Tape
+from ..core.tensor import Tensor
 
 
 class Vertex:

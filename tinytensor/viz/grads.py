@@ -7,8 +7,8 @@ order (1 for the gradient, 2 for the gradient of the gradient, ...), which is wh
 picture groups and colours by. create_graph=True is needed even for order 1: without
 it some backwards take raw-array fast paths that record nothing.
 """
-from ..autograd import grad, record
-from ..tensor import Tensor
+from ..core import grad, record
+from ..core.tensor import Tensor
 from .labels import ordinal
 
 _SUPERSCRIPT = {1: "", 2: "\u00b2", 3: "\u00b3"}

@@ -1,9 +1,12 @@
 // Flash attention, forward and backward (flash-attention-2 style), never forming the
 // L x S score matrix. Layout: q, o (P, L, d); k, v (P / G, S, d) with P = batch * heads
-// flattened and G query heads per key/value head (grouped-query attention); lse (P, L)
-// float32 holds the row's log2-sum-exp of the scaled scores (+inf for a row that sees no
-// key). `bias` (P, S) float32 is an optional additive key mask (key padding: 0 or -inf).
-// Causal is top-left aligned: query i sees keys j <= i.
+// flattened and G query heads per key/value head (grouped-query attention). Scores are
+// in log2 units, x = s * scale * log2(e) + bias * log2(e). `stats` (P, L) float2 holds per
+// row the max m of x and ls = log2(sum(2^(x - m))), kept apart: the backward recomputes
+// p = 2^((x - m) - ls), never 2^(x - (m + ls)), since at large scores m + ls rounds (at
+// 1e8 a float holds only multiples of 8) and p with it. A row that sees no key has
+// (m, ls) = (+inf, 0), so that every p is 0. `bias` (P, S) float32 is an optional additive
+// key mask (key padding: 0 or -inf). Causal is top-left aligned: query i sees keys j <= i.
 //
 // flash_*_mma: float16 / bfloat16, head dim D in {64, 128}, tensor cores through
 //   mma.sync.m16n8k16 with fp32 accumulation; fragments loaded with ldmatrix.
@@ -11,6 +14,19 @@
 //   and head dims the mma kernels do not take).
 
 #define LOG2E 1.4426950408889634f
+
+// x of one score, rounded the same way (no FMA contraction) in every kernel: the backward's
+// (x - m) - ls is exact only for the very x the forward took m and ls over
+__device__ __forceinline__ float score_log2(float s, float scale_log2, int has_bias, float kbias) {
+  const float x = __fmul_rn(s, scale_log2);
+  return has_bias ? __fadd_rn(x, kbias) : x;
+}
+
+__device__ __forceinline__ float key_bias(const float* brow, int key) { return __fmul_rn(brow[key], LOG2E); }
+
+__device__ __forceinline__ float2 row_stats(float m, float l) {
+  return l > 0.f ? make_float2(m, log2f(l)) : make_float2(pos_inf<float>(), 0.f);
+}
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   unsigned r;
@@ -72,7 +88,7 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int r0, int n) {
 template <class T, int D>
 __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, const T* __restrict__ k,
                                                     const T* __restrict__ v, T* __restrict__ o,
-                                                    float* __restrict__ lse, const float* __restrict__ bias,
+                                                    float2* __restrict__ stats, const float* __restrict__ bias,
                                                     int has_bias, int H, int G, int L, int S, int d,
                                                     float scale_log2, int causal) {
   constexpr int BR = 64, BC = 64, DS = D + 8;  // +8: conflict-free ldmatrix rows
@@ -129,9 +145,9 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int col = k0 + nt * 8 + t4 * 2 + e;
-          float s = sf[nt][2 * r + e] * scale_log2;
-          if (col >= S || (causal && col > row)) s = neg_inf<float>();
-          else if (has_bias) s += brow[col] * LOG2E;
+          const float s = col >= S || (causal && col > row)
+                              ? neg_inf<float>()
+                              : score_log2(sf[nt][2 * r + e], scale_log2, has_bias, has_bias ? key_bias(brow, col) : 0.f);
           sf[nt][2 * r + e] = s;
           mx = fmaxf(mx, s);
         }
@@ -184,7 +200,7 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn)
       *reinterpret_cast<unsigned*>(orow + dn * 8 + t4 * 2) = pack2(of[dn][2 * r] * inv, of[dn][2 * r + 1] * inv, T());
-    if (t4 == 0) lse[(long long)bh * L + row] = lr > 0.f ? m[r] + log2f(lr) : pos_inf<float>();
+    if (t4 == 0) stats[(long long)bh * L + row] = row_stats(m[r], lr);
   }
 }
 
@@ -194,7 +210,7 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
 template <class T, int D, int BQ>
 __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, const T* __restrict__ k,
                                                     const T* __restrict__ v, const T* __restrict__ dout,
-                                                    const float* __restrict__ lse, const float* __restrict__ dd,
+                                                    const float2* __restrict__ stats, const float* __restrict__ dd,
                                                     float* __restrict__ dq, float* __restrict__ dk,
                                                     float* __restrict__ dv, const float* __restrict__ bias,
                                                     int has_bias, int H, int G, int L, int S, int d,
@@ -207,8 +223,8 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
   T* sQ = sV + BC * DS;
   T* sO = sQ + BQ * DS;  // dO
   T* sS = sO + BQ * DS;  // dS^T (keys x queries)
-  float* sL = reinterpret_cast<float*>(sS + BC * PS);
-  float* sD = sL + BQ;
+  float2* sML = reinterpret_cast<float2*>(sS + BC * PS);  // (m, ls) per query
+  float* sD = reinterpret_cast<float*>(sML + BQ);
   const int bh = blockIdx.y, k0 = blockIdx.x * BC;
   const long long kvh = (long long)(bh / H) * (H / G) + (bh % H) / G;
   const float* brow = bias + (long long)bh * S;
@@ -224,7 +240,7 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
   const int key0 = k0 + warp * 16 + g;  // this thread's keys: key0 and key0 + 8
   float kb[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) kb[r] = has_bias && key0 + 8 * r < S ? brow[key0 + 8 * r] * LOG2E : 0.f;
+  for (int r = 0; r < 2; ++r) kb[r] = has_bias && key0 + 8 * r < S ? key_bias(brow, key0 + 8 * r) : 0.f;
   const int qstart = causal ? (k0 / BQ) * BQ : 0;  // earlier queries see none of these keys
 
   for (int q0 = qstart; q0 < L; q0 += BQ) {
@@ -233,7 +249,7 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
     load_tile<T, D, DS, BQ>(sO, dout + (long long)bh * L * D, q0, L);
     for (int i = threadIdx.x; i < BQ; i += blockDim.x) {
       const bool ok = q0 + i < L;
-      sL[i] = ok ? lse[(long long)bh * L + q0 + i] : pos_inf<float>();
+      sML[i] = ok ? stats[(long long)bh * L + q0 + i] : make_float2(pos_inf<float>(), 0.f);
       sD[i] = ok ? dd[(long long)bh * L + q0 + i] : 0.f;
     }
     __syncthreads();
@@ -261,14 +277,17 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
         mma(dpt[2 * np + 1], va, b[2], b[3], T());
       }
     }
-    // P^T = exp2(S^T * scale - lse), dS^T = P^T * (dP^T - rowsum(dO * O))
+    // P^T = exp2((x - m) - ls), dS^T = P^T * (dP^T - rowsum(dO * O))
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = key0 + (e >> 1) * 8, qi = nt * 8 + t4 * 2 + (e & 1);
         float p = 0.f;
-        if (key < S && !(causal && key > q0 + qi)) p = exp2f(st[nt][e] * scale_log2 + kb[e >> 1] - sL[qi]);
+        if (key < S && !(causal && key > q0 + qi)) {
+          const float2 ml = sML[qi];
+          p = exp2f((score_log2(st[nt][e], scale_log2, has_bias, kb[e >> 1]) - ml.x) - ml.y);
+        }
         st[nt][e] = p;
         dpt[nt][e] = p * (dpt[nt][e] - sD[qi]);
       }
@@ -357,7 +376,7 @@ __device__ __forceinline__ void load_tile_f(float* dst, const T* src, int r0, in
 template <class T, int D>
 __global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, const T* __restrict__ k,
                                                      const T* __restrict__ v, T* __restrict__ o,
-                                                     float* __restrict__ lse, const float* __restrict__ bias,
+                                                     float2* __restrict__ stats, const float* __restrict__ bias,
                                                      int has_bias, int H, int G, int L, int S, int d,
                                                      float scale_log2, int causal) {
   constexpr int DP = D + 1, R = 8, C = D / 32;
@@ -394,11 +413,11 @@ __global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, c
       for (int i = 0; i < R; ++i) s[i] += sQ[(warp * R + i) * DP + c] * kv;
     }
     const int key = k0 + lane;
-    const float kbias = has_bias && key < S ? brow[key] * LOG2E : 0.f;
+    const float kbias = has_bias && key < S ? key_bias(brow, key) : 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
       const int row = q0 + warp * R + i;
-      float x = s[i] * scale_log2 + kbias;
+      float x = score_log2(s[i], scale_log2, has_bias, kbias);
       if (key >= S || (causal && key > row)) x = neg_inf<float>();
       const float mn = fmaxf(m[i], warp_max(x));
       const float mu = mn == neg_inf<float>() ? 0.f : mn;
@@ -425,7 +444,7 @@ __global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, c
       const int c = lane + 32 * j;
       if (c < d) o[((long long)bh * L + row) * d + c] = from_float<T>(acc[i][j] * inv);
     }
-    if (lane == 0) lse[(long long)bh * L + row] = l[i] > 0.f ? m[i] + log2f(l[i]) : pos_inf<float>();
+    if (lane == 0) stats[(long long)bh * L + row] = row_stats(m[i], l[i]);
   }
 }
 
@@ -435,7 +454,7 @@ __global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, c
 template <class T, int D>
 __global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, const T* __restrict__ k,
                                                      const T* __restrict__ v, const T* __restrict__ dout,
-                                                     const float* __restrict__ lse, const float* __restrict__ dd,
+                                                     const float2* __restrict__ stats, const float* __restrict__ dd,
                                                      float* __restrict__ dq, float* __restrict__ dk,
                                                      float* __restrict__ dv, const float* __restrict__ bias,
                                                      int has_bias, int H, int G, int L, int S, int d,
@@ -448,15 +467,15 @@ __global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, c
   float* sO = sQ + 32 * DP;
   float* sP = sO + 32 * DP;  // (queries, keys), stride 33
   float* sS = sP + 32 * 33;
-  float* sL = sS + 32 * 33;
-  float* sD = sL + 32;
+  float2* sML = reinterpret_cast<float2*>(sS + 32 * 33);  // (m, ls) per query
+  float* sD = reinterpret_cast<float*>(sML + 32);
   const int bh = blockIdx.y, k0 = blockIdx.x * 32;
   const long long kvh = (long long)(bh / H) * (H / G) + (bh % H) / G;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   load_tile_f<T, D>(sK, k + kvh * S * d, k0, S, d);
   load_tile_f<T, D>(sV, v + kvh * S * d, k0, S, d);
   const int key = k0 + lane;
-  const float kbias = has_bias && key < S ? bias[(long long)bh * S + key] * LOG2E : 0.f;
+  const float kbias = has_bias && key < S ? key_bias(bias + (long long)bh * S, key) : 0.f;
   float dka[R][C], dva[R][C];
 #pragma unroll
   for (int i = 0; i < R; ++i)
@@ -469,7 +488,7 @@ __global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, c
     load_tile_f<T, D>(sO, dout + (long long)bh * L * d, q0, L, d);
     if (threadIdx.x < 32) {
       const bool ok = q0 + lane < L;
-      sL[lane] = ok ? lse[(long long)bh * L + q0 + lane] : pos_inf<float>();
+      sML[lane] = ok ? stats[(long long)bh * L + q0 + lane] : make_float2(pos_inf<float>(), 0.f);
       sD[lane] = ok ? dd[(long long)bh * L + q0 + lane] : 0.f;
     }
     __syncthreads();
@@ -488,7 +507,10 @@ __global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, c
     for (int i = 0; i < R; ++i) {
       const int qi = warp * R + i;
       float p = 0.f;
-      if (key < S && !(causal && key > q0 + qi)) p = exp2f(s[i] * scale_log2 + kbias - sL[qi]);
+      if (key < S && !(causal && key > q0 + qi)) {
+        const float2 ml = sML[qi];
+        p = exp2f((score_log2(s[i], scale_log2, has_bias, kbias) - ml.x) - ml.y);
+      }
       sP[qi * 33 + lane] = p;
       sS[qi * 33 + lane] = p * (dp[i] - sD[qi]);
     }
@@ -539,15 +561,14 @@ __global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, c
   }
 }
 
-// rowsum(dO * O) per row, one warp per row
+// rowsum(dO * O) per row, one warp per row; rows (batch * heads * queries) a 64-bit count
 template <class T>
 __global__ void __launch_bounds__(128) flash_bwd_dot(const T* __restrict__ dout, const T* __restrict__ o,
-                                                    float* __restrict__ dd, int rows, int d) {
-  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+                                                    float* __restrict__ dd, long long rows, int d) {
+  const long long row = grid_block() * blockDim.y + threadIdx.y;
   if (row >= rows) return;
   float s = 0.f;
-  for (int c = threadIdx.x; c < d; c += 32)
-    s += to_float(dout[(long long)row * d + c]) * to_float(o[(long long)row * d + c]);
+  for (int c = threadIdx.x; c < d; c += 32) s += to_float(dout[row * d + c]) * to_float(o[row * d + c]);
   s = warp_sum(s);
   if (threadIdx.x == 0) dd[row] = s;
 }

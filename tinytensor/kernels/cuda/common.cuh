@@ -1,5 +1,7 @@
 // Shared by every kernel file; pasted in front of each .cu (no include path needed), so
 // it uses no CUDA headers: fp16 and bf16 are 16-bit storage types converted with PTX.
+// Nothing instantiates a kernel for bf16 until tinytensor has a bfloat16 dtype; the
+// templates stay generic over it (cvt to and from bf16 needs sm_80).
 #pragma once
 
 struct half16 { unsigned short x; };   // IEEE binary16 storage
@@ -52,6 +54,12 @@ __device__ __forceinline__ double tt_max(double a, double b) { return fmax(a, b)
 __device__ __forceinline__ float tt_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double tt_rsqrt(double v) { return rsqrt(v); }
 
+// The index of this block in a grid of row blocks, 64-bit: x holds up to 2^31 - 1 blocks
+// and y counts the grids of those (`_cuda.grid`), so row counts past 2^31 fit. A 2-D grid
+// rather than a grid-stride loop: the loop costs the warp-per-row kernels up to 16
+// registers, and with them occupancy.
+__device__ __forceinline__ long long grid_block() { return (long long)blockIdx.y * gridDim.x + blockIdx.x; }
+
 // VEC consecutive elements moved with one load/store (VEC * sizeof(T) <= 16 bytes)
 template <class T, int VEC> struct __align__(sizeof(T) * VEC) Vec { T v[VEC]; };
 
@@ -103,10 +111,30 @@ template <class A> __device__ __forceinline__ A block_max(A v, A* buf) {
   return warp_max(v);
 }
 
-// online softmax statistics: merge (m, s) with (m2, s2), where s sums exp(x - m)
+// online softmax statistics: merge (m, s) with (m2, s2), where s sums exp(x - m). A part
+// whose max is -inf holds nothing (its s2 may be exp(-inf - -inf) = nan): it is skipped, or
+// its nan would spread over the whole row through s2 * exp(m2 - mn) = nan * 0.
 template <class A> __device__ __forceinline__ void online_merge(A& m, A& s, A m2, A s2) {
-  A mn = tt_max(m, m2);
-  if (mn == neg_inf<A>()) return;  // both empty: (-inf, 0)
-  s = s * tt_exp(m - mn) + s2 * tt_exp(m2 - mn);
+  if (m2 == neg_inf<A>()) return;
+  const A mn = tt_max(m, m2);
+  s = s * tt_exp(m - mn) + s2 * tt_exp(m2 - mn);  // m = -inf (nothing yet): s = 0 * 0 + s2
   m = mn;
+}
+
+// fold VEC consecutive values into a thread's running (m, s)
+template <class A, int VEC> __device__ __forceinline__ void online_add(A& m, A& s, const A* v) {
+  A vm = v[0];
+#pragma unroll
+  for (int j = 1; j < VEC; ++j) vm = tt_max(vm, v[j]);
+  A vs = 0;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) vs += tt_exp(v[j] - vm);
+  online_merge(m, s, vm, vs);
+}
+
+// the threads' (m, s) merged over the block: m becomes the block max, s the sum rescaled to it
+template <class A> __device__ __forceinline__ void block_online(A& m, A& s, A* buf) {
+  const A bm = block_max(m, buf);
+  s = block_sum(m == neg_inf<A>() ? A(0) : s * tt_exp(m - bm), buf);
+  m = bm;
 }

@@ -5,16 +5,21 @@
 // y = xhat * w + b. The row is read from DRAM once; the later passes hit L1/L2.
 // Backward: dx per row as forward; dw and db are column sums over rows, done by a
 // second kernel whose threads own columns (coalesced), one partial sum per row chunk.
+// Rows are a 64-bit count (a 2-D grid, `grid_block`); eps comes in the accumulator type
+// (double for double).
 
 template <class T, int VEC, bool RMS>
 __global__ void __launch_bounds__(1024) norm_fwd(const T* __restrict__ x, const T* __restrict__ w,
                                                 const T* __restrict__ b, T* __restrict__ y,
                                                 typename Acc<T>::type* __restrict__ mean_out,
                                                 typename Acc<T>::type* __restrict__ rstd_out,
-                                                int rows, int n, float eps, int has_w, int has_b) {
+                                                long long rows, int n, typename Acc<T>::type eps,
+                                                int has_w, int has_b) {
   typedef typename Acc<T>::type A;
   __shared__ A buf[32];
-  const long long off = (long long)blockIdx.x * n;
+  const long long row = grid_block();
+  if (row >= rows) return;  // the whole block
+  const long long off = row * n;
   const T* xr = x + off;
   A mu = 0;
   if (!RMS) {
@@ -34,10 +39,10 @@ __global__ void __launch_bounds__(1024) norm_fwd(const T* __restrict__ x, const 
 #pragma unroll
     for (int j = 0; j < VEC; ++j) ss += (v[j] - mu) * (v[j] - mu);
   }
-  const A rstd = tt_rsqrt(block_sum(ss, buf) / A(n) + A(eps));
+  const A rstd = tt_rsqrt(block_sum(ss, buf) / A(n) + eps);
   if (threadIdx.x == 0) {
-    mean_out[blockIdx.x] = mu;
-    rstd_out[blockIdx.x] = rstd;
+    mean_out[row] = mu;
+    rstd_out[row] = rstd;
   }
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
     A v[VEC], wv[VEC], bv[VEC];
@@ -61,11 +66,13 @@ __global__ void __launch_bounds__(1024) norm_bwd_dx(const T* __restrict__ g, con
                                                    const T* __restrict__ w,
                                                    const typename Acc<T>::type* __restrict__ mean,
                                                    const typename Acc<T>::type* __restrict__ rstd,
-                                                   T* __restrict__ dx, int rows, int n, int has_w) {
+                                                   T* __restrict__ dx, long long rows, int n, int has_w) {
   typedef typename Acc<T>::type A;
   __shared__ A buf[32];
-  const long long off = (long long)blockIdx.x * n;
-  const A mu = RMS ? A(0) : mean[blockIdx.x], rs = rstd[blockIdx.x];
+  const long long row = grid_block();
+  if (row >= rows) return;  // the whole block
+  const long long off = row * n;
+  const A mu = RMS ? A(0) : mean[row], rs = rstd[row];
   A s1 = 0, s2 = 0;
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
     A gv[VEC], xv[VEC], wv[VEC];
@@ -103,15 +110,15 @@ __global__ void __launch_bounds__(256) norm_bwd_wb(const T* __restrict__ g, cons
                                                   const typename Acc<T>::type* __restrict__ rstd,
                                                   typename Acc<T>::type* __restrict__ dw_part,
                                                   typename Acc<T>::type* __restrict__ db_part,
-                                                  int rows, int n, int rows_per_chunk) {
+                                                  long long rows, int n, long long rows_per_chunk) {
   typedef typename Acc<T>::type A;
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= n) return;
-  const int r0 = blockIdx.y * rows_per_chunk;
-  const int r1 = min(rows, r0 + rows_per_chunk);
+  const long long r0 = blockIdx.y * rows_per_chunk;
+  const long long r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
   A dw = 0, db = 0;
-  for (int r = r0; r < r1; ++r) {
-    const long long i = (long long)r * n + col;
+  for (long long r = r0; r < r1; ++r) {
+    const long long i = r * n + col;
     const A gv = to_float(g[i]);
     const A mu = RMS ? A(0) : mean[r];
     dw += gv * (to_float(x[i]) - mu) * rstd[r];

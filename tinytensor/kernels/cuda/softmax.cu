@@ -4,16 +4,20 @@
 // one read, one write, warp-shuffle reductions. Long rows: one block per row with the
 // online algorithm (a running max and a running sum rescaled whenever the max grows), so
 // the forward reads the row twice (statistics, then output) and writes it once.
+// Rows are a 64-bit count (a 2-D grid, `grid_block`).
+// log_softmax is (x - m) - log(s), never x - (m + log(s)): at |x| ~ 1e8 a float holds only
+// multiples of 8, so m + log(s) rounds back to m and the output loses log(s).
 
 // ---------------------------------------------------------------- one warp per row
 template <class T, int VEC, int MAX_ITEMS, bool LOG>
 __global__ void __launch_bounds__(128) softmax_fwd_warp(const T* __restrict__ x, T* __restrict__ y,
-                                                       int rows, int n) {
+                                                       long long rows, int n) {
   typedef typename Acc<T>::type A;
-  const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+  const int lane = threadIdx.x;
+  const long long row = grid_block() * blockDim.y + threadIdx.y;
   if (row >= rows) return;
-  const T* xr = x + (long long)row * n;
-  T* yr = y + (long long)row * n;
+  const T* xr = x + row * n;
+  T* yr = y + row * n;
   A v[MAX_ITEMS][VEC];
   A m = neg_inf<A>();
 #pragma unroll
@@ -39,13 +43,13 @@ __global__ void __launch_bounds__(128) softmax_fwd_warp(const T* __restrict__ x,
       if (!LOG) v[i][j] = e;
     }
   s = warp_sum(s);
-  const A r = LOG ? m + tt_log(s) : A(1) / s;
+  const A r = LOG ? tt_log(s) : A(1) / s;
 #pragma unroll
   for (int i = 0; i < MAX_ITEMS; ++i) {
     const int c = (i * 32 + lane) * VEC;
     if (c < n) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[i][j] = LOG ? v[i][j] - r : v[i][j] * r;
+      for (int j = 0; j < VEC; ++j) v[i][j] = LOG ? (v[i][j] - m) - r : v[i][j] * r;
       store_vec<T, VEC>(yr + c, v[i]);
     }
   }
@@ -54,11 +58,12 @@ __global__ void __launch_bounds__(128) softmax_fwd_warp(const T* __restrict__ x,
 // softmax: dx = y * (g - sum(g * y));  log_softmax: dx = g - exp(y) * sum(g)
 template <class T, int VEC, int MAX_ITEMS, bool LOG>
 __global__ void __launch_bounds__(128) softmax_bwd_warp(const T* __restrict__ g, const T* __restrict__ y,
-                                                       T* __restrict__ dx, int rows, int n) {
+                                                       T* __restrict__ dx, long long rows, int n) {
   typedef typename Acc<T>::type A;
-  const int row = blockIdx.x * blockDim.y + threadIdx.y, lane = threadIdx.x;
+  const int lane = threadIdx.x;
+  const long long row = grid_block() * blockDim.y + threadIdx.y;
   if (row >= rows) return;
-  const long long off = (long long)row * n;
+  const long long off = row * n;
   A gv[MAX_ITEMS][VEC], yv[MAX_ITEMS][VEC];
   A dot = 0;
 #pragma unroll
@@ -87,44 +92,38 @@ __global__ void __launch_bounds__(128) softmax_bwd_warp(const T* __restrict__ g,
 // ---------------------------------------------------------------- one block per row
 template <class T, int VEC, bool LOG>
 __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) softmax_fwd_block(const T* __restrict__ x, T* __restrict__ y,
-                                                         int rows, int n) {
+                                                         long long rows, int n) {
   typedef typename Acc<T>::type A;
   __shared__ A buf[32];
-  const long long off = (long long)blockIdx.x * n;
-  const T* xr = x + off;
-  T* yr = y + off;
+  const long long row = grid_block();
+  if (row >= rows) return;  // the whole block
+  const T* xr = x + row * n;
+  T* yr = y + row * n;
   A m = neg_inf<A>(), s = 0;
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
     A v[VEC];
     load_vec<T, VEC>(xr + c, v);
-    A vm = v[0];
-#pragma unroll
-    for (int j = 1; j < VEC; ++j) vm = tt_max(vm, v[j]);
-    A vs = 0;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) vs += tt_exp(v[j] - vm);
-    online_merge(m, s, vm, vs);
+    online_add<A, VEC>(m, s, v);
   }
-  // merge the threads' (m, s): the block max first, then every sum rescaled to it
-  const A bm = block_max(m, buf);
-  s = m == neg_inf<A>() ? A(0) : s * tt_exp(m - bm);
-  s = block_sum(s, buf);
-  const A r = LOG ? bm + tt_log(s) : A(1) / s;
+  block_online(m, s, buf);
+  const A r = LOG ? tt_log(s) : A(1) / s;
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
     A v[VEC];
     load_vec<T, VEC>(xr + c, v);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = LOG ? v[j] - r : tt_exp(v[j] - bm) * r;
+    for (int j = 0; j < VEC; ++j) v[j] = LOG ? (v[j] - m) - r : tt_exp(v[j] - m) * r;
     store_vec<T, VEC>(yr + c, v);
   }
 }
 
 template <class T, int VEC, bool LOG>
 __global__ void __launch_bounds__(sizeof(T) == 8 ? 512 : 1024) softmax_bwd_block(const T* __restrict__ g, const T* __restrict__ y,
-                                                         T* __restrict__ dx, int rows, int n) {
+                                                         T* __restrict__ dx, long long rows, int n) {
   typedef typename Acc<T>::type A;
   __shared__ A buf[32];
-  const long long off = (long long)blockIdx.x * n;
+  const long long row = grid_block();
+  if (row >= rows) return;  // the whole block
+  const long long off = row * n;
   A dot = 0;
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
     A gv[VEC], yv[VEC];

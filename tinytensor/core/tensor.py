@@ -1,24 +1,28 @@
 """`Tensor`: an array with a dtype, a device, and a place in the autograd graph.
 
-The methods here are thin: each calls an op from `tinytensor.ops` (or `functional`),
-which is where forward and backward live.
+This file holds what a tensor is (storage, dtype/device, grad, version counter,
+conversions, autograd entry points); its ops are the methods of `TensorMethods`
+(core/methods.py), each a one-line call into `tinytensor.ops`, where forward and
+backward live.
 """
+import weakref
+
 import numpy as np
 
-from . import dtypes
-from .autograd import run_backward, _default_grad
-from .device import CPU, get_device, to_device_array
+from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
+                      get_default_dtype, int32, int64)
+from ..device import CPU, device_of_array, get_device, to_device_array
+from .methods import TensorMethods, ops
 
 
-class Tensor:
+class Tensor(TensorMethods):
     __slots__ = ("data", "_device", "requires_grad", "grad", "grad_fn", "_out_index",
                  "_version", "_base", "_hooks", "name", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
-        from .creation import _to_array
         dev = get_device(device) if device is not None else None
-        arr, dev = _to_array(data, dtype, dev)
+        arr, dev = to_array(data, dtype, dev)
         self._init(arr, dev)
         if requires_grad:
             self.requires_grad_(True)
@@ -82,7 +86,7 @@ class Tensor:
 
     @property
     def dtype(self):
-        return dtypes.from_numpy_dtype(self.data.dtype)
+        return from_numpy_dtype(self.data.dtype)
 
     @property
     def device(self):
@@ -167,21 +171,20 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif isinstance(a, (dtypes.DType, np.dtype, type)) or (
+            elif isinstance(a, (DType, np.dtype, type)) or (
                     isinstance(a, str) and not a.startswith(("cpu", "cuda"))):
                 dtype = a
             else:
                 device = a
-        from .ops import elementwise as ew
         out = self
         if device is not None:
             dev = get_device(device)
             if dev is not self._device:
-                out = ew.to_device(out, dev)
+                out = ops.to_device(out, dev)
         if dtype is not None:
-            dt = dtypes.from_any(dtype)
+            dt = from_any(dtype)
             if dt is not out.dtype:
-                out = ew.cast(out, dt)
+                out = ops.cast(out, dt)
         if copy and out is self:
             out = self.clone()
         return out
@@ -193,22 +196,22 @@ class Tensor:
         return self.to("cuda" if index is None else f"cuda:{index}")
 
     def float(self):
-        return self.to(dtypes.float32)
+        return self.to(float32)
 
     def double(self):
-        return self.to(dtypes.float64)
+        return self.to(float64)
 
     def half(self):
-        return self.to(dtypes.float16)
+        return self.to(float16)
 
     def long(self):
-        return self.to(dtypes.int64)
+        return self.to(int64)
 
     def int(self):
-        return self.to(dtypes.int32)
+        return self.to(int32)
 
     def bool(self):
-        return self.to(dtypes.bool_)
+        return self.to(bool_)
 
     def type_as(self, other):
         return self.to(other.dtype)
@@ -235,11 +238,11 @@ class Tensor:
         return self
 
     def clone(self):
-        from .ops import elementwise as ew
-        return ew.clone(self)
+        return ops.clone(self)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""
+        from .engine import _default_grad, run_backward  # the engine makes Tensors: it imports this module
         g = _default_grad(self, gradient, "backward")
         if retain_graph is None:
             retain_graph = create_graph
@@ -260,7 +263,6 @@ class Tensor:
         node = self.grad_fn
         if node.retained is None:
             node.retained = {}
-        import weakref
         node.retained[self._out_index] = weakref.ref(self)
 
     @property
@@ -334,13 +336,6 @@ class Tensor:
     def __reduce__(self):
         return (_rebuild, (to_device_array(self.data, CPU), str(self._device), self.requires_grad))
 
-    # ------------------------------------------------------------------ in-place
-    def _bump(self):
-        self._version[0] += 1
-
-    def _check_inplace(self, op):
-        from .ops.inplace import check_inplace
-        check_inplace(self, op)
 
 
 def _fmt_int_float(v):
@@ -357,6 +352,41 @@ def _rebuild(arr, device, requires_grad):
     return t
 
 
-from . import autograd as _autograd, function as _function  # noqa: E402
-_function.Tensor = _autograd.Tensor = Tensor
-from . import tensor_methods  # noqa: E402,F401  (attaches the op methods to Tensor)
+
+def to_array(data, dtype, device):
+    """An array for `data` on `device` (default: where data lives, else cpu)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    dt = from_any(dtype) if dtype is not None else None
+    if isinstance(data, np.generic):  # np.float64(2.0) keeps its dtype, as in torch
+        data = np.asarray(data)
+    if isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy"):
+        src_dev = device_of_array(data)
+        device = device or src_dev
+        arr = data
+        if dt is None:
+            dt = from_numpy_dtype(arr.dtype)
+    else:
+        device = device or CPU
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"tensor: cannot build a tensor from {type(data).__name__} data: "
+                             f"{e}") from None
+        if dt is None:
+            kind = arr.dtype.kind
+            if kind == "f":
+                dt = get_default_dtype()  # Python floats -> float32, like torch
+            elif kind in "iu":
+                dt = int64
+            elif kind == "b":
+                dt = bool_
+            elif arr.dtype == object or kind in "USO":
+                raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} data "
+                                f"(NumPy sees dtype {arr.dtype}); ragged or non-numeric input?")
+            else:
+                dt = from_numpy_dtype(arr.dtype)
+    arr = to_device_array(arr, device)
+    if arr.dtype != dt.np:
+        arr = arr.astype(dt.np)
+    return arr, device

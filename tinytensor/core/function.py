@@ -17,16 +17,23 @@ forward as keywords, recorded on the tape and shown in graphs. `backward` return
 gradient (or None) per positional input. Because backward is written in tinytensor ops,
 `create_graph=True` makes the gradient itself differentiable. Saving an input or an
 output keeps its place in the graph; any other saved array is a constant.
+
+An op may also define `backward_arrays(ctx, *grad_arrays)`: the same first-order
+gradient on raw arrays (returning arrays or None), read from `ctx.saved_arrays` /
+`ctx.saved_array(k)`. The engine calls it instead of `backward` when no graph of the
+gradient is built (no `create_graph`), so no Tensor is made and no op is recorded;
+`backward` still serves `create_graph` and the compiler. Ops never look at the grad
+mode themselves.
 """
 import re
 
-from .autograd import STATE, Node, check_anomaly
-from .device import array_context, device_of_array
-from .dtypes import _BY_NUMPY, from_numpy_dtype
+from numpy import may_share_memory as _may_share
 
-from numpy import may_share_memory as _may_share  # noqa: E402
-
-Tensor = None  # set by tensor.py once the class exists (avoids a circular import)
+from ..device import array_context, device_of_array
+from ..dtypes import _BY_NUMPY, from_numpy_dtype
+from .grad_mode import STATE, check_anomaly
+from .node import Node
+from .tensor import Tensor
 
 
 class _Ctx:
@@ -55,6 +62,8 @@ class Function:
     @staticmethod
     def backward(ctx, *grads):
         raise NotImplementedError
+
+    backward_arrays = None  # optional: staticmethod(ctx, *grad_arrays) -> arrays, first order only
 
     @classmethod
     def apply(cls, *inputs, **attrs):
@@ -196,7 +205,6 @@ def _forward_error(name, arrays, e):
 
 def _device_mismatch(name, inputs):
     desc = ", ".join(f"{tuple(t.shape)} on {t._device}" for t in inputs)
-    from .autograd import STATE as S
-    where = f" in {S.scope_path}" if S.scope_path else ""
+    where = f" in {STATE.scope_path}" if STATE.scope_path else ""
     raise RuntimeError(f"{name}: expected all tensors on one device, got {desc}{where}; "
                        "move them with .to(device)")

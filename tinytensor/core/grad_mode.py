@@ -1,0 +1,172 @@
+"""Grad modes, module scope and anomaly mode: the global state every op consults."""
+import contextlib
+import functools
+import inspect
+
+import numpy as np
+
+from ..messages import plain
+
+
+class _State:
+    grad_enabled = True
+    scope = []            # module path parts pushed by nn.Module.__call__
+    scope_path = ""
+    tapes = []            # active record() tapes
+    anomaly = False
+    order = 0             # derivative order of the backward being recorded (0: forward)
+
+
+STATE = _State()
+
+
+# --------------------------------------------------------------------------- grad modes
+class _GradMode:
+    """Base for context managers that are also decorators."""
+    mode = True
+
+    def __enter__(self):
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self.prev
+        return False
+
+    def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            # the body of a generator runs at each next(), after a plain wrapper has returned:
+            # enter the mode around every step instead
+            @functools.wraps(fn)
+            def gen_wrapper(*args, **kwargs):
+                gen = fn(*args, **kwargs)
+                value = None
+                while True:
+                    with self.__class__():
+                        try:
+                            item = gen.send(value)
+                        except StopIteration as stop:
+                            return stop.value
+                    value = yield item
+            return gen_wrapper
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class _NoParamGradMode(_GradMode):
+    """Also usable as a bare decorator, `@tt.no_grad`, like torch."""
+
+    def __new__(cls, fn=None):
+        if fn is None:
+            return super().__new__(cls)
+        return cls()(fn)
+
+
+class no_grad(_NoParamGradMode):
+    """Ops inside record nothing and produce tensors that do not require grad."""
+    mode = False
+
+
+class inference_mode(no_grad):
+    """torch.inference_mode's name for no_grad (tinytensor has no faster inference path)."""
+
+
+class enable_grad(_NoParamGradMode):
+    mode = True
+
+
+class set_grad_enabled(_GradMode):
+    def __init__(self, mode):
+        self.mode = bool(mode)
+        self.prev = STATE.grad_enabled
+        STATE.grad_enabled = self.mode  # takes effect as a function call too, like torch
+
+    def __enter__(self):
+        pass
+
+    def __call__(self, fn):
+        STATE.grad_enabled = self.prev
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = STATE.grad_enabled
+            STATE.grad_enabled = mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                STATE.grad_enabled = prev
+        return wrapper
+
+
+def is_grad_enabled():
+    return STATE.grad_enabled
+
+
+# --------------------------------------------------------------------------- module scope
+@contextlib.contextmanager
+def module_scope(name, absolute=False):
+    """Run ops under a module path: `name` is appended to the current path, or replaces
+    it with absolute=True (nn.Module passes its full path, `blocks.3.attn`)."""
+    prev = STATE.scope_path
+    if absolute:
+        path = name
+    else:
+        path = f"{prev}.{name}" if prev and name else (name or prev)
+    STATE.scope.append(name)
+    STATE.scope_path = path
+    try:
+        yield
+    finally:
+        STATE.scope.pop()
+        STATE.scope_path = prev
+
+
+def current_module_path():
+    return STATE.scope_path
+
+
+# --------------------------------------------------------------------------- anomaly mode
+class detect_anomaly(_GradMode):
+    """Raise at the first op whose forward or backward produces NaN or Inf."""
+
+    def __init__(self, enabled=True):
+        self.enabled = enabled
+
+    def __enter__(self):
+        self.prev = STATE.anomaly
+        STATE.anomaly = self.enabled
+
+    def __exit__(self, *exc):
+        STATE.anomaly = self.prev
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with detect_anomaly(self.enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class AnomalyError(RuntimeError):
+    pass
+
+
+def check_anomaly(node, arrays, phase):
+    for i, a in enumerate(arrays):
+        if a is None or a.dtype.kind != "f":
+            continue
+        xp = np if isinstance(a, (np.ndarray, np.generic)) else __import__("cupy")
+        if not bool(xp.isfinite(a).all()):
+            what = "NaN" if bool(xp.isnan(a).any()) else "Inf"
+            shapes = ", ".join(str(tuple(m[0])) for m in node.in_meta)
+            where = f" in {node.scope}" if node.scope else ""
+            raise AnomalyError(
+                f"detect_anomaly: {phase} of op '{node.name}'{where} produced {what} "
+                f"in {'output' if phase == 'forward' else 'gradient for input'} {i} "
+                f"(input shapes: {shapes}; attributes: {plain(node.attrs)})")

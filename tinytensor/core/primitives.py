@@ -1,0 +1,92 @@
+"""The ops the engine itself needs: undoing broadcasting (sum_to, and expand, its
+backward) and casting a gradient to its input's dtype. They are ordinary Functions, so
+a backward with `create_graph=True` through them is differentiable like any other op."""
+import numpy as np
+
+from ..dtypes import from_any, from_numpy_dtype
+from .function import Function
+
+
+def sum_to_array(a, shape):
+    """Sum array `a` over the dimensions it was broadcast along, back to `shape`."""
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and a.shape[i + lead] != 1)
+    out = a.sum(axis=axes, keepdims=True) if axes else a
+    if lead:
+        out = out.reshape(shape)
+    return out
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+
+
+class SumTo(Function):
+    """Sum a broadcast gradient back to the shape it was broadcast from."""
+    name = "sum_to"
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return sum_to_array(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return expand_to(g, ctx.in_meta[0][0])
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return _xp(g).broadcast_to(g, ctx.in_meta[0][0])
+
+
+def sum_to(x, shape):
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    return SumTo.apply(x, shape=shape)
+
+
+class Expand(Function):
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        return _xp(x).broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return sum_to(g, ctx.in_meta[0][0])
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return sum_to_array(g, ctx.in_meta[0][0])
+
+
+def expand_to(x, shape):
+    """x broadcast to `shape` (already checked: see ops.movement.expand for the user form)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    return Expand.apply(x, shape=shape)
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.src = from_numpy_dtype(x.dtype)
+        return x.astype(dtype.np)
+
+    @staticmethod
+    def backward(ctx, g):
+        return cast(g, ctx.src) if ctx.src.is_floating_point else None
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g.astype(ctx.src.np) if ctx.src.is_floating_point else None
+
+
+def cast(x, dtype):
+    dtype = from_any(dtype)
+    if x.dtype is dtype:
+        return x
+    return Cast.apply(x, dtype=dtype)
