@@ -20,18 +20,21 @@ the head then tied to the decoder's; tie_word_embeddings=False unties all, as HF
 BartModel / MarianModel, so `model.` is all that separates them from a checkpoint's names.
 """
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
+from .activations import activation
+from .config import ModelConfig, check_pad_token_id, model_config
+from .hf import SaveHF
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, generate_seq2seq
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, shift_tokens_right
 
 
 @dataclass
-class BartConfig:
+class BartConfig(ModelConfig):
     """Field names and defaults are those of HuggingFace's BartConfig."""
     vocab_size: int = 50265
     max_position_embeddings: int = 1024
@@ -63,14 +66,6 @@ class BartConfig:
     def learned_positions(self):
         return self.model_type == "bart"
 
-    @classmethod
-    def from_dict(cls, d):
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    def to_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 @dataclass
 class MarianConfig(BartConfig):
@@ -85,70 +80,44 @@ class MarianConfig(BartConfig):
     share_encoder_decoder_embeddings: bool = True
     model_type: str = "marian"
 
-    def __post_init__(self):
-        self.decoder_vocab_size = self.decoder_vocab_size or self.vocab_size
+    _DERIVED = {"decoder_vocab_size": lambda c: c.vocab_size}
 
 
-def _gelu_tanh(x):
-    return F.gelu(x, approximate="tanh")
+class _FeedForward:
+    """What encoder and decoder layers share: final_layer_norm(x + fc2(act(fc1(x))))."""
+
+    def _add_feed_forward(self, config, ffn_dim):
+        d = config.d_model
+        self.fc1 = nn.Linear(d, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, d)
+        self.final_layer_norm = nn.LayerNorm(d)
+        self.act = activation(config.activation_function, "BART/Marian", "activation_function")
+        self.dropout, self.activation_dropout = config.dropout, config.activation_dropout
+
+    def _drop(self, x):
+        return F.dropout(x, self.dropout, self.training)
+
+    def _feed_forward(self, x):
+        h = F.dropout(self.act(self.fc1(x)), self.activation_dropout, self.training)  # (B, T, ffn)
+        return self.final_layer_norm(x + self._drop(self.fc2(h)))
 
 
-_ACTIVATIONS = {  # HF's ACT2FN names
-    "gelu": F.gelu,                                                   # exact (erf)
-    "gelu_new": _gelu_tanh,
-    "gelu_pytorch_tanh": _gelu_tanh,
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-    "tanh": F.tanh,
-}
-
-
-def _check_activation(name):
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"BART/Marian: unsupported activation_function {name!r}; "
-                         f"expected one of {sorted(_ACTIVATIONS)}")
-    return name
-
-
-def shift_tokens_right(ids, pad_token_id, decoder_start_token_id):
-    """(B, T) -> (B, T): [start, ids[:, :-1]] with -100 (ignored labels) replaced by pad,
-    HF's shift_tokens_right (teacher forcing: position t sees the targets before t)."""
-    if pad_token_id is None or decoder_start_token_id is None:
-        raise ValueError("shift_tokens_right: pad_token_id and decoder_start_token_id must be set")
-    B = ids.shape[0]
-    start = tt.full((B, 1), decoder_start_token_id, dtype=ids.dtype, device=ids.device)
-    shifted = tt.cat([start, ids[:, :-1]], dim=1)                          # (B, T)
-    return tt.where(shifted == -100, tt.full_like(shifted, pad_token_id), shifted)
-
-
-def _padding(mask):
-    """(B, S) attention mask, 1 = token, 0 = padding -> bool (B, S), True = padding."""
-    return None if mask is None else mask == 0
-
-
-class EncoderLayer(nn.Module):
+class EncoderLayer(_FeedForward, nn.Module):
     def __init__(self, config):
         super().__init__()
         d = config.d_model
         self.self_attn = nn.MultiHeadAttention(d, config.encoder_attention_heads,
                                                dropout=config.attention_dropout)
         self.self_attn_layer_norm = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, config.encoder_ffn_dim)
-        self.fc2 = nn.Linear(config.encoder_ffn_dim, d)
-        self.final_layer_norm = nn.LayerNorm(d)
-        self.activation_function = _check_activation(config.activation_function)
-        self.dropout, self.activation_dropout = config.dropout, config.activation_dropout
+        self._add_feed_forward(config, config.encoder_ffn_dim)
 
     def forward(self, x, padding):  # x (B, S, d), padding (B, S) bool
         h = self.self_attn(x, key_padding_mask=padding)
-        x = self.self_attn_layer_norm(x + F.dropout(h, self.dropout, self.training))
-        h = _ACTIVATIONS[self.activation_function](self.fc1(x))          # (B, S, ffn)
-        h = F.dropout(h, self.activation_dropout, self.training)
-        return self.final_layer_norm(x + F.dropout(self.fc2(h), self.dropout, self.training))
+        x = self.self_attn_layer_norm(x + self._drop(h))
+        return self._feed_forward(x)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_FeedForward, nn.Module):
     def __init__(self, config):
         super().__init__()
         d, nh = config.d_model, config.decoder_attention_heads
@@ -156,22 +125,15 @@ class DecoderLayer(nn.Module):
         self.self_attn_layer_norm = nn.LayerNorm(d)
         self.encoder_attn = nn.MultiHeadAttention(d, nh, dropout=config.attention_dropout)
         self.encoder_attn_layer_norm = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, config.decoder_ffn_dim)
-        self.fc2 = nn.Linear(config.decoder_ffn_dim, d)
-        self.final_layer_norm = nn.LayerNorm(d)
-        self.activation_function = _check_activation(config.activation_function)
-        self.dropout, self.activation_dropout = config.dropout, config.activation_dropout
+        self._add_feed_forward(config, config.decoder_ffn_dim)
 
     def forward(self, x, padding, encoder_states, encoder_padding, self_cache=None, cross_cache=None):
         # x (B, T, d); padding (B, past + T); encoder_states (B, S, d); encoder_padding (B, S)
-        drop = lambda t: F.dropout(t, self.dropout, self.training)  # noqa: E731
         h = self.self_attn(x, key_padding_mask=padding, is_causal=True, cache=self_cache)
-        x = self.self_attn_layer_norm(x + drop(h))
+        x = self.self_attn_layer_norm(x + self._drop(h))
         h = self.encoder_attn(x, encoder_states, key_padding_mask=encoder_padding, cache=cross_cache)
-        x = self.encoder_attn_layer_norm(x + drop(h))
-        h = _ACTIVATIONS[self.activation_function](self.fc1(x))          # (B, T, ffn)
-        h = F.dropout(h, self.activation_dropout, self.training)
-        return self.final_layer_norm(x + drop(self.fc2(h)))
+        x = self.encoder_attn_layer_norm(x + self._drop(h))
+        return self._feed_forward(x)
 
 
 class _Stack(nn.Module):
@@ -221,7 +183,7 @@ class Encoder(_Stack):
 
     def forward(self, input_ids, attention_mask=None):  # (B, S) -> (B, S, d)
         x = self.embed(input_ids)
-        padding = _padding(attention_mask)
+        padding = key_padding(attention_mask)
         for layer in self.layers:
             if not self._skip(self.config.encoder_layerdrop):
                 x = layer(x, padding)
@@ -236,7 +198,7 @@ class Decoder(_Stack):
     def forward(self, input_ids, encoder_states, encoder_attention_mask=None, attention_mask=None,
                 cache=None):  # (B, T) -> (B, T, d)
         x = self.embed(input_ids, cache.length if cache is not None else 0)
-        padding, encoder_padding = _padding(attention_mask), _padding(encoder_attention_mask)
+        padding, encoder_padding = key_padding(attention_mask), key_padding(encoder_attention_mask)
         for i, layer in enumerate(self.layers):
             if cache is None and self._skip(self.config.decoder_layerdrop):
                 continue
@@ -245,7 +207,7 @@ class Decoder(_Stack):
         return x
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(Seq2SeqGenerateMixin, SaveHF, nn.Module):
     """The common model; use BART or Marian. forward(input_ids, attention_mask,
     decoder_input_ids, decoder_attention_mask, labels) -> .logits (B, T, vocab) and, with
     labels, .loss (cross-entropy over every label that is not -100; labels are NOT shifted:
@@ -255,16 +217,16 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, config=None, **overrides):
         super().__init__()
-        config = config or self.config_class()
-        for k, v in overrides.items():
-            setattr(config, k, v)
-        self.config = config
+        name = type(self).__name__
+        self.config = config = model_config(name, self.config_class, config, overrides)
         d, pad = config.d_model, config.pad_token_id
         shared = getattr(config, "share_encoder_decoder_embeddings", True)
         decoder_vocab = getattr(config, "decoder_vocab_size", None) or config.vocab_size
         if shared and decoder_vocab != config.vocab_size:
-            raise ValueError(f"{type(self).__name__}: shared embeddings need decoder_vocab_size "
+            raise ValueError(f"{name}: shared embeddings need decoder_vocab_size "
                              f"({decoder_vocab}) == vocab_size ({config.vocab_size})")
+        check_pad_token_id(name, config, *(("vocab_size",) if shared else
+                                           ("vocab_size", "decoder_vocab_size")))
         if shared:
             # registered first, so the state dict names it `shared` (not encoder.embed_tokens)
             self.shared = nn.Embedding(config.vocab_size, d, padding_idx=pad)
@@ -341,13 +303,6 @@ class EncoderDecoder(nn.Module):
     def new_cache(self):
         """Per decoder layer, self- and cross-attention keys/values (models.seq2seq)."""
         return Seq2SeqCache(self.config.decoder_layers)
-
-    def generate(self, input_ids, max_new_tokens=20, attention_mask=None, **kwargs):
-        """Greedy, sampled or beam-search (num_beams, length_penalty) decoding with a KV cache;
-        see models.seq2seq.generate_seq2seq. Returns decoder ids (B, 1 + n) starting with
-        decoder_start_token_id. HF's forced_eos_token_id / no_repeat_ngram_size are not applied."""
-        return generate_seq2seq(self, input_ids, attention_mask=attention_mask,
-                                max_new_tokens=max_new_tokens, **kwargs)
 
 
 class BART(EncoderDecoder):

@@ -69,11 +69,3 @@ DIVISIBLE = (("d_model", "encoder_attention_heads"), ("d_model", "decoder_attent
 hf.register(hf.Family("bart", "BartForConditionalGeneration", _build, to_ours, to_hf,
                       config_class=BartConfig, shapes=shapes, layers=LAYERS, divisible=DIVISIBLE,
                       ignore=("encoder.version", "decoder.version")))
-
-
-def save_hf(model, directory):
-    """Write config.json + model.safetensors that transformers' from_pretrained loads."""
-    hf.save_hf(model, directory, hf.FAMILIES[model.config.model_type])
-
-
-BART.save_hf = save_hf

@@ -18,7 +18,7 @@ Parameter names equal HF's without the `bert.` prefix of the base model (`embedd
 by name (models/bert_hf.py). `mask_tokens` is the pre-training corruption: 15% of the tokens
 selected, of those 80% -> [MASK], 10% -> a random token, 10% kept.
 """
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,11 +26,14 @@ import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
+from .activations import activation
+from .config import ModelConfig, check_pad_token_id, model_config
+from .hf import SaveHF
 from .output import ModelOutput
 
 
 @dataclass
-class BertConfig:
+class BertConfig(ModelConfig):
     """Field names are those of HuggingFace's BertConfig."""
     vocab_size: int = 30522
     hidden_size: int = 768
@@ -56,13 +59,12 @@ class BertConfig:
     def from_dict(cls, d):
         d = dict(d)
         if d.get("id2label"):
-            d["id2label"] = {int(k): v for k, v in d["id2label"].items()}
+            d["id2label"] = _label_ids(d["id2label"])
             d.setdefault("num_labels", len(d["id2label"]))
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return super().from_dict(d)
 
     def to_dict(self):
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = super().to_dict()
         # HF's config keeps the label count as id2label/label2id, not as num_labels
         id2label = d.pop("id2label") or {i: f"LABEL_{i}" for i in range(d.pop("num_labels"))}
         d.pop("num_labels", None)
@@ -71,22 +73,21 @@ class BertConfig:
         return d
 
 
-_ACTIVATIONS = {
-    "gelu": F.gelu,
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-    "swish": F.silu,
-    "tanh": F.tanh,
-}
+def _label_ids(id2label):
+    """config.json's id2label ({"0": "NEGATIVE", ...}: JSON keys are strings) with int keys."""
+    if not isinstance(id2label, dict):
+        raise ValueError(f"BertConfig: id2label must be a dict of label id -> name, got {id2label!r}")
+    out = {}
+    for key, name in id2label.items():
+        try:
+            out[int(key)] = name
+        except (TypeError, ValueError):
+            raise ValueError(f"BertConfig: id2label keys must be label ids (integers, such as "
+                             f"\"0\"), got {key!r}") from None
+    return out
+
+
 HEADS = (None, "pretraining", "mlm", "classification")
-
-
-def _activation(name):
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"BERT: unsupported hidden_act {name!r}; expected one of {sorted(_ACTIVATIONS)}")
-    return _ACTIVATIONS[name]
 
 
 class BertEmbeddings(nn.Module):
@@ -159,7 +160,7 @@ class BertIntermediate(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.act = _activation(config.hidden_act)
+        self.act = activation(config.hidden_act, "BERT", "hidden_act")
 
     def forward(self, x):
         return self.act(self.dense(x))                                           # (B, T, I)
@@ -201,7 +202,7 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act = _activation(config.hidden_act)
+        self.act = activation(config.hidden_act, "BERT", "hidden_act")
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def forward(self, x):
@@ -229,7 +230,7 @@ class BertHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2) if nsp else None
 
 
-class BERT(nn.Module):
+class BERT(SaveHF, nn.Module):
     """`forward(input_ids, attention_mask=None, token_type_ids=None, labels=None,
     next_sentence_label=None)`; attention_mask (B, T) has 1 = token, 0 = padding.
 
@@ -242,7 +243,8 @@ class BERT(nn.Module):
         super().__init__()
         if head not in HEADS:
             raise ValueError(f"BERT: head must be one of {HEADS}, got {head!r}")
-        config = replace(config or BertConfig(), **overrides)  # a copy: the caller's stays as it was
+        config = model_config("BERT", BertConfig, config, overrides)
+        check_pad_token_id("BERT", config, "vocab_size")
         if head in ("pretraining", "mlm") and not config.tie_word_embeddings:
             raise NotImplementedError("BERT: an MLM decoder untied from the word embeddings is not supported")
         self.config, self.head = config, head

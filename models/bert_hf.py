@@ -9,10 +9,8 @@ parameters gamma/beta. Like HF, heads the chosen class does not use (a pre-train
 checkpoint's pooler / NSP head loaded for masked LM) are dropped; anything else unknown is
 an error.
 """
-import copy
-
 from . import hf
-from .bert import BERT, BertConfig, mask_tokens  # noqa: F401  (mask_tokens re-exported)
+from .bert import BERT, BertConfig
 
 HEAD_OF_ARCHITECTURE = {
     "BertModel": None,
@@ -109,17 +107,9 @@ def _shapes(c, config):
 
 # buffers, not weights: position ids and the all-zero token types
 _BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# save_hf writes the HF class of the model's head (BertForMaskedLM for head='mlm', ...)
 FAMILY = hf.Family("bert", "BertForPreTraining", _build, _to_ours, _to_hf, config_class=BertConfig,
                    shapes=_shapes, layers=(("num_hidden_layers", "encoder.layer."),),
-                   divisible=(("hidden_size", "num_attention_heads"),), ignore=_BUFFERS)
+                   divisible=(("hidden_size", "num_attention_heads"),), ignore=_BUFFERS,
+                   architecture_of=lambda model: ARCHITECTURE_OF_HEAD[model.head])
 hf.register(FAMILY)
-
-
-def save_hf(model, directory):
-    """Writes the HF class matching `model.head` (BertForMaskedLM for head='mlm', ...)."""
-    family = copy.copy(FAMILY)
-    family.architecture = ARCHITECTURE_OF_HEAD[model.head]
-    hf.save_hf(model, directory, family)
-
-
-BERT.save_hf = save_hf

@@ -1,7 +1,31 @@
-"""Pieces every decoder-only model here shares: the causal + padding mask, the next-token
-loss, and `generate` (KV-cached decoding from models.generation)."""
+"""Pieces every decoder-only model here shares: the KV cache of a decoder stack, the causal
++ padding mask, the next-token loss, and `generate` (KV-cached decoding from models.generation)."""
+import nn
 import tinytensor as tt
 import tinytensor.functional as F
+
+
+class DecoderCache:
+    """The KV cache of a decoder stack: per layer, an nn.KVCache of the self-attention keys
+    and values of the positions decoded so far (`self_attn[i]`)."""
+
+    def __init__(self, num_layers):
+        self.self_attn = [nn.KVCache() for _ in range(num_layers)]
+
+    def caches(self):  # every nn.KVCache held
+        return self.self_attn
+
+    @property
+    def length(self):
+        return len(self.self_attn[0]) if self.self_attn else 0
+
+    def select(self, index):
+        """Keep the batch rows in `index` (an int array/Tensor; repeats allowed)."""
+        for cache in self.caches():
+            cache.select(index)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(layers={len(self.self_attn)}, length={self.length})"
 
 
 def causal_padding_mask(T, S, attention_mask, device, model):

@@ -9,18 +9,21 @@ Parameter names follow HuggingFace's GPT2Model/OpenAIGPTModel, so their checkpoi
 by name (their Conv1D weights are stored transposed; models/hf.py handles that).
 """
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
-from .decoder import GenerateMixin, causal_padding_mask, next_token_loss
+from .activations import activation
+from .config import ModelConfig, model_config
+from .decoder import DecoderCache, GenerateMixin, causal_padding_mask, next_token_loss
+from .hf import SaveHF
 from .output import ModelOutput
 
 
 @dataclass
-class GPTConfig:
+class GPTConfig(ModelConfig):
     """Field names are those of HuggingFace's GPT2Config (and OpenAIGPTConfig)."""
     vocab_size: int = 50257
     n_positions: int = 1024
@@ -48,17 +51,13 @@ class GPTConfig:
         d = dict(d)
         if d.get("model_type") == "openai-gpt" and "afn" in d:
             d["activation_function"] = d["afn"]
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return super().from_dict(d)
 
     def to_dict(self):
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = super().to_dict()
         if self.model_type == "openai-gpt":
             d["afn"] = d.pop("activation_function")
         return d
-
-
-_ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "none"}
 
 
 class CausalSelfAttention(nn.Module):
@@ -87,22 +86,17 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.c_proj(y))
 
 
-
-
 class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
         inner = config.n_inner or 4 * config.n_embd
         self.c_fc = nn.Linear(config.n_embd, inner)
         self.c_proj = nn.Linear(inner, config.n_embd)
-        self.approximate = _ACTIVATIONS.get(config.activation_function)
-        if self.approximate is None:
-            raise ValueError(f"GPT: unsupported activation_function {config.activation_function!r}; "
-                             f"expected one of {sorted(_ACTIVATIONS)}")
+        self.act = activation(config.activation_function, "GPT", "activation_function")
         self.dropout = nn.Dropout(config.resid_pdrop)
 
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate)))
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
 
 
 class Block(nn.Module):
@@ -122,53 +116,14 @@ class Block(nn.Module):
         return self.ln_2(x + self.mlp(x))
 
 
-class KVCache:
-    """Keys and values of the tokens seen so far, one (B, nh, S, hs) pair per layer."""
-
-    def __init__(self, n_layer):
-        self.layers = [LayerCache() for _ in range(n_layer)]
-
-    @property
-    def length(self):
-        return self.layers[0].length
-
-    def select(self, index):
-        """Keep the batch rows in `index` (beam search reorders them)."""
-        for layer in self.layers:
-            layer.select(index)
-
-
-class LayerCache:
-    def __init__(self):
-        self.k = self.v = None
-
-    @property
-    def length(self):
-        return 0 if self.k is None else self.k.shape[2]
-
-    def update(self, k, v):
-        if self.k is not None:
-            k = tt.cat([self.k, k], dim=2)
-            v = tt.cat([self.v, v], dim=2)
-        self.k, self.v = k.detach(), v.detach()
-        return k, v
-
-    def select(self, index):
-        if self.k is not None:
-            self.k, self.v = self.k[index], self.v[index]
-
-
-class GPT(GenerateMixin, nn.Module):
+class GPT(GenerateMixin, SaveHF, nn.Module):
     """Decoder-only Transformer. `forward(input_ids, attention_mask=None, labels=None)`
     returns `.logits` (B, T, vocab) and, with labels, `.loss` (next-token cross-entropy,
     labels shifted inside, -100 ignored) — the conventions of HF's *LMHeadModel."""
 
     def __init__(self, config=None, **overrides):
         super().__init__()
-        config = config or GPTConfig()
-        for k, v in overrides.items():
-            setattr(config, k, v)
-        self.config = config
+        self.config = config = model_config("GPT", GPTConfig, config, overrides)
         if not config.tie_word_embeddings:  # the head below always reuses the token embedding
             raise NotImplementedError("GPT: an lm_head untied from the token embedding "
                                       "(tie_word_embeddings=False) is not supported")
@@ -216,7 +171,7 @@ class GPT(GenerateMixin, nn.Module):
             else position_ids                                                           # (T,) | (B, T)
         x = self.drop(self.token_embedding(input_ids) + self.position_embedding(pos))  # (B, T, C)
         for i, block in enumerate(self.h):
-            x = block(x, attention_mask, cache.layers[i] if cache is not None else None)
+            x = block(x, attention_mask, cache.self_attn[i] if cache is not None else None)
         if self.ln_f is not None:
             x = self.ln_f(x)
         logits = F.linear(x, self.token_embedding.weight)                              # (B, T, vocab)
@@ -226,4 +181,4 @@ class GPT(GenerateMixin, nn.Module):
         return ModelOutput(logits=logits, loss=loss, cache=cache)
 
     def new_cache(self):
-        return KVCache(self.config.n_layer)
+        return DecoderCache(self.config.n_layer)

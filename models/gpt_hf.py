@@ -59,10 +59,3 @@ _SPEC = dict(config_class=GPTConfig, shapes=_shapes, layers=(("n_layer", "h."),)
 
 hf.register(hf.Family("gpt2", "GPT2LMHeadModel", _build, _to_ours, _to_hf, **_SPEC))
 hf.register(hf.Family("openai-gpt", "OpenAIGPTLMHeadModel", _build, _to_ours, _to_hf, **_SPEC))
-
-
-def save_hf(model, directory):
-    hf.save_hf(model, directory, hf.FAMILIES[model.config.model_type])
-
-
-GPT.save_hf = save_hf

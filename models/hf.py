@@ -2,6 +2,7 @@
 
     model = models.from_hf("path/to/dir")   # config.json + model.safetensors | pytorch_model.bin
     model.save_hf("path/to/out")            # a directory transformers' from_pretrained loads
+                                            # (models.save_hf(model, dir) is the same)
 
 Each architecture registers how its HuggingFace parameter names map onto ours (`Family`),
 and the shapes its model has for a given config, by config arithmetic alone. Loading checks
@@ -9,6 +10,7 @@ config.json (every field's type, then its sizes against the checkpoint's layer c
 tensor shapes) before the model is built, so a config cannot make it allocate more than the
 weights hold, and reports every unknown, missing and mis-shaped tensor at once.
 """
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,6 +20,7 @@ import numpy as np
 import nn
 import tinytensor as tt
 
+from nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
 from .torch_pickle import load_torch_bin
 
 
@@ -30,9 +33,11 @@ class Family:
     """How one HF `model_type` maps to a tinytensor model class."""
 
     def __init__(self, model_type, architecture, build, to_ours, to_hf, *, config_class, shapes,
-                 layers, divisible=(), ignore=(), configure=None):
+                 layers, divisible=(), ignore=(), configure=None, architecture_of=None):
         self.model_type = model_type
         self.architecture = architecture  # class name written into config.json
+        # model -> that class name, where the model decides it (BERT: its head)
+        self.architecture_of = architecture_of or (lambda model: architecture)
         self.build = build                # config dict -> model
         self.to_ours = to_ours            # (hf_name, array) -> (our_name, array) | None to drop
         self.to_hf = to_hf                # (our_name, array) -> (hf_name, array)
@@ -276,18 +281,52 @@ def from_hf(directory, device=None):
     return model
 
 
-def save_hf(model, directory, family):
-    """Write config.json and model.safetensors that transformers' from_pretrained loads."""
+def save_hf(model, directory):
+    """Write config.json and model.safetensors that transformers' from_pretrained loads, for
+    any model whose config.model_type from_hf knows. Each file is replaced atomically."""
+    model_type = getattr(model.config, "model_type", None)
+    family = FAMILIES.get(model_type)
+    if family is None:
+        raise ValueError(f"save_hf: {type(model).__name__} has model_type={model_type!r}, which "
+                         f"has no HuggingFace layout; supported: {', '.join(sorted(FAMILIES))}")
     os.makedirs(directory, exist_ok=True)
     config = model.config.to_dict()
     config["model_type"] = family.model_type
-    config["architectures"] = [family.architecture]
+    config["architectures"] = [family.architecture_of(model)]
     tensors = {}
     for name, t in model.state_dict().items():
         hf_name, arr = family.to_hf(name, t.numpy(), config)
         tensors[hf_name] = tt.tensor(np.ascontiguousarray(arr))
     nn.save(tensors, os.path.join(directory, "model.safetensors"))
-    tmp = os.path.join(directory, ".config.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(config, f, indent=2)
-    os.replace(tmp, os.path.join(directory, "config.json"))
+    _write_json(config, os.path.join(directory, "config.json"))
+
+
+def _write_json(value, path):
+    """As nn.save writes a file: into a temporary of its own (unique, locked) in the same
+    directory, fsync'ed, renamed over `path`, then the directory fsync'ed; so exports running
+    at once never share a temporary file, and a crash leaves the old file or the new one."""
+    directory, base = os.path.split(path)
+    _sweep(directory, base)
+    tmp, fd = _create_temp(directory, base)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+            if os.name != "nt":  # rename while still holding the lock, so no sweep takes it
+                os.replace(tmp, path)
+        if os.name == "nt":  # Windows cannot rename an open file
+            os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+class SaveHF:
+    """Gives a model class `model.save_hf(directory)` (models.hf.save_hf)."""
+
+    def save_hf(self, directory):
+        """Write a directory transformers' from_pretrained loads: config.json + model.safetensors."""
+        save_hf(self, directory)

@@ -11,19 +11,20 @@ num_attention_heads // num_key_value_heads consecutive query heads, and the KV c
 only the k/v heads. RoPE is HF's rotate-half convention (pairs (x[i], x[i + d/2])).
 Parameter names are HF's inside `model.` (this module's `model` attribute), plus `lm_head`.
 """
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
-from .gpt import KVCache
-from .decoder import GenerateMixin, causal_padding_mask, next_token_loss
+from .config import ModelConfig, check_pad_token_id, model_config
+from .decoder import DecoderCache, GenerateMixin, causal_padding_mask, next_token_loss
+from .hf import SaveHF
 from .output import ModelOutput
 
 
 @dataclass
-class LlamaConfig:
+class LlamaConfig(ModelConfig):
     """Field names are those of HuggingFace's LlamaConfig."""
     vocab_size: int = 32000
     hidden_size: int = 4096
@@ -46,11 +47,8 @@ class LlamaConfig:
     eos_token_id: int = 2
     model_type: str = "llama"
 
-    def __post_init__(self):
-        if self.num_key_value_heads is None:
-            self.num_key_value_heads = self.num_attention_heads
-        if self.head_dim is None:
-            self.head_dim = self.hidden_size // self.num_attention_heads
+    _DERIVED = {"num_key_value_heads": lambda c: c.num_attention_heads,
+                "head_dim": lambda c: c.hidden_size // c.num_attention_heads}
 
     @property
     def n_positions(self):
@@ -60,7 +58,11 @@ class LlamaConfig:
     @classmethod
     def from_dict(cls, d):
         d = dict(d)
-        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
+        field = "rope_parameters" if d.get("rope_parameters") else "rope_scaling"
+        rope = d.get(field) or {}
+        if not isinstance(rope, dict):
+            raise ValueError(f"LlamaConfig: {field} must be a dict (a JSON object) such as "
+                             f"{{'rope_type': 'default', 'rope_theta': 10000.0}}, got {rope!r}")
         kind = rope.get("rope_type", rope.get("type", "default"))
         if kind != "default":
             raise NotImplementedError(f"Llama: rope_type {kind!r} is not supported (only 'default')")
@@ -69,11 +71,10 @@ class LlamaConfig:
         if d.get("hidden_act", "silu") != "silu":
             raise NotImplementedError(f"Llama: hidden_act {d['hidden_act']!r} is not supported "
                                       "(only 'silu', i.e. SwiGLU)")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return super().from_dict(d)
 
     def to_dict(self):
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = super().to_dict()
         d["rope_parameters"] = {"rope_type": "default", "rope_theta": self.rope_theta}
         return d
 
@@ -145,19 +146,15 @@ class LlamaModel(nn.Module):
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
 
-class Llama(GenerateMixin, nn.Module):
+class Llama(GenerateMixin, SaveHF, nn.Module):
     """Decoder-only LLaMA. `forward(input_ids, attention_mask=None, labels=None,
     position_ids=None, cache=None)` returns `.logits` (B, T, vocab) and, with labels, `.loss`
     (next-token cross-entropy, labels shifted inside, -100 ignored), as LlamaForCausalLM."""
 
     def __init__(self, config=None, **overrides):
         super().__init__()
-        if config is None:
-            config = LlamaConfig(**overrides)  # derived head_dim / kv heads follow the overrides
-        else:
-            for k, v in overrides.items():
-                setattr(config, k, v)
-        self.config = config
+        self.config = config = model_config("Llama", LlamaConfig, config, overrides)
+        check_pad_token_id("Llama", config, "vocab_size")
         self.model = LlamaModel(config)
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -198,7 +195,7 @@ class Llama(GenerateMixin, nn.Module):
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                         # (B, 1, T, hd/2)
         mask = causal_padding_mask(T, S, attention_mask, dev, "Llama")  # (B|1, 1, T, S)
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
+            x = layer(x, cos, sin, mask, cache.self_attn[i] if cache is not None else None)
         x = self.model.norm(x)
         logits = F.linear(x, self.output_weight)                                  # (B, T, vocab)
         loss = None
@@ -207,6 +204,6 @@ class Llama(GenerateMixin, nn.Module):
         return ModelOutput(logits=logits, loss=loss, cache=cache)
 
     def new_cache(self):
-        return KVCache(self.config.num_hidden_layers)
+        return DecoderCache(self.config.num_hidden_layers)
 
 

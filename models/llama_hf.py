@@ -51,10 +51,3 @@ _BUFFERS = (".rotary_emb.inv_freq",)
 hf.register(hf.Family("llama", "LlamaForCausalLM", _build, _to_ours, _to_hf, config_class=LlamaConfig,
                       shapes=_shapes, layers=(("num_hidden_layers", "model.layers."),),
                       divisible=(("num_attention_heads", "num_key_value_heads"),), ignore=_BUFFERS))
-
-
-def save_hf(model, directory):
-    hf.save_hf(model, directory, hf.FAMILIES["llama"])
-
-
-Llama.save_hf = save_hf

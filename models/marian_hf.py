@@ -8,7 +8,7 @@ share_encoder_decoder_embeddings=False the encoder and decoder keep their own
 """
 from . import hf
 from .bart import Marian, MarianConfig
-from .bart_hf import DIVISIBLE, LAYERS, save_hf, shapes, to_hf, to_ours
+from .bart_hf import DIVISIBLE, LAYERS, shapes, to_hf, to_ours
 
 
 def _build(config):
@@ -18,5 +18,3 @@ def _build(config):
 hf.register(hf.Family("marian", "MarianMTModel", _build, to_ours, to_hf,
                       config_class=MarianConfig, shapes=shapes, layers=LAYERS, divisible=DIVISIBLE,
                       ignore=("embed_positions.weight", "encoder.version", "decoder.version")))
-
-Marian.save_hf = save_hf

@@ -14,6 +14,7 @@ The model interface this relies on (T5, BART, Marian and the 2017 Transformer al
         `.select(index)` (keep/reorder batch rows; beam search moves beams around with it).
         `Seq2SeqCache` below is such an object: one growing self-attention `nn.KVCache`
         and one static cross-attention `nn.KVCache` per decoder layer.
+    model.generate(...) -> generate_seq2seq(model, ...), from Seq2SeqGenerateMixin.
     model.config: eos_token_id, pad_token_id, decoder_start_token_id (or bos_token_id)
         give the defaults of the arguments of the same names.
 
@@ -37,33 +38,51 @@ import numpy as np
 import nn
 import tinytensor as tt
 
+from .decoder import DecoderCache
 from .generation import _choose, check_generation_args, evaluating, vocab_size
 
 _NEG = np.float32(-1.0e9)  # HF's "impossible" score
 
 
-class Seq2SeqCache:
+class Seq2SeqCache(DecoderCache):
     """Decoder state for incremental decoding: per layer, the self-attention keys/values of
-    the positions decoded so far, and the cross-attention keys/values of the encoder states."""
+    the positions decoded so far, and (`cross_attn[i]`, a static nn.KVCache) the
+    cross-attention keys/values of the encoder states, projected on the first step."""
 
     def __init__(self, num_layers):
-        self.self_attn = [nn.KVCache() for _ in range(num_layers)]
+        super().__init__(num_layers)
         self.cross_attn = [nn.KVCache(static=True) for _ in range(num_layers)]
 
-    @property
-    def length(self):
-        return len(self.self_attn[0]) if self.self_attn else 0
+    def caches(self):  # every nn.KVCache held
+        return self.self_attn + self.cross_attn
 
-    def select(self, index):
-        """Keep the batch rows in `index` (an int array/Tensor; repeats allowed)."""
-        for c in self.self_attn + self.cross_attn:
-            if c.key is not None:
-                idx = tt.as_tensor(np.asarray(index, dtype=np.int64), device=c.key.device) \
-                    if not isinstance(index, tt.Tensor) else index
-                c.key, c.value = c.key[idx], c.value[idx]
 
-    def __repr__(self):
-        return f"Seq2SeqCache(layers={len(self.self_attn)}, length={self.length})"
+def shift_tokens_right(labels, pad_token_id, decoder_start_token_id):
+    """(B, T) labels -> (B, T) decoder inputs [start, labels[:, :-1]] with -100 (ignored
+    labels) replaced by pad: HF's shift_tokens_right (teacher forcing: position t sees the
+    targets before t)."""
+    if pad_token_id is None or decoder_start_token_id is None:
+        raise ValueError("shift_tokens_right: pad_token_id and decoder_start_token_id must be set, "
+                         f"got {pad_token_id!r} and {decoder_start_token_id!r}")
+    start = tt.full((labels.shape[0], 1), decoder_start_token_id, dtype=labels.dtype,
+                    device=labels.device)
+    shifted = tt.cat([start, labels[:, :-1]], dim=1)                       # (B, T)
+    return tt.where(shifted == -100, tt.full_like(shifted, pad_token_id), shifted)
+
+
+def key_padding(attention_mask):
+    """(B, S) attention mask, 1 = token, 0 = padding -> bool (B, S), True = padding (the
+    key_padding_mask of nn.MultiHeadAttention); None stays None."""
+    return None if attention_mask is None else attention_mask == 0
+
+
+class Seq2SeqGenerateMixin:
+    def generate(self, input_ids, max_new_tokens=20, attention_mask=None, **kwargs):
+        """Decoder ids (B, 1 + up to max_new_tokens), starting with decoder_start_token_id:
+        greedy, sampling or beam search (num_beams, length_penalty) with a KV cache; see
+        generate_seq2seq for every option."""
+        return generate_seq2seq(self, input_ids, attention_mask=attention_mask,
+                                max_new_tokens=max_new_tokens, **kwargs)
 
 
 def generate_seq2seq(model, input_ids, attention_mask=None, max_new_tokens=20, num_beams=1,

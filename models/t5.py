@@ -27,20 +27,21 @@ Masks are added to the scores as 0 / -inf. A query that may see no key at all (a
 position left of left-padding, an all-padding input row) gets a zero attention output here,
 where HF's finite mask gives it a plain average; the positions of real tokens are the same.
 """
-from dataclasses import dataclass, fields
-
-import numpy as np
+from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
+from .activations import ACT2FN
+from .config import ModelConfig, model_config
+from .hf import SaveHF
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, generate_seq2seq
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, shift_tokens_right
 
 
 @dataclass
-class T5Config:
+class T5Config(ModelConfig):
     """Field names are those of HuggingFace's T5Config."""
     vocab_size: int = 32128
     d_model: int = 512
@@ -63,15 +64,15 @@ class T5Config:
     eos_token_id: int = 1
     model_type: str = "t5"
 
+    _DERIVED = {"num_decoder_layers": lambda c: c.num_layers,
+                "scale_decoder_outputs": lambda c: bool(c.tie_word_embeddings)}
+
     def __post_init__(self):
-        if self.num_decoder_layers is None:
-            self.num_decoder_layers = self.num_layers
-        if self.scale_decoder_outputs is None:
-            self.scale_decoder_outputs = bool(self.tie_word_embeddings)
+        super().__post_init__()
         parts = self.feed_forward_proj.split("-")
-        if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or parts[-1] not in _ACT:
+        if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated") or parts[-1] not in ACT2FN:
             raise ValueError(f"T5: feed_forward_proj {self.feed_forward_proj!r} should be 'ACT' or "
-                             f"'gated-ACT' with ACT one of {sorted(_ACT)}")
+                             f"'gated-ACT' with ACT one of {sorted(ACT2FN)}")
 
     @property
     def is_gated_act(self):
@@ -82,25 +83,10 @@ class T5Config:
         act = self.feed_forward_proj.split("-")[-1]
         return "gelu_new" if self.feed_forward_proj == "gated-gelu" else act  # HF's legacy rule
 
-    @classmethod
-    def from_dict(cls, d):
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
     def to_dict(self):
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = super().to_dict()
         d["dense_act_fn"], d["is_gated_act"] = self.dense_act_fn, self.is_gated_act
         return d
-
-
-_ACT = {
-    "relu": F.relu,
-    "gelu": F.gelu,                                           # exact (erf)
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
-    "swish": F.silu,
-}
 
 
 class T5Attention(nn.Module):
@@ -175,7 +161,7 @@ class T5DenseReluDense(nn.Module):
         else:
             self.wi = nn.Linear(config.d_model, config.d_ff, bias=False)
         self.wo = nn.Linear(config.d_ff, config.d_model, bias=False)
-        self.act = _ACT[config.dense_act_fn]
+        self.act = ACT2FN[config.dense_act_fn]
         self.dropout = nn.Dropout(config.dropout_rate)
 
     def forward(self, x):
@@ -263,7 +249,7 @@ class T5Stack(nn.Module):
         return self.dropout(self.final_layer_norm(x))
 
 
-class T5(nn.Module):
+class T5(Seq2SeqGenerateMixin, SaveHF, nn.Module):
     """T5ForConditionalGeneration. `forward(input_ids, attention_mask, decoder_input_ids,
     decoder_attention_mask, labels)` -> `.logits` (B, T, vocab), `.loss` with labels
     (cross-entropy, -100 ignored; labels are NOT shifted: without decoder_input_ids the
@@ -271,10 +257,7 @@ class T5(nn.Module):
 
     def __init__(self, config=None, **overrides):
         super().__init__()
-        config = config or T5Config()
-        for k, v in overrides.items():
-            setattr(config, k, v)
-        self.config = config
+        self.config = config = model_config("T5", T5Config, config, overrides)
         self.shared = nn.Embedding(config.vocab_size, config.d_model)
         self.encoder = T5Stack(config, is_decoder=False)
         self.decoder = T5Stack(config, is_decoder=True)
@@ -331,15 +314,6 @@ class T5(nn.Module):
         return ModelOutput(logits=logits, loss=loss, encoder_last_hidden_state=enc, cache=cache)
 
     def shift_right(self, labels):
-        """[start, y0, y1, ...] from labels [y0, y1, y2, ...]; -100 (ignored) becomes pad."""
-        c = self.config
-        y = labels.numpy()
-        shifted = np.concatenate([np.full((y.shape[0], 1), c.decoder_start_token_id), y[:, :-1]], 1)
-        shifted[shifted == -100] = c.pad_token_id
-        return tt.tensor(shifted.astype(np.int64), device=labels.device)
-
-    def generate(self, input_ids, max_new_tokens=20, attention_mask=None, **kwargs):
-        """Greedy, sampled or beam-search decoding; see models.seq2seq.generate_seq2seq.
-        Returns decoder ids (B, 1 + n) starting with decoder_start_token_id."""
-        return generate_seq2seq(self, input_ids, attention_mask=attention_mask,
-                                max_new_tokens=max_new_tokens, **kwargs)
+        """[start, y0, y1, ...] from labels [y0, y1, y2, ...]; -100 (ignored) becomes pad
+        (HF's T5 _shift_right, which is shift_tokens_right)."""
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

@@ -85,10 +85,3 @@ hf.register(FAMILY)
 def hf_name(our_name):
     """The HF parameter name of one of ours (tests compare gradients by it)."""
     return _to_hf(our_name, None, None)[0]
-
-
-def save_hf(model, directory):
-    hf.save_hf(model, directory, FAMILY)
-
-
-T5.save_hf = save_hf

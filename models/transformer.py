@@ -17,18 +17,19 @@ from_hf; tests check it against torch.nn.Transformer (final norms removed) with 
 Config field names are those of HF's BART/Marian configs where such a field exists.
 """
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
 import nn
 
+from .config import ModelConfig, check_pad_token_id, model_config
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, generate_seq2seq
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, shift_tokens_right
 
 
 @dataclass
-class TransformerConfig:
+class TransformerConfig(ModelConfig):
     """The paper's base model by default (Table 3); BART/Marian field names."""
     vocab_size: int = 37000               # the shared source/target BPE vocabulary (EN-DE)
     d_model: int = 512
@@ -51,25 +52,8 @@ class TransformerConfig:
     decoder_start_token_id: int = 1
     model_type: str = "transformer"
 
-    @classmethod
-    def from_dict(cls, d):
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
-    def to_dict(self):
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-def shift_tokens_right(labels, pad_token_id, decoder_start_token_id):
-    """(B, T) labels -> decoder inputs [start, labels[:, :-1]], -100 replaced by pad
-    (teacher forcing: position t sees the targets before t)."""
-    start = tt.full((labels.shape[0], 1), decoder_start_token_id, dtype=labels.dtype,
-                    device=labels.device)
-    shifted = tt.cat([start, labels[:, :-1]], dim=1)                       # (B, T)
-    return tt.where(shifted == -100, tt.full_like(shifted, pad_token_id), shifted)
-
-
-class Transformer(nn.Module):
+class Transformer(Seq2SeqGenerateMixin, nn.Module):
     """forward(input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, labels)
     -> .logits (B, T, vocab) and, with labels, .loss (label-smoothed cross-entropy over
     labels that are not -100; labels are NOT shifted, decoder_input_ids default to
@@ -77,12 +61,8 @@ class Transformer(nn.Module):
 
     def __init__(self, config=None, **overrides):
         super().__init__()
-        if config is None:
-            config = TransformerConfig(**overrides)
-        else:
-            for k, v in overrides.items():
-                setattr(config, k, v)
-        c = self.config = config
+        c = self.config = model_config("Transformer", TransformerConfig, config, overrides)
+        check_pad_token_id("Transformer", c, "vocab_size")
         if c.d_model % c.encoder_attention_heads or c.d_model % c.decoder_attention_heads:
             raise ValueError(f"Transformer: d_model {c.d_model} is not divisible by the number of "
                              f"heads ({c.encoder_attention_heads}, {c.decoder_attention_heads})")
@@ -134,7 +114,7 @@ class Transformer(nn.Module):
 
     def encode(self, input_ids, attention_mask=None):
         """(B, S) source ids -> encoder states (B, S, d_model)."""
-        return self.encoder(self.embed(input_ids), src_key_padding_mask=_padding(attention_mask))
+        return self.encoder(self.embed(input_ids), src_key_padding_mask=key_padding(attention_mask))
 
     def decode(self, decoder_input_ids, encoder_states, encoder_attention_mask=None, cache=None,
                decoder_attention_mask=None):
@@ -144,8 +124,8 @@ class Transformer(nn.Module):
         # nn.TransformerDecoder takes one (self, cross) KVCache pair per layer
         layer_caches = None if cache is None else list(zip(cache.self_attn, cache.cross_attn))
         h = self.decoder(self.embed(decoder_input_ids, past), encoder_states,
-                         tgt_key_padding_mask=_padding(decoder_attention_mask),
-                         memory_key_padding_mask=_padding(encoder_attention_mask),
+                         tgt_key_padding_mask=key_padding(decoder_attention_mask),
+                         memory_key_padding_mask=key_padding(encoder_attention_mask),
                          tgt_is_causal=True, cache=layer_caches)                  # (B, T, d)
         return F.linear(h, self.shared.weight)                                     # (B, T, vocab)
 
@@ -170,18 +150,6 @@ class Transformer(nn.Module):
 
     def new_cache(self):
         return Seq2SeqCache(self.config.decoder_layers)
-
-    # ------------------------------------------------------------------ generation
-    def generate(self, input_ids, max_new_tokens=20, attention_mask=None, **kwargs):
-        """Decoder ids (B, 1 + up to max_new_tokens), starting with decoder_start_token_id:
-        greedy, sampling or beam search (num_beams, length_penalty) with a KV cache; see
-        models.seq2seq.generate_seq2seq for every option."""
-        return generate_seq2seq(self, input_ids, attention_mask, max_new_tokens, **kwargs)
-
-
-def _padding(mask):
-    """(B, S) attention mask, 1 = token, 0 = padding -> bool (B, S), True = padding."""
-    return None if mask is None else mask == 0
 
 
 def paper_optimizer(model, warmup_steps=4000, lr_scale=1.0):

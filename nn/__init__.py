@@ -1,6 +1,6 @@
 """nn: modules, Transformer building blocks, losses, optimizers, schedules, checkpoints."""
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
-from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU
+from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU, Softsign
 from .feedforward import FeedForward
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)

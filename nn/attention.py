@@ -59,6 +59,14 @@ class KVCache:
             self.key, self.value = tt.cat([self.key, k], dim=-2), tt.cat([self.value, v], dim=-2)
         return self.key, self.value
 
+    def select(self, index):
+        """Keep the batch rows in `index` (ints, repeats allowed): beam search moves its
+        beams' keys/values with them."""
+        if self.key is not None:
+            if not isinstance(index, tt.Tensor):
+                index = tt.as_tensor(np.asarray(index, dtype=np.int64), device=self.key.device)
+            self.key, self.value = self.key[index], self.value[index]
+
     def __repr__(self):
         return f"KVCache(static={self.static}, length={len(self)})"
 

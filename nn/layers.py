@@ -139,6 +139,11 @@ class SiLU(Module):
         return F.silu(x)
 
 
+class Softsign(Module):
+    def forward(self, x):
+        return F.softsign(x)
+
+
 class Identity(Module):
     def forward(self, x):
         return x

@@ -279,6 +279,25 @@ def test_kv_cache_padding_and_static_cross():
         assert len(cross) == S  # projected once, not appended
 
 
+def test_kv_cache_select_reorders_batch_rows_of_keys_and_values():
+    # beam search keeps and repeats rows; a select must give what feeding those rows would
+    m = nn.MultiHeadAttention(E, 2, dtype=F64).eval()
+    x = tt.tensor(randn(3, 4, E))
+    rows = [2, 2, 0]
+    with tt.no_grad():
+        cache, want = nn.KVCache(), nn.KVCache()
+        m(x[:, :3], is_causal=True, cache=cache)
+        cache.select(rows)
+        m(x[rows, :3], is_causal=True, cache=want)
+        np.testing.assert_array_equal(cache.key.numpy(), want.key.numpy())
+        np.testing.assert_array_equal(cache.value.numpy(), want.value.numpy())
+        step = m(x[rows, 3:], is_causal=True, cache=cache)
+        np.testing.assert_allclose(step.numpy(), m(x[rows], is_causal=True)[:, 3:].numpy(), atol=1e-12)
+    empty = nn.KVCache()
+    empty.select(rows)  # nothing cached yet: nothing to move
+    assert len(empty) == 0
+
+
 def test_kv_cache_grads_flow():
     # stepping with a cache under autograd gives the same parameter grads as the full pass
     m = nn.MultiHeadAttention(E, 2, dtype=F64)

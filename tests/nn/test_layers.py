@@ -67,6 +67,7 @@ CASES = [
     ("gelu", nn.GELU, torch.nn.GELU, _x(4, 5) * 3),
     ("gelu tanh", lambda: nn.GELU("tanh"), lambda: torch.nn.GELU("tanh"), _x(4, 5) * 3),
     ("silu", nn.SiLU, torch.nn.SiLU, _x(4, 5) * 3),
+    ("softsign", nn.Softsign, torch.nn.Softsign, _x(4, 5) * 3),
     ("identity", nn.Identity, torch.nn.Identity, _x(2, 3)),
     ("dropout eval", lambda: nn.Dropout(0.5).eval(), lambda: torch.nn.Dropout(0.5).eval(), _x(4, 5)),
     ("mlp", lambda: nn.Sequential(nn.Linear(5, 8), nn.GELU("tanh"), nn.LayerNorm(8), nn.Linear(8, 2)),
