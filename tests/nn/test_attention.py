@@ -289,8 +289,10 @@ def test_kv_cache_select_reorders_batch_rows_of_keys_and_values():
         m(x[:, :3], is_causal=True, cache=cache)
         cache.select(rows)
         m(x[rows, :3], is_causal=True, cache=want)
-        np.testing.assert_array_equal(cache.key.numpy(), want.key.numpy())
-        np.testing.assert_array_equal(cache.value.numpy(), want.value.numpy())
+        # equal up to rounding: BLAS may block a projection of 3 rows differently from one
+        # of the reordered rows (seen with OpenBLAS's Haswell kernels)
+        np.testing.assert_allclose(cache.key.numpy(), want.key.numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(cache.value.numpy(), want.value.numpy(), rtol=0, atol=1e-12)
         step = m(x[rows, 3:], is_causal=True, cache=cache)
         np.testing.assert_allclose(step.numpy(), m(x[rows], is_causal=True)[:, 3:].numpy(), atol=1e-12)
     empty = nn.KVCache()
