@@ -1,7 +1,10 @@
 """nn: modules, Transformer building blocks, losses, optimizers, schedules, checkpoints."""
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU, Softsign
+from .activations import CELU, ELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, ReLU6, Softmin
 from .feedforward import FeedForward
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
@@ -11,3 +14,4 @@ from . import schedules
 from .clip import clip_grad_norm_, clip_grad_value_
 from .checkpoint import CheckpointError, load, save
 from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
+from . import parallel

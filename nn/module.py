@@ -388,7 +388,23 @@ class _Handle:
             self.hooks.remove(self.hook)
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """Indexing, len() and iteration over the submodules in order (Sequential, ModuleList);
+    a slice is handed to `_from_slice` as (name, module) pairs."""
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self._from_slice(list(self._modules.items())[i])
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class Sequential(_ModuleSequence):
     def __init__(self, *modules):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], dict):
@@ -403,19 +419,11 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):  # as torch: a slice is a Sequential (callable), not a list
-            return Sequential(dict(list(self._modules.items())[i]))
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+    def _from_slice(self, items):  # as torch: a slice is a Sequential (callable), not a list
+        return Sequential(dict(items))
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     def __init__(self, modules=()):
         super().__init__()
         for m in modules:
@@ -430,16 +438,8 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return ModuleList(list(self._modules.values())[i])
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+    def _from_slice(self, items):
+        return ModuleList(m for _, m in items)
 
 
 class ModuleDict(Module):

@@ -29,6 +29,25 @@ def convert_torch_transformer_state(state_dict):
 
 
 class _TorchLoadable:
+    """What the encoder and decoder layers share: their parts, and torch weights in."""
+
+    def _build(self, config, attentions, norms):
+        """The config kept (get_clones rebuilds a layer from it), then the attention blocks
+        named in `attentions`, the feed-forward, `norms` LayerNorms and as many Dropouts,
+        registered in torch's order so that state dicts list them alike."""
+        c = self._config = {k: v for k, v in config.items() if k not in ("self", "__class__")}
+        kw = dict(device=c["device"], dtype=c["dtype"])
+        d, p, bias = c["d_model"], c["dropout"], c["bias"]
+        self.batch_first, self.norm_first = c["batch_first"], c["norm_first"]
+        for name in attentions:
+            setattr(self, name, MultiHeadAttention(d, c["nhead"], c["num_kv_heads"], bias=bias,
+                                                   dropout=p, **kw))
+        self.ffn = FeedForward(d, c["dim_feedforward"], c["activation"], p, bias, **kw)
+        for i in range(1, norms + 1):
+            setattr(self, f"norm{i}", LayerNorm(d, eps=c["layer_norm_eps"], bias=bias, **kw))
+        for i in range(1, norms + 1):
+            setattr(self, f"dropout{i}", Dropout(p))
+
     def load_torch_state_dict(self, state_dict, strict=True):
         """Load the state_dict of the corresponding torch.nn module."""
         return self.load_state_dict(convert_torch_transformer_state(state_dict), strict=strict)
@@ -40,15 +59,7 @@ class TransformerEncoderLayer(_TorchLoadable, Module):
                  num_kv_heads=None, device=None, dtype=None):
         config = dict(locals())
         super().__init__()
-        self._config = {k: v for k, v in config.items() if k not in ("self", "__class__")}
-        kw = dict(device=device, dtype=dtype)
-        self.batch_first, self.norm_first = batch_first, norm_first
-        self.self_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
-                                            dropout=dropout, **kw)
-        self.ffn = FeedForward(d_model, dim_feedforward, activation, dropout, bias, **kw)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self._build(config, ("self_attn",), 2)  # self_attn, ffn, norm1-2, dropout1-2
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src if self.batch_first else src.transpose(0, 1)  # (B, T, d_model)
@@ -73,18 +84,7 @@ class TransformerDecoderLayer(_TorchLoadable, Module):
                  num_kv_heads=None, device=None, dtype=None):
         config = dict(locals())
         super().__init__()
-        self._config = {k: v for k, v in config.items() if k not in ("self", "__class__")}
-        kw = dict(device=device, dtype=dtype)
-        self.batch_first, self.norm_first = batch_first, norm_first
-        self.self_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
-                                            dropout=dropout, **kw)
-        self.cross_attn = MultiHeadAttention(d_model, nhead, num_kv_heads, bias=bias,
-                                             dropout=dropout, **kw)
-        self.ffn = FeedForward(d_model, dim_feedforward, activation, dropout, bias, **kw)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+        self._build(config, ("self_attn", "cross_attn"), 3)  # ..., ffn, norm1-3, dropout1-3
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False,
@@ -117,12 +117,19 @@ def _copies(layer, num_layers):
     return [layer] + [type(layer)(**layer._config) for _ in range(num_layers - 1)]
 
 
-class TransformerEncoder(_TorchLoadable, Module):
-    def __init__(self, encoder_layer, num_layers, norm=None):
+class _Stack(_TorchLoadable, Module):
+    """num_layers copies of a layer, then an optional final norm."""
+
+    def __init__(self, layer, num_layers, norm):
         super().__init__()
-        self.layers = ModuleList(_copies(encoder_layer, num_layers))
+        self.layers = ModuleList(_copies(layer, num_layers))
         self.num_layers = num_layers
         self.norm = norm
+
+
+class TransformerEncoder(_Stack):
+    def __init__(self, encoder_layer, num_layers, norm=None):  # torch's argument names
+        super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -132,12 +139,9 @@ class TransformerEncoder(_TorchLoadable, Module):
         return x if self.norm is None else self.norm(x)
 
 
-class TransformerDecoder(_TorchLoadable, Module):
+class TransformerDecoder(_Stack):
     def __init__(self, decoder_layer, num_layers, norm=None):
-        super().__init__()
-        self.layers = ModuleList(_copies(decoder_layer, num_layers))
-        self.num_layers = num_layers
-        self.norm = norm
+        super().__init__(decoder_layer, num_layers, norm)
 
     def init_cache(self):
         """One (self-attention, cross-attention) KVCache pair per layer."""

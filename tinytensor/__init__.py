@@ -29,10 +29,16 @@ from .ops.linalg import matmul, einsum, mm, bmm
 from .ops.sorting import sort, argsort, topk
 from .ops.elementwise import floor, ceil, trunc, round_ as round
 from .ops.movement import t, narrow, select
-from .ops.nn import softmax, log_softmax
+from .ops.softmax import softmax, log_softmax
+from .ops.math_functions import (tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh, atanh,
+                                 log2, log10, exp2, expm1, copysign, fmod, lerp, logaddexp, hypot,
+                                 arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh)
+from .ops.cumulative import cumprod, cummax, cummin, logcumsumexp
+from .ops.activations import selu, celu
 from . import functional
 from . import testing
 from . import viz
+from .compiler import compile  # noqa: A001  (also binds tt.compiler, the subpackage)
 
 
 def cuda_device_count():

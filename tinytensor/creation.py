@@ -82,28 +82,26 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
                    requires_grad)
 
 
-def _like(x, dtype, device):
-    return (dtype if dtype is not None else x.dtype), (device if device is not None else x.device)
+def _like(make, x, *args, dtype=None, device=None, **kw):
+    """make(x.shape, *args, ...) with x's dtype and device unless others are given."""
+    return make(x.shape, *args, dtype=x.dtype if dtype is None else dtype,
+                device=x.device if device is None else device, **kw)
 
 
 def zeros_like(x, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return zeros(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(zeros, x, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def ones_like(x, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return ones(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(ones, x, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def empty_like(x, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return empty(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(empty, x, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return full(x.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(full, x, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
@@ -134,22 +132,22 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _finish(arr, dev, requires_grad)
 
 
+def _samples(draw, op, size, dtype, device, requires_grad):
+    dev, dt = _resolve(device, dtype)
+    _require_float(dt, op)
+    with array_context(dev):
+        arr = draw(dev, _shape(size), dt)
+    return _finish(arr, dev, requires_grad)
+
+
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform samples on [0, 1)."""
-    dev, dt = _resolve(device, dtype)
-    _require_float(dt, "rand")
-    with array_context(dev):
-        arr = uniform(dev, _shape(size), dt)
-    return _finish(arr, dev, requires_grad)
+    return _samples(uniform, "rand", size, dtype, device, requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
-    dev, dt = _resolve(device, dtype)
-    _require_float(dt, "randn")
-    with array_context(dev):
-        arr = normal(dev, _shape(size), dt)
-    return _finish(arr, dev, requires_grad)
+    return _samples(normal, "randn", size, dtype, device, requires_grad)
 
 
 def randint(low, high=None, size=(), dtype=None, device=None):
@@ -167,18 +165,16 @@ def randint(low, high=None, size=(), dtype=None, device=None):
 
 
 def rand_like(x, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return rand(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(rand, x, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randn_like(x, dtype=None, device=None, requires_grad=False):
-    dt, dev = _like(x, dtype, device)
-    return randn(x.shape, dtype=dt, device=dev, requires_grad=requires_grad)
+    return _like(randn, x, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randint_like(x, low, high=None, dtype=None, device=None):
-    dt, dev = _like(x, dtype, device)
-    return randint(low, high, x.shape, dtype=dt, device=dev)
+    # randint takes the shape third
+    return _like(lambda shape, **kw: randint(low, high, shape, **kw), x, dtype=dtype, device=device)
 
 
 def _require_float(dt, op):

@@ -2,10 +2,20 @@
 from .ops.attention import scaled_dot_product_attention
 from .ops.elementwise import (gelu, leaky_relu, relu, sigmoid, silu, softplus, softsign, tanh)
 from .ops.indexing import embedding as _embedding
-from .ops.losses import (binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss,
-                         one_hot)
+from .ops.cross_entropy import cross_entropy
+from .ops.losses import binary_cross_entropy_with_logits, mse_loss, nll_loss, one_hot
 from .ops.movement import pad
-from .ops.nn import dropout, layer_norm, linear, log_softmax, rms_norm, softmax
+from .ops.nn import dropout, linear
+from .ops.norms import layer_norm, rms_norm
+from .ops.softmax import log_softmax, softmax
+from .ops.activations import (celu, elu, hardsigmoid, hardswish, hardtanh, logsigmoid, mish,
+                              relu6, selu, softmin)
+from .ops.conv import (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
+                       conv_transpose3d)
+from .ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d,
+                          adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d,
+                          avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d, max_unpool1d,
+                          max_unpool2d, max_unpool3d)
 
 
 def embedding(input, weight, padding_idx=None):
@@ -17,3 +27,9 @@ __all__ = ["scaled_dot_product_attention", "gelu", "leaky_relu", "relu", "sigmoi
            "softplus", "softsign", "tanh", "embedding", "binary_cross_entropy_with_logits", "cross_entropy",
            "mse_loss", "nll_loss", "one_hot", "pad", "dropout", "layer_norm", "linear",
            "log_softmax", "rms_norm", "softmax"]
+__all__ += ["celu", "elu", "hardsigmoid", "hardswish", "hardtanh", "logsigmoid", "mish", "relu6",
+            "selu", "softmin"]
+__all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+            "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+            "adaptive_max_pool2d", "adaptive_max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d"]

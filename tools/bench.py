@@ -3,6 +3,9 @@
     python tools/bench.py [--threads 2] [--repeat 15] [--markdown]   # engine: per-op and large ops
     python tools/bench.py kernels [--gpu] [--quick]                   # fused kernels, CPU and CUDA
     python tools/bench.py train [--markdown]                          # a GPT-2 training step
+    python tools/bench.py compile [--markdown]                        # generated C vs eager
+    python tools/bench.py dist [--markdown]                           # 1 vs 2 MPI processes (DDP)
+    python tools/bench.py conv [--markdown]                           # convolutions and pooling, fwd+bwd
 
 Both libraries get the same number of threads (NumPy's BLAS through the environment,
 torch through set_num_threads). Each case reports the median of several timed runs
@@ -14,10 +17,13 @@ import json
 import os
 import sys
 
-from tools.lib import bench_engine, bench_kernels, bench_train
+from tools.lib import bench_compile, bench_dist, bench_engine, bench_kernels, bench_train
+from tools.lib import bench_conv
 from tools.lib.timing import median_times, set_threads
 
-SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7)}
+SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
+          "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
+SUITES["conv"] = (bench_conv.__doc__, 7)
 
 
 def parser(suite=None):
@@ -44,12 +50,13 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     suite = argv[0] if argv[:1] and not argv[0].startswith("-") else None
     if suite is not None and suite not in SUITES:
-        parser().error(f"unknown suite {suite!r}; choose kernels or train (or none: the engine)")
+        parser().error(f"unknown suite {suite!r}; choose kernels, train, dist, "
+                      "compile or conv (or none: the engine)")
     args = parser(suite).parse_args(argv[1:] if suite else argv)
     if args.threads < 1 or args.repeat < 1:
         parser(suite).error("--threads and --repeat must be at least 1")
     set_threads(args.threads)  # before NumPy is imported
-    {None: engine, "kernels": kernels, "train": train}[suite](args)
+    {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv}[suite](args)
 
 
 def _torch_threads(n):
@@ -109,6 +116,43 @@ def train(args):
         rows.append((name, a, b))
         if not args.markdown:
             print(f"{name:46s} tinytensor {a * 1e3:8.1f} ms   torch {b * 1e3:8.1f} ms   "
+                  f"ratio {a / b:5.2f}", flush=True)
+    if args.markdown:
+        _table(rows, 1)
+
+
+def dist(args):
+    # one thread per process whatever --threads says: the comparison is 1 core against 2
+    bench_dist.run(args.repeat, markdown=args.markdown)
+
+
+def compile_(args):
+    import platform
+    import numpy as np
+    import tinytensor as tt
+    from tinytensor.compiler.codegen import c
+    torch = _torch_threads(args.threads)
+    rows = bench_compile.run_compile(args.repeat)
+    cpu = platform.processor() or platform.machine()
+    print(f"\nmachine: {cpu}, {os.cpu_count()} cores, {args.threads} threads for torch and BLAS "
+          f"(the generated C runs on one); numpy {np.__version__}, torch {torch.__version__}, "
+          f"tinytensor {tt.__version__}; C flags {' '.join(c.FLAGS)}")
+    if args.markdown:
+        print("\n| benchmark | compiled (ms) | eager (ms) | torch (ms) | eager / compiled | torch / compiled |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name, a, e, t, _ in rows:
+            print(f"| {name} | {a * 1e3:.3f} | {e * 1e3:.3f} | {t * 1e3:.3f} | {e / a:.2f} | {t / a:.2f} |")
+
+
+
+def conv(args):
+    _torch_threads(args.threads)
+    rows = []
+    for name, f_tt, f_th in bench_conv.conv_cases():
+        a, b = median_times(f_tt, f_th, args.repeat)
+        rows.append((name, a, b))
+        if not args.markdown:
+            print(f"{name:66s} tinytensor {a * 1e3:8.1f} ms   torch {b * 1e3:8.1f} ms   "
                   f"ratio {a / b:5.2f}", flush=True)
     if args.markdown:
         _table(rows, 1)

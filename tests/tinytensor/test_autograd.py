@@ -296,30 +296,18 @@ def test_set_grad_enabled_context_manager_and_function():
 def test_grad_modes_as_decorators():
     (x,), _ = leaves(X)
 
-    @tt.no_grad()
-    def f_call(t):
-        return t * 2
-
-    @tt.no_grad
-    def f_bare(t):
+    def double(t):
         """doc kept"""
         return t * 2
 
-    @tt.enable_grad()
-    def g_call(t):
-        return t * 2
-
-    @tt.enable_grad
-    def g_bare(t):
-        return t * 2
-
-    @tt.set_grad_enabled(False)
-    def h_off(t):
-        return t * 2
+    # each as `@decorator` would apply it: called, bare, and set_grad_enabled(False)
+    f_call, f_bare, g_call, g_bare, h_off = (
+        decorate(double) for decorate in (tt.no_grad(), tt.no_grad, tt.enable_grad(), tt.enable_grad,
+                                          tt.set_grad_enabled(False)))
 
     assert tt.is_grad_enabled()  # decorating did not switch the mode
     assert not f_call(x).requires_grad and not f_bare(x).requires_grad
-    assert f_bare.__name__ == "f_bare" and f_bare.__doc__ == "doc kept"
+    assert f_bare.__name__ == "double" and f_bare.__doc__ == "doc kept"
     assert not h_off(x).requires_grad
     with tt.no_grad():
         assert g_call(x).requires_grad and g_bare(x).requires_grad
@@ -437,6 +425,14 @@ def test_register_hook_on_tensor_not_requiring_grad_raises():
 
 
 # ------------------------------------------------------------------ custom Function
+class Double(tt.Function):
+    """x * 2; the tests below give it backwards that break the contract."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+
 class Cube(tt.Function):
     @staticmethod
     def forward(ctx, x):
@@ -556,11 +552,7 @@ def test_custom_function_rejects_non_tensor_positional():
 
 
 def test_custom_function_wrong_number_of_grads_raises():
-    class TwoGrads(tt.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
+    class TwoGrads(Double):
         @staticmethod
         def backward(ctx, g):
             return g, g
@@ -892,12 +884,7 @@ class WrongGrad(tt.Function):
         return g * x  # should be 2 * g * x
 
 
-class NotTwiceDifferentiable(tt.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
+class NotTwiceDifferentiable(Cube):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
@@ -976,11 +963,7 @@ def test_grad_wrt_intermediate_leaves_the_graph_below_it_alone():
     assert w.grad is None
 
 
-class WrongShapeGrad(tt.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
+class WrongShapeGrad(Double):
     @staticmethod
     def backward(ctx, g):
         return g[:2]  # one element short: must not land in x.grad

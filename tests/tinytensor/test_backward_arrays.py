@@ -1,6 +1,8 @@
 """Every op with a fast first-order backward (`backward_arrays`, on raw arrays) agrees with
 its `backward` in tinytensor ops, in float64. The list of ops is found by walking the
-Function subclasses, so an op that gains a fast form without a sample here fails."""
+Function subclasses, so an op that gains a fast form without a sample here fails. The fused
+ops (tinytensor/ops/{softmax,norms,cross_entropy,attention}.py) are among them: their
+one-pass array backward against their op-level backward, the reference formula."""
 import numpy as np
 import pytest
 
@@ -21,6 +23,10 @@ def _positive(shape):
 
 # class name -> a function producing the op's output from fresh float64 leaves
 SAMPLES = {
+    "Add": [lambda: _t((3, 4)) + _t((3, 4)), lambda: _t((3, 4)) + _t((4,))],
+    "Sub": [lambda: _t((3, 4)) - _t((3, 4)), lambda: _t((3, 4)) - _t((3, 1))],
+    "Sum": [lambda: _t((3, 4)).sum(), lambda: _t((3, 4, 5)).sum(1),
+            lambda: _t((3, 4)).sum(0, keepdim=True), lambda: _t((2, 3, 4)).sum((0, 2))],
     "SumTo": lambda: tt.core.primitives.sum_to(_t((3, 4)), (1, 4)),
     "Expand": lambda: _t((1, 4)).expand(3, 4),
     "Cast": lambda: _t((3,)).to(tt.float32),
@@ -59,6 +65,67 @@ SAMPLES = {
     "LogSoftmax": [lambda: _t((3, 5)).log_softmax(-1), lambda: _t((3, 5)).log_softmax(0)],
     "LayerNormCore": lambda: F.layer_norm(_t((3, 2, 5)), (2, 5)),
     "RMSNormCore": lambda: F.rms_norm(_t((3, 2, 5)), (5,)),
+    # the fused ops (run with fusion on): their array backward against their op-level one
+    "FusedSoftmax": lambda: _t((3, 5)).softmax(-1),
+    "FusedLogSoftmax": lambda: _t((3, 5)).log_softmax(-1),
+    "FusedNorm": [lambda: F.layer_norm(_t((3, 2, 5)), (2, 5), _t((2, 5)), _t((2, 5))),
+                  lambda: F.layer_norm(_t((3, 5)), (5,))],
+    "FusedRMSNorm": [lambda: F.rms_norm(_t((3, 2, 5)), (5,), _t((5,))), lambda: F.rms_norm(_t((3, 5)), (5,))],
+    "FusedCrossEntropy": [
+        lambda: F.cross_entropy(_t((4, 5)), tt.tensor([0, 3, -100, 4]), ignore_index=-100),
+        lambda: F.cross_entropy(_t((4, 5, 3)), tt.tensor(RNG.integers(0, 5, (4, 3))), reduction="none",
+                                weight=tt.tensor(RNG.uniform(0.5, 2, 5)), label_smoothing=0.1),
+        lambda: F.cross_entropy(_t((5,)), tt.tensor(2), reduction="sum", label_smoothing=0.2)],
+    "FlashAttention": [
+        lambda: F.scaled_dot_product_attention(_t((2, 4, 5, 3)), _t((2, 2, 6, 3)), _t((2, 2, 6, 3)),
+                                               is_causal=True, enable_gqa=True),
+        lambda: F.scaled_dot_product_attention(_t((2, 5, 3)), _t((2, 6, 3)), _t((2, 6, 3)),
+                                               attn_mask=tt.tensor(RNG.uniform(size=(5, 6)) < 0.6)),
+        lambda: F.scaled_dot_product_attention(_t((2, 5, 3)), _t((2, 6, 3)), _t((2, 6, 3)),
+                                               attn_mask=tt.tensor(RNG.uniform(-1, 0, (5, 6))))],
+    "Conv": lambda: F.conv2d(_t((2, 4, 7, 6)), _t((6, 2, 3, 2)), stride=(2, 1), padding=1, dilation=(1, 2),
+                             groups=2),
+    "ConvTranspose": lambda: F.conv_transpose2d(_t((2, 4, 5, 4)), _t((4, 3, 3, 2)), stride=2, padding=1,
+                                                output_padding=1, groups=2),
+    "ConvWeight": lambda: tt.ops.conv.ConvWeight.apply(_t((2, 4, 9)), _t((2, 6, 4)), kernel_size=(3,), stride=(2,),
+                                                       pads=((1, 0),), dilation=(1,), groups=2),
+    # ops/math_functions.py
+    "Tan": lambda: tt.tan(_t((3, 4)) * 0.7),
+    "Asin": lambda: tt.asin(_t((3, 4)) * 0.45),
+    "Acos": lambda: tt.acos(_t((3, 4)) * 0.45),
+    "Atan": lambda: tt.atan(_t((3, 4))),
+    "Sinh": lambda: tt.sinh(_t((3, 4))),
+    "Cosh": lambda: tt.cosh(_t((3, 4))),
+    "Asinh": lambda: tt.asinh(_t((3, 4))),
+    "Acosh": lambda: tt.acosh(_positive((3, 4)) + 1.0),
+    "Atanh": lambda: tt.atanh(_t((3, 4)) * 0.45),
+    "Log2": lambda: tt.log2(_positive((3, 4))),
+    "Log10": lambda: tt.log10(_positive((3, 4))),
+    "Exp2": lambda: tt.exp2(_t((3, 4))),
+    "Expm1": lambda: tt.expm1(_t((3, 4))),
+    "Atan2": lambda: tt.atan2(_t((3, 4)), tt.tensor(np.r_[0.0, 1.0, -1.0, 0.5], dtype=tt.float64, requires_grad=True)),
+    "Hypot": lambda: tt.hypot(_t((3, 4)), _t((4,))),
+    "Logaddexp": lambda: tt.logaddexp(_t((3, 4)) * 5, _t((3, 1))),
+    "Copysign": lambda: tt.copysign(tt.tensor(np.r_[0.0, -0.0, 1.5, -2.0], dtype=tt.float64, requires_grad=True), _t((3, 4))),
+    "Fmod": lambda: tt.fmod(_t((3, 4)) * 3, _positive((4,))),
+    "Lerp": [lambda: tt.lerp(_t((3, 4)), _t((4,)), _t((3, 1))), lambda: tt.lerp(_t((3, 4)), _t((3, 4)), 0.7)],
+    # ops/activations.py (corners 0, +-3 and the bounds included)
+    "Elu": lambda: F.elu(tt.cat([_t((6,)), tt.tensor([0.0, -3.0], dtype=tt.float64, requires_grad=True)]), 0.5),
+    "Selu": lambda: F.selu(_t((3, 4))),
+    "Celu": lambda: F.celu(_t((3, 4)), 2.0),
+    "Mish": lambda: F.mish(_t((3, 4)) * 3),
+    "Hardswish": lambda: F.hardswish(tt.cat([_t((6,)) * 3, tt.tensor([-3.0, 3.0], dtype=tt.float64, requires_grad=True)])),
+    "Hardsigmoid": lambda: F.hardsigmoid(_t((3, 4)) * 3),
+    "Hardtanh": lambda: F.hardtanh(tt.cat([_t((6,)), tt.tensor([-1.0, 1.0], dtype=tt.float64, requires_grad=True)])),
+    "Relu6": lambda: F.relu6(_t((3, 4)) * 5),
+    "Logsigmoid": lambda: F.logsigmoid(_t((3, 4)) * 5),
+    # ops/cumulative.py
+    "Cumprod": [lambda: tt.cumprod(_t((3, 5)), 1),
+                lambda: tt.cumprod(tt.tensor([[2.0, 0.0, 3.0, 0.0], [0.0, 1.0, 2.0, 3.0]], dtype=tt.float64,
+                                             requires_grad=True), -1)],
+    "Logcumsumexp": [lambda: tt.logcumsumexp(_t((3, 5)) * 5, 0),
+                     lambda: tt.logcumsumexp(tt.tensor([-np.inf, 1.0, -np.inf, 2.0], dtype=tt.float64,
+                                                       requires_grad=True), 0)],
 }
 
 
@@ -77,11 +144,20 @@ def test_every_fast_form_has_a_sample():
     assert not missing, f"ops with backward_arrays but no sample input in SAMPLES: {missing}"
 
 
+def _summed(a, shape):
+    """a (of shape or broadcast from it) summed back to shape, as the engine's sum_to."""
+    a = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), shape))
+    a = a.sum(axis=tuple(range(a.ndim - len(shape)))) if a.ndim > len(shape) else a
+    return a.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1 and a.shape[i] != 1), keepdims=True)
+
+
 @pytest.mark.parametrize("cls", _with_fast_form(), ids=lambda c: c.__name__)
 def test_backward_arrays_equals_backward(cls):
     samples = SAMPLES[cls.__name__]
     for make in samples if isinstance(samples, list) else [samples]:
-        with tt.kernels.use_fusion(False):  # the reference ops, not the fused kernels
+        # a fused op's sample runs with fusion on, every other op's with it off (the reference
+        # ops, which the fused ones would otherwise replace)
+        with tt.kernels.use_fusion(getattr(cls, "fusion", None) == "fused"):
             out = make()
         node = out.grad_fn
         assert node is not None and node.fn is cls, f"sample for {cls.__name__} ran {node}"
@@ -94,8 +170,9 @@ def test_backward_arrays_equals_backward(cls):
         assert len(slow) == len(fast)
         for k, (s, f) in enumerate(zip(slow, fast)):
             assert (s is None) == (f is None), f"{cls.__name__}: input {k}"
-            if s is not None:
-                np.testing.assert_allclose(np.broadcast_to(f, s.shape), s.numpy(), rtol=1e-12,
+            if s is not None:  # either may be of the broadcast shape: the engine sums both
+                shape = node.in_meta[k][0]
+                np.testing.assert_allclose(_summed(f, shape), _summed(s.numpy(), shape), rtol=1e-12,
                                            atol=1e-14, err_msg=f"{cls.__name__} input {k}")
                 assert f.dtype == s.data.dtype, f"{cls.__name__} input {k}: {f.dtype} vs {s.dtype}"
 

@@ -19,7 +19,7 @@ import torch.nn.functional as TF
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.kernels.cross_entropy import FusedCrossEntropy
+from tinytensor.ops.cross_entropy import FusedCrossEntropy
 
 TOL = {np.float32: (1e-6, 1e-6), np.float64: (1e-14, 1e-14)}
 SCALES = [1e3, 1e4, 1e6, 1e8]

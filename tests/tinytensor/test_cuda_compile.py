@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tinytensor.kernels import _cuda, attention, cross_entropy, layer_norm, softmax
+from tinytensor.kernels import _cuda, cuda_attention, cuda_cross_entropy, cuda_norm, cuda_softmax
 
-MODULES = [softmax, layer_norm, cross_entropy, attention]
+MODULES = [cuda_softmax, cuda_norm, cuda_cross_entropy, cuda_attention]
 ARCHS = ("sm_80", "sm_90", "sm_75")
 
 

@@ -11,26 +11,13 @@ import torch
 
 import tinytensor as tt
 from tinytensor.testing import compare_with_torch
+from .cases import array as a, case, check_double as check
 
 INF, NAN = math.inf, math.nan
 
 
 def F(m):
     return tt.functional if m is tt else torch.nn.functional
-
-
-def check(fn, inputs, **kw):
-    """Compare fn(tinytensor, *xs) with fn(torch, *xs); double backward unless told otherwise."""
-    kw.setdefault("double_backward", True)
-    return compare_with_torch(lambda *xs: fn(tt, *xs), lambda *xs: fn(torch, *xs), inputs, **kw)
-
-
-def a(*values, dtype=np.float64):
-    return np.array(values, dtype=dtype)
-
-
-def case(name, fn, inputs, **kw):
-    return pytest.param(fn, inputs, kw, id=name)
 
 
 # ------------------------------------------------------------------ binary ops, broadcasting

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tinytensor as tt
+from .cases import table_tests
 from .oracle import F, check
 
 
@@ -143,27 +144,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_indexing(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs)
-
-
 FLOAT32 = ["slice_step", "array", "two_arrays_bcast", "mask_lead", "gather", "scatter_add_big_src",
            "masked_fill_bcast", "embedding_pad", "set_slice_bcast", "set_array_bcast"]
-
-
-@pytest.mark.parametrize("name", FLOAT32)
-def test_indexing_float32(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, dtype="float32")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", FLOAT32)
-def test_indexing_cuda(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, device="cuda")
+test_indexing, test_indexing_float32, test_indexing_cuda = table_tests(CASES, FLOAT32, check)
 
 
 # ---------------------------------------------------------------- setitem without autograd

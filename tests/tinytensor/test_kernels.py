@@ -1,4 +1,4 @@
-"""Fused kernels (tinytensor.kernels) against their reference decompositions (fusion off)
+"""Fused ops (tinytensor/ops/{softmax,norms,cross_entropy,attention}.py) against their reference decompositions (fusion off)
 and against PyTorch: values, gradients and gradients of gradients, in float64 on the CPU;
 the same ops on CUDA under the gpu marker (float32 / float16 against float64 on the CPU).
 
@@ -14,11 +14,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.kernels import attention as k_attention
-from tinytensor.kernels.attention import FlashAttention
-from tinytensor.kernels.cross_entropy import FusedCrossEntropy
-from tinytensor.kernels.layer_norm import FusedNorm, FusedRMSNorm
-from tinytensor.kernels.softmax import FusedLogSoftmax, FusedSoftmax
+from tinytensor.ops import attention as k_attention
+from tinytensor.ops.attention import FlashAttention
+from tinytensor.ops.cross_entropy import FusedCrossEntropy
+from tinytensor.ops.norms import FusedNorm, FusedRMSNorm
+from tinytensor.ops.softmax import FusedLogSoftmax, FusedSoftmax
 from tinytensor.testing import compare_with_torch
 
 R = np.random  # seeded before every test by conftest

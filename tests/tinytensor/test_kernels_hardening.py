@@ -1,4 +1,5 @@
-"""Issue 15 and two defects of issue 9 in the fused kernels (tinytensor.kernels).
+"""Issue 15 and two defects of issue 9 in the fused ops (tinytensor/ops) and their CUDA launchers
+(tinytensor.kernels).
 
 Without a GPU: the online-statistics arithmetic of common.cuh built for the host; every
 Python-side decision before a kernel launch (contiguous arrays, 64-bit counts, scalars in
@@ -12,6 +13,8 @@ import subprocess
 import sys
 import types
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -20,8 +23,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.kernels import _cuda, attention as k_attention, cross_entropy as k_ce
-from tinytensor.kernels import layer_norm as k_norm, softmax as k_softmax
+from tinytensor.kernels import _common, _cuda, cuda_attention, cuda_cross_entropy, cuda_norm, cuda_softmax
+
+# the op families (tinytensor.ops.softmax and .cross_entropy are also the names of functions)
+k_softmax, k_norm, k_ce, k_attention = (importlib.import_module(f"tinytensor.ops.{m}")
+                                        for m in ("softmax", "norms", "cross_entropy", "attention"))
 
 # ------------------------------------------------------------------ online statistics, on the host
 # The long-row softmax / log_softmax and cross-entropy kernels fold each thread's strided
@@ -128,14 +134,9 @@ def _masked_rows(n, dtype, rng):
 
 def _kernel_layouts(n, dtype):
     """(vec, threads) of the long-row softmax and the cross-entropy kernels for a row of n."""
-    from tinytensor.kernels import cross_entropy as kce, softmax as ksm
     itemsize = np.dtype(dtype).itemsize
-    out = set()
-    for vec in {1, 16 // itemsize}:
-        if n % vec == 0:
-            out.add((vec, ksm._block_threads(n, vec, np.dtype(dtype))))
-            out.add((vec, kce._threads(n, vec, np.dtype(dtype))))
-    return sorted(out)
+    return sorted((vec, _common.block_threads(n, vec, np.dtype(dtype)))  # one rule for both
+                  for vec in {1, 16 // itemsize} if n % vec == 0)
 
 
 @pytest.mark.parametrize("n", [1023, 1024, 1025, 4096, 64 * 8 + 1])
@@ -174,7 +175,9 @@ def test_online_statistics_skip_all_neg_inf_chunks(host_stats, n):
 # passes the bytes of what it is given), the grid and block within CUDA's limits and the
 # kernel's launch bounds, shared memory within the device's, and the kernel in the list
 # compiled for that compute capability.
-KERNEL_MODULES = {"softmax": k_softmax, "layer_norm": k_norm, "cross_entropy": k_ce, "attention": k_attention}
+LAUNCHERS = {"softmax": cuda_softmax, "layer_norm": cuda_norm, "cross_entropy": cuda_cross_entropy,
+             "attention": cuda_attention}  # by CUDA source
+OP_MODULES = (k_softmax, k_norm, k_ce, k_attention)  # where the fused ops pick their device
 SMEM_OPTIN = {75: 64 * 1024, 80: 163 * 1024, 90: 227 * 1024}  # per block, T4 / A100 / H100
 NP_OF_CTYPE = {"float": np.float32, "double": np.float64, "half16": np.float16, "int": np.int32,
                "long long": np.int64, "float2": np.float32}
@@ -260,7 +263,7 @@ class Launch:
         assert 1 <= self.grid[0] <= _cuda.MAX_GRID and all(1 <= g <= 65535 for g in self.grid[1:]), where
         assert self.smem <= SMEM_OPTIN[cc], (
             f"{where}: {self.smem} bytes of shared memory, sm_{cc} allows {SMEM_OPTIN[cc]}")
-        mod = KERNEL_MODULES[self.source]
+        mod = LAUNCHERS[self.source]
         assert self.expr in mod.cuda_instantiations(full=True, arch=cc), (
             f"{where}: not in the kernels compiled for sm_{cc}")
 
@@ -283,7 +286,7 @@ def gpu(monkeypatch):
     monkeypatch.setattr(_cuda, "compute_capability", lambda: state.cc)
     monkeypatch.setattr(_cuda, "max_shared_memory", lambda: SMEM_OPTIN[state.cc])
     on_device = lambda a: isinstance(a, np.ndarray) and not isinstance(a, DevArray)  # noqa: E731
-    for mod in KERNEL_MODULES.values():
+    for mod in OP_MODULES:
         monkeypatch.setattr(mod, "is_cpu", on_device)
         if hasattr(mod, "xp_of"):
             monkeypatch.setattr(mod, "xp_of", lambda a: sys.modules["cupy"] if isinstance(a, DevArray) else np)
@@ -306,15 +309,14 @@ class Ctx:
     def save_for_backward(self, *arrays):
         self.saved_arrays = arrays
 
-
-def _grad(a):
-    return tt.Tensor._make(dev(a), tt.device("cpu"), False)
+    def saved_array(self, k):
+        return self.saved_arrays[k]
 
 
 def run_softmax(dtype, n, log, rows=5):
     x = dev(np.random.standard_normal((rows, n)).astype(dtype))
-    y = k_softmax._cuda_forward(x, log)
-    k_softmax._cuda_backward(dev(np.ones_like(y)), y, log)
+    y = cuda_softmax.forward(x, log)
+    cuda_softmax.backward(dev(np.ones_like(y)), y, log)
 
 
 def run_norm(dtype, rms, w=None, b=None, rows=6, n=None):
@@ -325,8 +327,7 @@ def run_norm(dtype, rms, w=None, b=None, rows=6, n=None):
     cls = k_norm.FusedRMSNorm if rms else k_norm.FusedNorm
     ctx = Ctx(**attrs)
     y = cls.forward(ctx, x, *params, **attrs)
-    with tt.no_grad():
-        cls.backward(ctx, _grad(np.ones(y.shape, dtype)))
+    cls.backward_arrays(ctx, dev(np.ones(y.shape, dtype)))
 
 
 def run_cross_entropy(dtype, x, weight=None, smoothing=0.0, reduction="mean"):
@@ -336,8 +337,7 @@ def run_cross_entropy(dtype, x, weight=None, smoothing=0.0, reduction="mean"):
     extra = (dev(weight.astype(dtype)),) if weight is not None else ()
     ctx = Ctx(**attrs)
     out = k_ce.FusedCrossEntropy.forward(ctx, dev(x.astype(dtype, copy=False)), dev(np.asarray(t)), *extra, **attrs)
-    with tt.no_grad():
-        k_ce.FusedCrossEntropy.backward(ctx, _grad(np.ones(np.shape(out), dtype)))
+    k_ce.FusedCrossEntropy.backward_arrays(ctx, dev(np.ones(np.shape(out), dtype)))
 
 
 def run_attention(dtype, e, causal=False, pad=False, L=40, S=33):
@@ -346,8 +346,7 @@ def run_attention(dtype, e, causal=False, pad=False, L=40, S=33):
     attrs = dict(scale=0.125, is_causal=causal, groups=1)
     ctx = Ctx(**attrs)
     out = k_attention.FlashAttention.forward(ctx, q, k, v, *mask, **attrs)
-    with tt.no_grad():
-        k_attention.FlashAttention.backward(ctx, _grad(np.ones(out.shape, dtype)))
+    k_attention.FlashAttention.backward_arrays(ctx, dev(np.ones(out.shape, dtype)))
 
 
 DTYPES = [np.float32, np.float16, np.float64]
@@ -371,7 +370,7 @@ def test_every_launch_matches_its_kernel(gpu, dtype, cc):
         for e in (40, 64, 128):
             for causal, pad in ((False, False), (True, False), (False, True)):
                 q = dev(np.zeros((2, 3, 40, e), dtype))
-                if k_attention.cuda_supports(q, q, q, None):
+                if cuda_attention.why_not(q, q, q, None) is None:
                     run_attention(dtype, e, causal, pad)
     kernels = {x.kernel for x in gpu.checked()}
     assert {"softmax_fwd_block", "softmax_bwd_block", "norm_fwd", "norm_bwd_dx", "norm_bwd_wb", "ce_fwd",
@@ -455,7 +454,7 @@ def test_scalars_come_in_the_accumulator_type(gpu, dtype):
     (0.1 became 0.10000000149011612)."""
     acc = np.float64 if dtype == np.float64 else np.float32
     x = dev(np.random.standard_normal((4, 8)).astype(dtype))
-    k_norm._cuda_forward(x, None, None, 0.1, False)
+    cuda_norm.forward(x, None, None, 0.1, False)
     w = np.array([0.1, 0.7, 1.3, 0.3, 0.2, 0.9, 1.1, 0.4])
     run_cross_entropy(dtype, np.random.standard_normal((4, 8)), weight=w, smoothing=0.1)
     (ln,) = gpu.checked("norm_fwd")
@@ -479,21 +478,21 @@ def test_float16_attention_uses_tensor_cores_only_from_sm80(gpu, cc):
         ["flash_bwd_dot", "flash_bwd_simt", "flash_fwd_simt"]
     assert kinds == want
     q = dev(np.zeros((1, 1, 8, 128), np.float16))
-    assert k_attention.cuda_supports(q, q, q, None) == (cc >= 80)
-    assert k_attention.cuda_supports(q[..., :64], q[..., :64], q[..., :64], None)
+    assert (cuda_attention.why_not(q, q, q, None) is None) == (cc >= 80)
+    assert cuda_attention.why_not(q[..., :64], q[..., :64], q[..., :64], None) is None
 
 
 def test_instantiations_per_compute_capability():
     """Issue 15.5: what is compiled for a device leaves out what it cannot run, and a kernel
     it cannot run is refused with the requirement named, not an NVRTC error."""
-    for mod in KERNEL_MODULES.values():
+    for mod in LAUNCHERS.values():
         for cc in (75, 80, 90):
             exprs = mod.cuda_instantiations(full=True, arch=cc)
             assert exprs and all(("_mma<" in e) <= (cc >= 80) for e in exprs), (mod.CUDA_SOURCE, cc)
-    assert any("_mma<" in e for e in k_attention.cuda_instantiations(full=True, arch=80))
-    assert "flash_fwd_simt<half16, 64>" in k_attention.cuda_instantiations(arch=75)  # what fp16 runs there
+    assert any("_mma<" in e for e in cuda_attention.cuda_instantiations(full=True, arch=80))
+    assert "flash_fwd_simt<half16, 64>" in cuda_attention.cuda_instantiations(arch=75)  # what fp16 runs there
     assert _cuda.module_exprs("attention", "flash_fwd_simt<float, 64>", 75) == \
-        k_attention.cuda_instantiations(full=True, arch=75)
+        cuda_attention.cuda_instantiations(full=True, arch=75)
     with pytest.raises(RuntimeError, match=r"flash_fwd_mma<half16, 64> needs a GPU of compute capability "
                                            r"8\.0 \(sm_80\) or newer; this one is 7\.5 \(sm_75\)"):
         _cuda.module_exprs("attention", "flash_fwd_mma<half16, 64>", 75)
@@ -505,7 +504,7 @@ def test_no_bfloat16_kernel_is_compiled_or_dispatched():
     """Issue 15.4: tinytensor has no bfloat16 dtype, so the bf16 instantiations only cost
     compile time (and broke pre-sm_80 GPUs); none is compiled and bfloat16 arrays are not
     taken by the CUDA paths until that dtype exists."""
-    for mod in KERNEL_MODULES.values():
+    for mod in LAUNCHERS.values():
         for cc in (75, 90):
             assert not [e for e in mod.cuda_instantiations(full=True, arch=cc) if "bf16" in e], mod.CUDA_SOURCE
     assert "bfloat16" not in _cuda.CTYPES
@@ -514,7 +513,7 @@ def test_no_bfloat16_kernel_is_compiled_or_dispatched():
     fake = types.SimpleNamespace(dtype="bfloat16", shape=(2, 8, 64), size=1024, ndim=3)
     from tinytensor.kernels._common import cuda_ok
     assert not cuda_ok(fake)
-    assert not k_attention.cuda_supports(fake, fake, fake, None)
+    assert cuda_attention.why_not(fake, fake, fake, None) == "no CUDA kernel for bfloat16"
 
 
 # ------------------------------------------------------------------ attention at large scores
@@ -626,13 +625,16 @@ def test_attention_issue_example_tie_at_1e8(dtype):
 
 
 def test_attention_grouped_heads_on_the_cpu_backward(small_blocks):
-    """The kernel's own grouped-query layout (groups > 1: k and v shared, not repeated; the
-    ops layer repeats them before it, so only a direct call reaches it) broadcast its saved
-    (B, H, L) statistics against (B, Hkv, G, L, S) scores in the backward and raised."""
+    """The fused op's own grouped-query layout (groups > 1: k and v shared, not repeated)
+    broadcast its saved (B, H, L) statistics against (B, Hkv, G, L, S) scores in the
+    backward and raised. F.scaled_dot_product_attention(enable_gqa=True) now takes it
+    (it used to repeat k and v first)."""
     rng = np.random.default_rng(3)
     q, k, v = (tt.tensor(rng.standard_normal(s), requires_grad=True)
                for s in ((2, 4, 9, 4), (2, 2, 10, 4), (2, 2, 10, 4)))
-    out = k_attention.attention(q, k, v, None, True, 0.5, True)
+    with tt.record() as tape:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5, enable_gqa=True)
+    assert [(n.fn, n.attrs["groups"]) for n in tape.nodes] == [(k_attention.FlashAttention, 2)]
     g = rng.standard_normal(out.shape)
     grads = tt.grad((out * tt.tensor(g)).sum(), [q, k, v])
     qt, kt, vt = (torch.tensor(t.detach().numpy(), requires_grad=True) for t in (q, k, v))
@@ -683,7 +685,7 @@ def _gpu_close(got, want, tol, what, scales=None):
 def test_gpu_softmax_rows_with_neg_inf_runs(dtype, n, log):
     """Issue 15.1 on the kernels: masked rows through the warp path (n <= 1024) and the
     long-row online path (n > 1024; float64 always)."""
-    from tinytensor.kernels.softmax import FusedLogSoftmax, FusedSoftmax
+    FusedSoftmax, FusedLogSoftmax = k_softmax.FusedSoftmax, k_softmax.FusedLogSoftmax
     rows = [r for name, r in _masked_rows(n, dtype, np.random.default_rng(n)).items() if name != "all -inf"]
     x = np.stack(rows).astype(np.float64)
     fn = (lambda t: F.log_softmax(t, -1)) if log else (lambda t: F.softmax(t, -1))
@@ -717,7 +719,7 @@ def test_gpu_cross_entropy_over_a_masked_vocabulary(dtype, C):
 def test_gpu_softmax_at_large_offsets(dtype, scale, n, log):
     """Issue 9 on CUDA: log_softmax was x - (m + log(s)); at 1e8 float32 m + log(s) = m, so
     log_softmax([1e8, 1e8]) gave [0, 0]. Rows around +-scale with ties and small offsets."""
-    from tinytensor.kernels.softmax import FusedLogSoftmax, FusedSoftmax
+    FusedSoftmax, FusedLogSoftmax = k_softmax.FusedSoftmax, k_softmax.FusedLogSoftmax
     rng = np.random.default_rng(n)
     ulp = float(np.spacing(dtype(scale)))
     x = np.concatenate([np.zeros((1, n)), rng.integers(-3, 4, size=(2, n)) * ulp, rng.standard_normal((1, n))]) + scale

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
+from .cases import table_tests
 from .oracle import check
 
 
@@ -70,27 +71,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_linalg(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs)
-
-
 FLOAT32 = ["1d@2d", "bcast_batch", "1d@batched", "2d@batched", "attn_scores", "attn_values",
            "ellipsis_bcast", "implicit", "row_sum", "three_operands"]
-
-
-@pytest.mark.parametrize("name", FLOAT32)
-def test_linalg_float32(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, dtype="float32")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", FLOAT32)
-def test_linalg_cuda(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, device="cuda")
+test_linalg, test_linalg_float32, test_linalg_cuda = table_tests(CASES, FLOAT32, check)
 
 
 def test_matmul_mixed_dtypes_promote():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
+from .cases import table_tests
 from .oracle import F, check
 
 
@@ -150,28 +151,10 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_movement(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs)
-
-
 FLOAT32 = ["reshape_neg1", "permute", "expand_lead", "repeat", "repeat_interleave_dim",
            "cat_dim1", "stack_neg", "split_list", "chunk_uneven", "roll_tuple", "pad_crop_mixed",
            "tril_m1", "split_heads", "cat_f32_f64"]
-
-
-@pytest.mark.parametrize("name", FLOAT32)
-def test_movement_float32(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, dtype="float32")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", FLOAT32)
-def test_movement_cuda(name):
-    fn, inputs = CASES[name]
-    check(fn, inputs, device="cuda")
+test_movement, test_movement_float32, test_movement_cuda = table_tests(CASES, FLOAT32, check)
 
 
 def test_views_share_version_counter():

@@ -4,24 +4,17 @@ Nodes are numbered in creation order, so sorting the nodes reachable from the ou
 decreasing number is a valid reverse topological order: backward needs no recursion and
 no dependency counting, and 100k-node graphs are fine.
 """
+import operator
 from heapq import heappop, heappush
 
+import numpy as np
+
 from ..messages import type_name
-from .grad_mode import STATE, check_anomaly
-from .primitives import cast, sum_to
+from .grad_mode import STATE, check_anomaly, set_grad_enabled
+from .primitives import cast, sum_to, sum_to_array
 from .tensor import Tensor
 
-
-def _accumulate(store, key, g):
-    prev = store.get(key)
-    store[key] = g if prev is None else add_grads(prev, g)
-
-
-def add_grads(a, b):
-    """a + b for two gradients of one shape; straight on the arrays unless recording."""
-    if STATE.grad_enabled or a.requires_grad or b.requires_grad:
-        return a + b
-    return Tensor._make(a.data + b.data, a._device, False)
+_ndarray = np.ndarray
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False):
@@ -33,18 +26,25 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     # Nodes are processed in decreasing creation order, taken from a heap holding
     # exactly the nodes that have received a gradient: every consumer of a node was
     # created after it, so its gradient is complete when it comes off the heap.
+    # Without create_graph the gradients travel as raw arrays (`fast`): no Tensor is made
+    # between two ops, only where a hook, a Tensor-level backward or the caller sees one.
+    fast = not create_graph
+    add = _add_arrays if fast else operator.add
     node_grads = {}   # node -> [grad per output]
     heap = []
     leaf_grads = {}   # id(leaf) -> grad
     leaves = {}
     for out, g in zip(outputs, grad_outputs):
+        if fast:
+            g = g.data
         if out.grad_fn is None:
             if not out.requires_grad:
                 raise RuntimeError(
                     f"backward: tensor of shape {tuple(out.shape)} does not require grad and has "
                     "no grad_fn; call requires_grad_() on the leaves you differentiate with respect to")
             leaves[id(out)] = out
-            _accumulate(leaf_grads, id(out), g)
+            prev = leaf_grads.get(id(out))
+            leaf_grads[id(out)] = g if prev is None else add(prev, g)
             continue
         node = out.grad_fn
         slot = node_grads.get(node)
@@ -52,7 +52,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             slot = node_grads[node] = [None] * len(node.out_meta)
             heappush(heap, (-node.seq, node))
         i = out._out_index
-        slot[i] = g if slot[i] is None else slot[i] + g
+        slot[i] = g if slot[i] is None else add(slot[i], g)
 
     wanted = None
     if inputs is not None:
@@ -74,6 +74,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         pass_order = STATE.order = 1 + max([o.grad_fn.order for o in outputs if o.grad_fn is not None],
                                            default=0)
     pop_grads, get_grads = node_grads.pop, node_grads.get
+    get_leaf = leaf_grads.get
     try:
         while heap:
             node = heappop(heap)[1]
@@ -81,12 +82,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 STATE.scope_path = node.scope
             grads = pop_grads(node)
             if node.out_hooks or node.retained:
-                grads = _apply_output_hooks(node, grads)
+                grads = _apply_output_hooks(node, grads, fast)
             if wanted is not None:
                 for i, g in enumerate(grads):
                     k = (node, i)
                     if k in wanted:
-                        wanted[k] = g if wanted[k] is None else wanted[k] + g
+                        wanted[k] = g if wanted[k] is None else add(wanted[k], g)
                 if node not in run:  # nothing wanted lies below: like torch, neither run nor free it
                     continue
             if node.freed:
@@ -94,22 +95,31 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     f"backward through op '{node.name}'{_in_scope(node)} a second time, but its "
                     "saved tensors were already freed. Pass retain_graph=True to the first "
                     "backward() if you need to backward twice.")
-            in_grads = _call_backward(node, grads, create_graph)
+            in_grads = _call_backward(node, grads, fast)
             if not retain_graph:
                 node.saved = None
                 node.freed = True
             for edge, g, meta in zip(node.edges, in_grads, node.in_meta):
                 if edge is None or g is None:
                     continue
-                if g.__class__ is not Tensor and not isinstance(g, Tensor):
-                    _not_a_tensor(node, g, meta)
-                data = g.data
-                if data.shape != meta[0]:
-                    _check_grad_shape(node, meta, data.shape)
-                    g = sum_to(g, meta[0])  # undo broadcasting: the one shared place
+                if fast:
+                    if g.__class__ is not _ndarray and isinstance(g, np.generic):
+                        g = np.asarray(g)  # NumPy returns scalars for 0-d operands
+                    if g.shape != meta[0]:
+                        _check_grad_shape(node, meta, g.shape)
+                        g = sum_to_array(g, meta[0])  # undo broadcasting: the one shared place
+                    if g.dtype != meta[1].np:
+                        g = g.astype(meta[1].np)
+                else:
+                    if g.__class__ is not Tensor and not isinstance(g, Tensor):
+                        _not_a_tensor(node, g, meta)
                     data = g.data
-                if data.dtype != meta[1].np:
-                    g = cast(g, meta[1])
+                    if data.shape != meta[0]:
+                        _check_grad_shape(node, meta, data.shape)
+                        g = sum_to(g, meta[0])
+                        data = g.data
+                    if data.dtype != meta[1].np:
+                        g = cast(g, meta[1])
                 if edge.__class__ is tuple:
                     n, j = edge
                     slot = get_grads(n)
@@ -117,10 +127,12 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                         slot = node_grads[n] = [None] * len(n.out_meta)
                         heappush(heap, (-n.seq, n))
                     prev = slot[j]
-                    slot[j] = g if prev is None else add_grads(prev, g)
+                    slot[j] = g if prev is None else add(prev, g)
                 else:
-                    leaves[id(edge)] = edge
-                    _accumulate(leaf_grads, id(edge), g)
+                    key = id(edge)
+                    leaves[key] = edge
+                    prev = get_leaf(key)
+                    leaf_grads[key] = g if prev is None else add(prev, g)
     finally:
         STATE.grad_enabled = prev_mode
         if recording:
@@ -133,6 +145,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         for t in inputs:
             g = wanted.get((t.grad_fn, t._out_index)) if t.grad_fn is not None \
                 else leaf_grads.get(id(t))
+            if g is not None and fast:
+                g = Tensor._make(g, t._device, False)
             if g is not None and t.grad_fn is None and t._hooks:
                 g = _run_hooks(t._hooks, g, t)
             if g is None and not allow_unused:
@@ -144,9 +158,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             result.append(g)
         return tuple(result)
 
-    with _GradModeSet(create_graph), _OrderSet(recording, pass_order):
+    with set_grad_enabled(create_graph), _OrderSet(recording, pass_order):
         for key, leaf in leaves.items():
             g = leaf_grads[key]
+            if fast:
+                g = Tensor._make(g, leaf._device, False)
             if leaf._hooks:
                 g = _run_hooks(leaf._hooks, g, leaf)
             if leaf.grad is None:
@@ -156,6 +172,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 if not create_graph:
                     leaf.grad = leaf.grad.detach()
     return None
+
+
+def _add_arrays(a, b):
+    s = a + b
+    return s if s.__class__ is _ndarray or not isinstance(s, np.generic) else np.asarray(s)
 
 
 def _in_scope(node):
@@ -216,18 +237,6 @@ def _nodes_leading_to(starts, wanted_nodes, wanted_leaves):
     return run
 
 
-class _GradModeSet:
-    def __init__(self, mode):
-        self.mode = mode
-
-    def __enter__(self):
-        self.prev = STATE.grad_enabled
-        STATE.grad_enabled = self.mode
-
-    def __exit__(self, *exc):
-        STATE.grad_enabled = self.prev
-
-
 class _OrderSet:
     """While recording, the .grad accumulation of a backward carries its derivative order."""
 
@@ -283,30 +292,48 @@ def _hook_and_owner(hook, owner):
     return f"hook '{name}' registered on {tensor} (shape {tuple(shape)}, {dtype.name})"
 
 
-def _apply_output_hooks(node, grads):
+def _apply_output_hooks(node, grads, fast):
+    """Hooks and retain_grad() see Tensors; with `fast` the gradients are arrays, so they
+    are wrapped for the hooks and unwrapped after."""
     grads = list(grads)
     for i, g in enumerate(grads):
         if g is None:
             continue
+        if fast:
+            g = Tensor._make(g, node.out_meta[i][2], False)
         if node.out_hooks and i in node.out_hooks:
-            grads[i] = g = _run_hooks(node.out_hooks[i], g, (node, i))
+            g = _run_hooks(node.out_hooks[i], g, (node, i))
         if node.retained and i in node.retained:
             t = node.retained[i]()
             if t is not None:
                 gd = Tensor._make(g.data.copy(), g._device, False)  # its own memory, as .grad
                 t.grad = gd if t.grad is None else t.grad + gd
+        grads[i] = g.data if fast else g
     return grads
 
 
-def _call_backward(node, grads, create_graph):
-    """The op's backward: its array-level form when no graph of the gradient is built and
-    the op has one (no Tensors, no ops recorded), else `backward` in tinytensor ops."""
+def _call_backward(node, grads, fast):
+    """The op's backward. With `fast` (no graph of the gradient is built) the gradients are
+    arrays: an op's `backward_arrays` takes them as they are (no Tensors, no ops recorded),
+    its `backward` gets them wrapped and its result unwrapped. Else `backward` in
+    tinytensor ops, on Tensors."""
     # a slot exists only once a gradient arrived, so single-output nodes never miss one
     if len(grads) > 1 and any(g is None for g in grads):  # outputs with no gradient get zeros
-        grads = [g if g is not None else Tensor._zeros_meta(*m) for g, m in zip(grads, node.out_meta)]
+        grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
     fn = node.fn
-    if not create_graph and fn.backward_arrays is not None:
-        return _call_backward_arrays(node, grads)
+    if fast:
+        if fn.backward_arrays is not None:
+            result = fn.backward_arrays(node, *grads)
+            if result.__class__ is not tuple:
+                result = (result,)
+            if len(result) != len(node.edges):
+                _bad_backward_result(node, f"{len(result)} gradient arrays, expected {len(node.edges)}",
+                                     RuntimeError, method="backward_arrays")
+            if STATE.anomaly:
+                check_anomaly(node, result, "backward")
+            return result
+        make = Tensor._make
+        grads = [make(g, m[2], False) for g, m in zip(grads, node.out_meta)]
     if STATE.anomaly:
         # the ops inside a backward are checked as that backward's result below, so a NaN
         # is reported against the op being differentiated, not against e.g. a `div` in it
@@ -323,25 +350,21 @@ def _call_backward(node, grads, create_graph):
     if len(result) != n_in:
         _bad_backward_result(node, f"{len(result)} gradient{'s' if len(result) != 1 else ''}, "
                              f"expected {n_in}", RuntimeError)
-    if STATE.anomaly:
+    if STATE.anomaly or fast:
         for g, meta in zip(result, node.in_meta):  # the engine checks later; this reads .data now
             if g is not None and not isinstance(g, Tensor):
                 _not_a_tensor(node, g, meta)
-        check_anomaly(node, [None if g is None else g.data for g in result], "backward")
+        arrays = [None if g is None else g.data for g in result]
+        if STATE.anomaly:
+            check_anomaly(node, arrays, "backward")
+        if fast:
+            return arrays
     return result
 
 
-def _call_backward_arrays(node, grads):
-    result = node.fn.backward_arrays(node, *[g.data for g in grads])
-    if result.__class__ is not tuple:
-        result = (result,)
-    if len(result) != len(node.edges):
-        _bad_backward_result(node, f"{len(result)} gradient arrays, expected {len(node.edges)}",
-                             RuntimeError, method="backward_arrays")
-    if STATE.anomaly:
-        check_anomaly(node, result, "backward")
-    make, device = Tensor._make, grads[0]._device
-    return tuple(None if a is None else make(a, device, False) for a in result)
+def _zeros(meta, fast):
+    shape, dtype, device = meta
+    return device.xp.zeros(shape, dtype=dtype.np) if fast else Tensor._zeros_meta(shape, dtype, device)
 
 
 def _not_a_tensor(node, g, meta):
@@ -372,6 +395,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     gos = [_default_grad(o, g, "grad") for o, g in zip(outputs, grad_outputs)]
     if retain_graph is None:
         retain_graph = create_graph
+    if STATE.capture is not None:  # the compiler records gradients as ops, as create_graph does
+        create_graph = True
     return run_backward(outputs, gos, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused)
 
 

@@ -15,6 +15,7 @@ class _State:
     tapes = []            # active record() tapes
     anomaly = False
     order = 0             # derivative order of the backward being recorded (0: forward)
+    capture = None        # the compiler's capture in progress (compiler/capture.py), or None
 
 
 STATE = _State()
@@ -22,16 +23,22 @@ STATE = _State()
 
 # --------------------------------------------------------------------------- grad modes
 class _GradMode:
-    """Base for context managers that are also decorators."""
+    """Base for context managers that set one field of STATE (`field`, to `mode`) and are
+    also decorators."""
+    field = "grad_enabled"
     mode = True
 
     def __enter__(self):
-        self.prev = STATE.grad_enabled
-        STATE.grad_enabled = self.mode
+        self.prev = getattr(STATE, self.field)
+        setattr(STATE, self.field, self.mode)
 
     def __exit__(self, *exc):
-        STATE.grad_enabled = self.prev
+        setattr(STATE, self.field, self.prev)
         return False
+
+    def _again(self):
+        """A fresh manager of the same mode, for one call of a decorated function."""
+        return self.__class__()
 
     def __call__(self, fn):
         if inspect.isgeneratorfunction(fn):
@@ -42,7 +49,7 @@ class _GradMode:
                 gen = fn(*args, **kwargs)
                 value = None
                 while True:
-                    with self.__class__():
+                    with self._again():
                         try:
                             item = gen.send(value)
                         except StopIteration as stop:
@@ -52,7 +59,7 @@ class _GradMode:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self._again():
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -134,23 +141,13 @@ def current_module_path():
 class detect_anomaly(_GradMode):
     """Raise at the first op whose forward or backward produces NaN or Inf."""
 
+    field = "anomaly"
+
     def __init__(self, enabled=True):
-        self.enabled = enabled
+        self.mode = enabled
 
-    def __enter__(self):
-        self.prev = STATE.anomaly
-        STATE.anomaly = self.enabled
-
-    def __exit__(self, *exc):
-        STATE.anomaly = self.prev
-        return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with detect_anomaly(self.enabled):
-                return fn(*args, **kwargs)
-        return wrapper
+    def _again(self):
+        return detect_anomaly(self.mode)
 
 
 class AnomalyError(RuntimeError):

@@ -1,6 +1,6 @@
-"""Every Tensor op method and operator, written out: each is one call into `tinytensor.ops`
-(names and signatures follow PyTorch). `Tensor` (core/tensor.py) inherits them, so an IDE
-jumps from `x.sum` here and on to `ops.sum`."""
+"""Every Tensor op method and operator, in one place: names and signatures follow
+PyTorch, and each one is, or calls, a function of `tinytensor.ops`. `Tensor`
+(core/tensor.py) inherits them, so an IDE finds `x.sum` here and goes on to `ops.sum`."""
 
 
 class _Ops:
@@ -20,438 +20,101 @@ class _Ops:
 ops = _Ops()
 
 
+class _op:
+    """A method that is the op function itself: `x.sum(...)` calls `ops.sum(x, ...)` with
+    no method frame in between (a Python call is a large share of a small op's cost). Core
+    cannot import ops while it loads, so the function is looked up on first access and
+    then put on the class in the descriptor's place: every later `x.sum` is a plain method
+    lookup, and operators (`x * y`) go straight to the op. Only for methods whose
+    signature is the op's, self first; the others are written out below."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def __set_name__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __get__(self, obj, cls=None):
+        fn = getattr(ops, self.op)
+        setattr(self.owner, self.name, fn)
+        return fn if obj is None else fn.__get__(obj, cls)
+
+
+def _ops(names):
+    """`exp, log = _ops("exp log")`: like `from tinytensor.ops import exp, log`, as methods."""
+    return tuple(_op(name) for name in names.split())
+
+
+def _reflected(names):
+    """Python's reflected operators: `2 - x` calls `x.__rsub__(2)`, which is `ops.sub(2, x)`."""
+    def method(op):
+        def reflected(self, other):
+            return getattr(ops, op)(other, self)
+        reflected.__name__ = reflected.__qualname__ = f"reflected_{op}"
+        return reflected
+    return tuple(method(op) for op in names.split())
+
+
 class TensorMethods:
     __slots__ = ()
 
-    def add(self, b, alpha=None):
-        return ops.add(self, b, alpha)
-
-    def sub(self, b, alpha=None):
-        return ops.sub(self, b, alpha)
-
-    def mul(self, b):
-        return ops.mul(self, b)
-
-    def div(self, b, rounding_mode=None):
-        return ops.div(self, b, rounding_mode)
-
-    def pow(self, exponent):
-        return ops.pow(self, exponent)
-
-    def neg(self):
-        return ops.neg(self)
-
-    def __add__(self, other):
-        return ops.add(self, other)
-
-    def __sub__(self, other):
-        return ops.sub(self, other)
-
-    def __mul__(self, other):
-        return ops.mul(self, other)
-
-    def __truediv__(self, other):
-        return ops.div(self, other)
-
-    def __pow__(self, exponent):
-        return ops.pow(self, exponent)
-
-    def __neg__(self):
-        return ops.neg(self)
-
-    def __matmul__(self, other):
-        return ops.matmul(self, other)
-
-    def __abs__(self):
-        return ops.abs_(self)
-
-    def __eq__(self, other):
-        return ops.eq(self, other)
-
-    def __ne__(self, other):
-        return ops.ne(self, other)
-
-    def __lt__(self, other):
-        return ops.lt(self, other)
-
-    def __le__(self, other):
-        return ops.le(self, other)
-
-    def __gt__(self, other):
-        return ops.gt(self, other)
-
-    def __ge__(self, other):
-        return ops.ge(self, other)
-
-    def __and__(self, other):
-        return ops.bitwise_and(self, other)
-
-    def __or__(self, other):
-        return ops.bitwise_or(self, other)
-
-    def __xor__(self, other):
-        return ops.bitwise_xor(self, other)
-
-    def __invert__(self):  # logical on bool, as in torch
-        return ops.bitwise_not(self)
-
-    def __mod__(self, other):
-        return ops.remainder(self, other)
-
-    def remainder(self, b):
-        return ops.remainder(self, b)
-
-    def __getitem__(self, key):
-        return ops.getitem(self, key)
-
-    def __setitem__(self, key, value):
-        return ops.setitem(self, key, value)
-
-    def exp(self):
-        return ops.exp(self)
-
-    def log(self):
-        return ops.log(self)
-
-    def log1p(self):
-        return ops.log1p(self)
-
-    def sqrt(self):
-        return ops.sqrt(self)
-
-    def rsqrt(self):
-        return ops.rsqrt(self)
-
-    def abs(self):
-        return ops.abs_(self)
-
-    def sign(self):
-        return ops.sign(self)
-
-    def sin(self):
-        return ops.sin(self)
-
-    def cos(self):
-        return ops.cos(self)
-
-    def tanh(self):
-        return ops.tanh(self)
-
-    def sigmoid(self):
-        return ops.sigmoid(self)
-
-    def relu(self):
-        return ops.relu(self)
-
-    def erf(self):
-        return ops.erf(self)
-
-    def square(self):
-        return ops.square(self)
-
-    def reciprocal(self):
-        return ops.reciprocal(self)
-
-    def maximum(self, b):
-        return ops.maximum(self, b)
-
-    def minimum(self, b):
-        return ops.minimum(self, b)
-
-    def clamp(self, min=None, max=None):
-        return ops.clamp(self, min, max)
-
-    def clip(self, min=None, max=None):
-        return ops.clamp(self, min, max)
-
-    def eq(self, b):
-        return ops.eq(self, b)
-
-    def ne(self, b):
-        return ops.ne(self, b)
-
-    def lt(self, b):
-        return ops.lt(self, b)
-
-    def le(self, b):
-        return ops.le(self, b)
-
-    def gt(self, b):
-        return ops.gt(self, b)
-
-    def ge(self, b):
-        return ops.ge(self, b)
-
-    def logical_and(self, b):
-        return ops.logical_and(self, b)
-
-    def logical_or(self, b):
-        return ops.logical_or(self, b)
-
-    def logical_not(self):
-        return ops.logical_not(self)
-
-    def logical_xor(self, b):
-        return ops.logical_xor(self, b)
-
-    def isfinite(self):
-        return ops.isfinite(self)
-
-    def isnan(self):
-        return ops.isnan(self)
-
-    def isinf(self):
-        return ops.isinf(self)
-
-    def sum(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        return ops.sum(self, dim, keepdim, dtype, axis, keepdims)
-
-    def mean(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        return ops.mean(self, dim, keepdim, dtype, axis, keepdims)
-
-    def prod(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        return ops.prod(self, dim, keepdim, dtype, axis, keepdims)
-
-    def max(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.max(self, dim, keepdim, axis, keepdims)
-
-    def min(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.min(self, dim, keepdim, axis, keepdims)
-
-    def amax(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.amax(self, dim, keepdim, axis, keepdims)
-
-    def amin(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.amin(self, dim, keepdim, axis, keepdims)
-
-    def argmax(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.argmax(self, dim, keepdim, axis, keepdims)
-
-    def argmin(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.argmin(self, dim, keepdim, axis, keepdims)
-
-    def var(self, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
-        return ops.var(self, dim, unbiased, keepdim, correction, axis, keepdims)
-
-    def std(self, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
-        return ops.std(self, dim, unbiased, keepdim, correction, axis, keepdims)
-
-    def logsumexp(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.logsumexp(self, dim, keepdim, axis, keepdims)
-
-    def norm(self, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.norm(self, p, dim, keepdim, axis, keepdims)
-
-    def all(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.all(self, dim, keepdim, axis, keepdims)
-
-    def any(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        return ops.any(self, dim, keepdim, axis, keepdims)
-
-    def cumsum(self, dim=None, dtype=None, axis=None):
-        return ops.cumsum(self, dim, dtype, axis)
-
-    def reshape(self, *shape):
-        return ops.reshape(self, *shape)
-
-    def view(self, *shape):
-        return ops.reshape(self, *shape)
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        return ops.flatten(self, start_dim, end_dim)
-
-    def unflatten(self, dim, sizes):
-        return ops.unflatten(self, dim, sizes)
-
-    def squeeze(self, dim=None):
-        return ops.squeeze(self, dim)
-
-    def unsqueeze(self, dim):
-        return ops.unsqueeze(self, dim)
-
-    def permute(self, *dims):
-        return ops.permute(self, *dims)
-
-    def transpose(self, dim0, dim1):
-        return ops.transpose(self, dim0, dim1)
-
-    def movedim(self, source, destination):
-        return ops.movedim(self, source, destination)
-
-    def expand(self, *sizes):
-        return ops.expand(self, *sizes)
-
-    def broadcast_to(self, shape):
-        return ops.broadcast_to(self, shape)
-
-    def repeat(self, *sizes):
-        return ops.repeat(self, *sizes)
-
-    def tile(self, *dims):
-        return ops.tile(self, *dims)
-
-    def repeat_interleave(self, repeats, dim=None):
-        return ops.repeat_interleave(self, repeats, dim)
-
-    def split(self, split_size_or_sections, dim=0):
-        return ops.split(self, split_size_or_sections, dim)
-
-    def chunk(self, chunks, dim=0):
-        return ops.chunk(self, chunks, dim)
-
-    def unbind(self, dim=0):
-        return ops.unbind(self, dim)
-
-    def flip(self, dims):
-        return ops.flip(self, dims)
-
-    def roll(self, shifts, dims=None):
-        return ops.roll(self, shifts, dims)
-
-    def tril(self, diagonal=0):
-        return ops.tril(self, diagonal)
-
-    def triu(self, diagonal=0):
-        return ops.triu(self, diagonal)
-
-    def contiguous(self):
-        return ops.contiguous(self)
-
-    def gather(self, dim, index):
-        return ops.gather(self, dim, index)
-
-    def scatter_add(self, dim, index, src):
-        return ops.scatter_add(self, dim, index, src)
-
-    def masked_fill(self, mask, value):
-        return ops.masked_fill(self, mask, value)
-
-    def index_select(self, dim, index):
-        return ops.index_select(self, dim, index)
-
-    def matmul(self, b):
-        return ops.matmul(self, b)
-
-    def softmax(self, dim=-1, dtype=None):
-        return ops.softmax(self, dim, dtype)
-
-    def log_softmax(self, dim=-1, dtype=None):
-        return ops.log_softmax(self, dim, dtype)
-
-    def floor(self):
-        return ops.floor(self)
-
-    def ceil(self):
-        return ops.ceil(self)
-
-    def trunc(self):
-        return ops.trunc(self)
-
-    def round(self):
-        return ops.round_(self)
-
-    def multinomial(self, num_samples, replacement=False):
-        return ops.multinomial(self, num_samples, replacement)
-
-    def sort(self, dim=-1, descending=False, stable=True):
-        return ops.sort(self, dim, descending, stable)
-
-    def argsort(self, dim=-1, descending=False, stable=True):
-        return ops.argsort(self, dim, descending, stable)
-
-    def topk(self, k, dim=-1, largest=True, sorted=True):
-        return ops.topk(self, k, dim, largest, sorted)
-
-    def t(self):
-        return ops.t(self)
-
-    def narrow(self, dim, start, length):
-        return ops.narrow(self, dim, start, length)
-
-    def select(self, dim, index):
-        return ops.select(self, dim, index)
-
-    def mm(self, b):
-        return ops.mm(self, b)
-
-    def bmm(self, b):
-        return ops.bmm(self, b)
-
-    def add_(self, other, alpha=None):
-        return ops.add_(self, other, alpha)
-
-    def sub_(self, other, alpha=None):
-        return ops.sub_(self, other, alpha)
-
-    def mul_(self, other):
-        return ops.mul_(self, other)
-
-    def div_(self, other):
-        return ops.div_(self, other)
-
-    def zero_(self):
-        return ops.zero_(self)
-
-    def fill_(self, value):
-        return ops.fill_(self, value)
-
-    def copy_(self, src):
-        return ops.copy_(self, src)
-
-    def clamp_(self, min=None, max=None):
-        return ops.clamp_(self, min, max)
-
-    def masked_fill_(self, mask, value):
-        return ops.masked_fill_(self, mask, value)
+    # ------------------------------------------------------------------ the op functions themselves
+    add, sub, mul, div, pow, neg, remainder, matmul, mm, bmm = _ops(
+        "add sub mul div pow neg remainder matmul mm bmm")
+    __add__, __sub__, __mul__, __truediv__, __pow__, __neg__, __mod__, __matmul__, __abs__ = _ops(
+        "add sub mul div pow neg remainder matmul abs_")
+    __iadd__, __isub__, __imul__, __itruediv__ = _ops("add_ sub_ mul_ div_")
+
+    eq, ne, lt, le, gt, ge = _ops("eq ne lt le gt ge")
+    __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = _ops("eq ne lt le gt ge")
+    # __invert__ is logical on bool, as in torch
+    __and__, __or__, __xor__, __invert__ = _ops("bitwise_and bitwise_or bitwise_xor bitwise_not")
+    logical_and, logical_or, logical_not, logical_xor = _ops(
+        "logical_and logical_or logical_not logical_xor")
+    isfinite, isnan, isinf = _ops("isfinite isnan isinf")
+
+    exp, log, log1p, sqrt, rsqrt, sign, sin, cos, tanh, sigmoid, relu, erf = _ops(
+        "exp log log1p sqrt rsqrt sign sin cos tanh sigmoid relu erf")
+    square, reciprocal, maximum, minimum, clamp, floor, ceil, trunc = _ops(
+        "square reciprocal maximum minimum clamp floor ceil trunc")
+    abs, clip, round = _ops("abs_ clamp round_")
+    tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh = _ops(
+        "tan asin acos atan sinh cosh asinh acosh atanh")
+    arcsin, arccos, arctan, arcsinh, arccosh, arctanh = _ops(
+        "arcsin arccos arctan arcsinh arccosh arctanh")
+    log2, log10, exp2, expm1, atan2, arctan2, hypot, logaddexp, copysign, fmod, lerp = _ops(
+        "log2 log10 exp2 expm1 atan2 arctan2 hypot logaddexp copysign fmod lerp")
+    softmax, log_softmax = _ops("softmax log_softmax")
+
+    sum, mean, prod, max, min, amax, amin, argmax, argmin = _ops(
+        "sum mean prod max min amax amin argmax argmin")
+    var, std, logsumexp, norm, all, any = _ops("var std logsumexp norm all any")
+    cumsum, cumprod, cummax, cummin, logcumsumexp = _ops("cumsum cumprod cummax cummin logcumsumexp")
+    sort, argsort, topk, multinomial = _ops("sort argsort topk multinomial")
+
+    reshape, view, flatten, unflatten, squeeze, unsqueeze = _ops(
+        "reshape reshape flatten unflatten squeeze unsqueeze")
+    permute, transpose, t, movedim, expand, broadcast_to, contiguous = _ops(
+        "permute transpose t movedim expand broadcast_to contiguous")
+    repeat, tile, repeat_interleave, split, chunk, unbind = _ops(
+        "repeat tile repeat_interleave split chunk unbind")
+    flip, roll, tril, triu, narrow, select = _ops("flip roll tril triu narrow select")
+
+    __getitem__, __setitem__ = _ops("getitem setitem")
+    gather, scatter_add, masked_fill, index_select = _ops("gather scatter_add masked_fill index_select")
+    add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
+        "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
 
     # ------------------------------------------------------------------ reflected and derived forms
-    def __radd__(self, other):
-        return ops.add(other, self)
-
-    def __rsub__(self, other):
-        return ops.sub(other, self)
-
-    def __rmul__(self, other):
-        return ops.mul(other, self)
-
-    def __rtruediv__(self, other):
-        return ops.div(other, self)
-
-    def __rpow__(self, other):
-        return ops.pow(other, self)
-
-    def __rmatmul__(self, other):
-        return ops.matmul(other, self)
+    __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
+        "add sub mul div pow matmul remainder")
+    __rand__, __ror__, __rxor__ = _reflected("bitwise_and bitwise_or bitwise_xor")
 
     def __floordiv__(self, other):
         return ops.div(self, other, rounding_mode="floor")
 
     def __rfloordiv__(self, other):
         return ops.div(other, self, rounding_mode="floor")
-
-    def __rand__(self, other):
-        return ops.bitwise_and(other, self)
-
-    def __ror__(self, other):
-        return ops.bitwise_or(other, self)
-
-    def __rxor__(self, other):
-        return ops.bitwise_xor(other, self)
-
-    def __rmod__(self, other):
-        return ops.remainder(other, self)
-
-    def __iadd__(self, other):
-        return ops.add_(self, other)
-
-    def __isub__(self, other):
-        return ops.sub_(self, other)
-
-    def __imul__(self, other):
-        return ops.mul_(self, other)
-
-    def __itruediv__(self, other):
-        return ops.div_(self, other)
 
     def where(self, condition, other):
         return ops.where(condition, self, other)

@@ -40,10 +40,15 @@ class SumTo(Function):
 
 
 def sum_to(x, shape):
+    return _reshaped(SumTo, x, shape)
+
+
+def _reshaped(fn, x, shape):
+    """fn applied to take x to `shape`; x itself when it has that shape already."""
     shape = tuple(shape)
     if x.shape == shape:
         return x
-    return SumTo.apply(x, shape=shape)
+    return fn.apply(x, shape=shape)
 
 
 class Expand(Function):
@@ -64,10 +69,7 @@ class Expand(Function):
 
 def expand_to(x, shape):
     """x broadcast to `shape` (already checked: see ops.movement.expand for the user form)."""
-    shape = tuple(shape)
-    if x.shape == shape:
-        return x
-    return Expand.apply(x, shape=shape)
+    return _reshaped(Expand, x, shape)
 
 
 class Cast(Function):

@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
 from ..device import CPU, device_of_array, get_device, to_device_array
+from .grad_mode import STATE
 from .methods import TensorMethods, ops
 
 
@@ -132,37 +133,45 @@ class Tensor(TensorMethods):
 
     # ------------------------------------------------------------------ conversion
     def numpy(self):
+        if STATE.capture is not None:
+            STATE.capture.read_value(self, ".numpy()")
         if self.requires_grad:
             raise RuntimeError("numpy(): tensor requires grad; call .detach().numpy()")
         return self.data if self._device is CPU else self.data.get()
 
-    def item(self):
+    def item(self, _what="item()"):
+        if STATE.capture is not None:  # a value read into Python would be frozen by the compiler
+            STATE.capture.read_value(self, _what)
         if self.numel() != 1:
             raise ValueError(f"item(): only one-element tensors can be converted to Python "
                              f"scalars, this one has shape {tuple(self.shape)}")
         return self.data.reshape(()).item() if self._device is CPU else self.data.get().reshape(()).item()
 
     def tolist(self):
+        if STATE.capture is not None:
+            STATE.capture.read_value(self, ".tolist()")
         return to_device_array(self.data, CPU).tolist()
 
     def __float__(self):
-        return float(self.item())
+        return float(self.item("float()"))
 
     def __int__(self):
-        return int(self.item())
+        return int(self.item("int()"))
 
     def __bool__(self):
         if self.numel() != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is "
                                "ambiguous; use .any() or .all()")
-        return bool(self.item())
+        return bool(self.item("bool()"))
 
     def __index__(self):
         if self.data.dtype.kind not in "iu" or self.numel() != 1:
             raise TypeError("only integer tensors of one element can be used as an index")
-        return int(self.item())
+        return int(self.item("use as an index"))
 
     def __array__(self, dtype=None, copy=None):
+        if STATE.capture is not None:
+            STATE.capture.read_value(self, "conversion to a NumPy array")
         a = to_device_array(self.data, CPU)
         return a if dtype is None else a.astype(dtype)
 
@@ -244,6 +253,8 @@ class Tensor(TensorMethods):
         """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""
         from .engine import _default_grad, run_backward  # the engine makes Tensors: it imports this module
         g = _default_grad(self, gradient, "backward")
+        if STATE.capture is not None:  # the compiler captures the backward as ops, as create_graph records it
+            create_graph = True
         if retain_graph is None:
             retain_graph = create_graph
         if inputs is not None:

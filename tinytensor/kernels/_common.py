@@ -1,4 +1,5 @@
-"""Helpers shared by the fused ops: array-module dispatch, chunking, constants."""
+"""Helpers shared by the fused ops (tinytensor/ops) and their CUDA launchers: array-module
+dispatch, chunking, constants, vector widths and block sizes."""
 import numpy as np
 
 from ..core.tensor import Tensor
@@ -57,3 +58,19 @@ def f32(v):
 def acc_scalar(v, dtype):
     """A scalar for a kernel over `dtype`, in its accumulator type (double for float64)."""
     return acc_dtype(dtype)(v)
+
+
+def vec_width(n, *arrays):
+    """Elements a kernel moves per 16-byte load over rows of n: 16 bytes' worth when n is a
+    multiple of it and every array (None: absent) starts 16-byte aligned, else 1."""
+    v = 16 // arrays[0].dtype.itemsize
+    return v if n % v == 0 and all(a is None or a.data.ptr % 16 == 0 for a in arrays) else 1
+
+
+def block_threads(n, vec, dtype):
+    """Threads of a block-per-row kernel (long-row softmax, cross-entropy) for a row of n:
+    a power of two from 64 up to the kernels' launch bounds, about 4 loads per thread."""
+    t, top = 64, 512 if dtype == np.float64 else 1024
+    while t < top and t * vec * 4 < n:
+        t *= 2
+    return t

@@ -264,11 +264,11 @@ def main():
     """python -m tinytensor.kernels._cuda [nvcc|nvrtc] [--full] [sm_XX ...]: registers and
     spills of every kernel for sm_80 and sm_90 (or the archs named)."""
     import sys
-    from . import attention, cross_entropy, layer_norm, softmax
+    from . import cuda_attention, cuda_cross_entropy, cuda_norm, cuda_softmax
     use = "nvrtc" if "nvrtc" in sys.argv[1:] else "nvcc"
     full = "--full" in sys.argv[1:]
     archs = [a for a in sys.argv[1:] if a.startswith("sm_")] or ["sm_80", "sm_90"]
-    for mod in (softmax, layer_norm, cross_entropy, attention):
+    for mod in (cuda_softmax, cuda_norm, cuda_cross_entropy, cuda_attention):
         rep = {}
         for arch in archs:
             exprs = mod.cuda_instantiations(full=full, arch=int(arch[3:]))

@@ -84,3 +84,92 @@ class use_fusion:
 
 def fusion_enabled(family=None):
     return enabled(family)
+
+
+# ---------------------------------------------------------------- which path ran, and why
+_reports = []  # the open report() blocks
+
+
+def choose(family, rule, *args):
+    """The path one call of a `family` op takes: None for the fused op, else why the
+    reference decomposition runs ("fusion off", or what `rule(*args)` found against the
+    fused op; the rule runs only while fusion is on). Open `report()` blocks hear of it."""
+    why = rule(*args) if enabled(family) else "fusion off"
+    if _reports:
+        path = ("fused", None) if why is None else ("reference", why)
+        for r in _reports:
+            r._add(family, path)
+    return why
+
+
+class report(dict):
+    """Which path each fused family took inside a block, and why the fused op did not apply.
+
+        with tt.kernels.report() as r:
+            F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+        r["attention"]   # ("reference", "dropout_p > 0 (the fused op has no dropout)")
+        r.counts         # {("attention", "reference", "dropout_p > 0 ..."): 1}
+
+    `r[family]` is (path, reason) of the family's last call, path "fused" (reason None) or
+    "reference"; `r.counts` counts every (family, path, reason) seen, so a block whose calls
+    went different ways shows all of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = {}
+
+    def _add(self, family, path):
+        self[family] = path
+        key = (family,) + path
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def __enter__(self):
+        _reports.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        # by identity: two reports that heard the same calls are equal dicts
+        del _reports[next(i for i, r in enumerate(_reports) if r is self)]
+
+
+def path_of(node):
+    """The path a tape node ran: "fused" for a fused op, "reference: <why>" for a node of a
+    reference decomposition that `mark` tagged, else None."""
+    return node.__dict__.get("fusion") or getattr(node.fn, "fusion", None)
+
+
+def mark(out, op, why, *inputs):
+    """Tag the nodes that produced `out` from `inputs` (the reference decomposition of `op`
+    that just ran) with why it ran, for graph export. Nodes already tagged keep their tag
+    (a fused softmax inside the reference attention is still fused). Nothing is recorded
+    when nothing was tracked; returns `out`."""
+    from ..core.grad_mode import STATE  # the tapes that may hold the nodes, not the grad mode
+    tapes = STATE.tapes
+    if out.grad_fn is None and not tapes:
+        return out
+    stop = {id(t) for t in inputs if t is not None}
+
+    def producer(t):
+        if t.grad_fn is not None:
+            return t.grad_fn
+        for tape in tapes:
+            p = tape.producer(t)
+            if p is not None:
+                return tape.nodes[p[0]]
+        return None
+
+    stop_nodes = {producer(t) for t in inputs if t is not None} - {None}
+    first = producer(out)
+    stack, seen = ([first] if first is not None and first not in stop_nodes else []), set()
+    text = f"reference: {why}"
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if path_of(node) is None:
+            node.fusion = text if node.name == op else f"{op} {text}"
+        preds = [e[0] for e in node.edges if e.__class__ is tuple]
+        preds += [producer(t) for t in node.inputs if id(t) not in stop]
+        stack.extend(p for p in preds if p is not None and p not in stop_nodes and p not in seen)
+    return out

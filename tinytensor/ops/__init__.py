@@ -4,7 +4,11 @@ plus the thin function users call. Tensor methods (core/methods.py) call into th
 namespace; the families import one another in one direction:
 
     elementwise -> movement -> inplace -> indexing -> reduce -> linalg, sorting
-                -> nn (with the fused kernels of tinytensor.kernels) -> losses, attention
+                -> nn -> softmax -> norms -> losses -> cross_entropy -> attention
+
+softmax, norms, cross_entropy and attention each hold a reference op, its fused form
+(device launch in tinytensor.kernels) and the rule that picks one. `tinytensor.ops.softmax`
+and `.cross_entropy` are the functions; reach the files with `from .softmax import ...`.
 """
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import abs_, round_  # noqa: F401
@@ -15,6 +19,14 @@ from .reduce import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
+from .softmax import *  # noqa: F401,F403
+from .norms import *  # noqa: F401,F403
 from .losses import *  # noqa: F401,F403
+from .cross_entropy import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403  (uses elementwise, movement)
+from .pooling import *  # noqa: F401,F403  (uses conv, indexing, linalg)
+from .math_functions import *  # noqa: F401,F403  (uses elementwise)
+from .cumulative import *  # noqa: F401,F403  (uses movement, indexing, reduce)
+from .activations import *  # noqa: F401,F403  (uses elementwise, inplace)
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

@@ -136,6 +136,10 @@ class Add(Function):
     def backward(ctx, g):
         return g, g
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g, g  # the engine gives each input its own copy where it must
+
 
 class Sub(Function):
     @staticmethod
@@ -145,6 +149,10 @@ class Sub(Function):
     @staticmethod
     def backward(ctx, g):
         return g, neg(g) if ctx.needs_input_grad[1] else None
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g, -g if ctx.needs_input_grad[1] else None
 
 
 class Mul(Function):

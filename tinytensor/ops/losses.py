@@ -1,16 +1,14 @@
-"""Losses: cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits, one_hot.
+"""Losses: nll_loss, mse_loss, binary_cross_entropy_with_logits, one_hot, and the target
+checks cross_entropy (ops/cross_entropy.py, beside its fused form) shares with nll_loss.
 
-Written as compositions of primitive ops, so every order of gradient comes for free;
-the fused cross-entropy kernel (later) keeps this as its reference decomposition."""
+Written as compositions of primitive ops, so every order of gradient comes for free."""
 import numpy as np
 
 from ..messages import plain
-from ..kernels import cross_entropy as _k_ce, fusion as _fusion
 from ..core.tensor import Tensor
 from .elementwise import cast, eq, ne, softplus, where
 from .indexing import gather, getitem
 from .movement import movedim, squeeze, unsqueeze, _where
-from .nn import log_softmax
 from .reduce import mean, sum as sum_
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -86,55 +84,6 @@ def _picked(logp, target, weight, ignore_index, op):
         w = w * getitem(weight, safe)
     # drop ignored entries by where, not by * 0: their picked log-probability may be -inf
     return -(where(valid, picked, 0.0) * w), w
-
-
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
-    """Cross-entropy from logits (N, C[, d...]) with class-index or probability targets."""
-    _check_reduction(reduction, "cross_entropy")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    if input.ndim == 0:
-        raise ValueError(f"cross_entropy: input must have a class dimension, got a 0-d tensor{_where()}")
-    if _fusion.enabled("cross_entropy") and _k_ce.applies(input, target, weight):
-        return _k_ce.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
-    cdim = 1 if input.ndim > 1 else 0
-    logp = log_softmax(input, dim=cdim)
-    n_classes = input.shape[cdim]
-    if target.data.dtype.kind == "f":  # class probabilities
-        if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{tuple(input.shape)}, got {tuple(target.shape)}{_where()}")
-        _check_class_weight(weight, n_classes, "cross_entropy")
-        if label_smoothing > 0:
-            target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
-        terms = logp * target
-        if weight is not None:
-            terms = _class_last(terms) * weight
-            loss = -sum_(terms, dim=-1)
-        else:
-            loss = -sum_(terms, dim=cdim)
-        if reduction == "mean":
-            return sum_(loss) / (input.numel() / n_classes) if input.numel() else sum_(loss) * float("nan")
-        return _reduce(loss, reduction)
-    if target.data.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must be class indices (integer) or probabilities "
-                        f"(float), got {target.dtype.name}")
-    nll, w = _picked(logp, target, weight, ignore_index, "cross_entropy")
-    if reduction == "mean":
-        loss = _weighted_mean(sum_(nll), sum_(w))
-    else:
-        loss = _reduce(nll, reduction)
-    if label_smoothing <= 0:
-        return loss
-    lp = _class_last(logp)
-    smooth = where(ne(target, ignore_index),
-                   -sum_(lp * weight if weight is not None else lp, dim=-1), 0.0)
-    if reduction == "mean":
-        smooth = _weighted_mean(sum_(smooth), sum_(w))
-    else:
-        smooth = _reduce(smooth, reduction)
-    return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
 def mse_loss(input, target, reduction="mean"):

@@ -34,6 +34,16 @@ def _dims_args(x, dim, keepdim, axis, keepdims, op):
     return (dims if x.ndim else ()), bool(keepdim)  # a 0-d tensor accepts dim 0 / -1
 
 
+def _accumulating(x, dtype):
+    """x in the dtype a sum accumulates in: `dtype` when given, else int64 for integer and
+    bool tensors (like torch), else x's own."""
+    if dtype is not None:
+        return cast(x, dtype)
+    if x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
+        return cast(x, "int64")
+    return x
+
+
 def _keep_shape(shape, dims):
     return tuple(1 if i in dims else s for i, s in enumerate(shape))
 
@@ -56,13 +66,18 @@ class Sum(Function):
     def backward(ctx, g):
         return _expand_back(g, ctx.in_meta[0][0], ctx.attrs["dims"], ctx.attrs["keepdim"])
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        in_shape = ctx.in_meta[0][0]
+        if not ctx.attrs["keepdim"]:
+            g = g.reshape(_keep_shape(in_shape, ctx.attrs["dims"]))
+        # a read-only broadcast view: the engine copies it where a gradient must own memory
+        return _xp(g).broadcast_to(g, in_shape)
+
 
 def sum(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "sum")
-    if dtype is not None:
-        x = cast(x, dtype)
-    elif x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
-        x = cast(x, "int64")  # like torch: integer sums accumulate in int64
+    x = _accumulating(x, dtype)
     return Sum.apply(x, dims=dims, keepdim=keepdim)
 
 
@@ -82,20 +97,33 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     return mul(s, 1.0 / count if count else float("nan"))
 
 
-class Prod(Function):
-    @staticmethod
-    def forward(ctx, x, dims, keepdim):
-        out = x.prod(axis=dims, keepdims=keepdim)
+def _saved_back(ctx, g):
+    """For a reduction that saved (x, out) (prod, amax/amin, std, logsumexp, norm): x, the
+    reduced dims, and the output and the gradient broadcast back to x's shape."""
+    x, out = ctx.saved_tensors
+    dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+    return x, dims, _expand_back(out, x.shape, dims, keepdim), _expand_back(g, x.shape, dims, keepdim)
+
+
+class _SavesOutput(Function):
+    """A reduction (the array method named `reduce`) whose backward needs its input and
+    its output: prod, amax, amin."""
+    reduce = None
+
+    @classmethod
+    def forward(cls, ctx, x, dims, keepdim):
+        out = getattr(x, cls.reduce)(axis=dims, keepdims=keepdim)
         ctx.save_for_backward(x, out)
         return out
 
+
+class Prod(_SavesOutput):
+    reduce = "prod"
+
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+        x, dims, out_k, g_k = _saved_back(ctx, g)
         shape = x.shape
-        out_k = _expand_back(out, shape, dims, keepdim)
-        g_k = _expand_back(g, shape, dims, keepdim)
         is_zero = eq(x, 0)
         if not bool(is_zero.data.any()):
             return g_k * (out_k / x)
@@ -120,24 +148,15 @@ def prod(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     return Prod.apply(x, dims=dims, keepdim=keepdim)
 
 
-class _Extreme(Function):
+class _Extreme(_SavesOutput):
     """amax/amin: ties share the gradient evenly (PyTorch's rule for amax and max())."""
-    reduce = None
-
-    @classmethod
-    def forward(cls, ctx, x, dims, keepdim):
-        out = getattr(x, cls.reduce)(axis=dims, keepdims=keepdim)
-        ctx.save_for_backward(x, out)
-        return out
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
-        shape = x.shape
-        hit = eq(x, _expand_back(out, shape, dims, keepdim))
-        count = _expand_back(sum(hit, dim=dims, keepdim=True), shape, dims, True)
-        return _expand_back(g, shape, dims, keepdim) * hit / count
+        x, dims, out_k, g_k = _saved_back(ctx, g)
+        hit = eq(x, out_k)
+        count = _expand_back(sum(hit, dim=dims, keepdim=True), x.shape, dims, True)
+        return g_k * hit / count
 
 
 class Amax(_Extreme):
@@ -280,16 +299,14 @@ class Std(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        dims, keepdim, correction = ctx.attrs["dims"], ctx.attrs["keepdim"], ctx.attrs["correction"]
+        x, dims, out_k, g_k = _saved_back(ctx, g)
+        correction = ctx.attrs["correction"]
         n = 1
         for d in dims:
             n *= x.shape[d]
-        shape = x.shape
-        out_k = _expand_back(out, shape, dims, keepdim)
         at_zero = eq(out_k, 0)
         safe = where(at_zero, 1.0, out_k)  # so the masked branch is finite in double backward too
-        g_var = where(at_zero, 0.0, _expand_back(g, shape, dims, keepdim) / (safe * 2.0))
+        g_var = where(at_zero, 0.0, g_k / (safe * 2.0))
         centered = x - mean(x, dim=dims, keepdim=True)
         denom = n - correction
         return g_var * centered * (2.0 / denom if denom > 0 else math.inf)
@@ -326,10 +343,8 @@ class LogSumExp(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
-        shape = x.shape
-        return _expand_back(g, shape, dims, keepdim) * exp(x - _expand_back(out, shape, dims, keepdim))
+        x, _, out_k, g_k = _saved_back(ctx, g)
+        return g_k * exp(x - out_k)
 
 
 def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
@@ -356,11 +371,8 @@ class Norm(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        p, dims, keepdim = ctx.attrs["p"], ctx.attrs["dims"], ctx.attrs["keepdim"]
-        shape = x.shape
-        g_k = _expand_back(g, shape, dims, keepdim)
-        out_k = _expand_back(out, shape, dims, keepdim)
+        x, dims, out_k, g_k = _saved_back(ctx, g)
+        p, shape = ctx.attrs["p"], x.shape
         if p == 1:
             return g_k * sign(x)
         if p == float("inf"):
@@ -419,10 +431,7 @@ def cumsum(x, dim=None, dtype=None, axis=None):
     if dim is None:
         raise TypeError("cumsum: dim is required")
     dim = norm_dim(dim, x.ndim, "cumsum")
-    if dtype is not None:
-        x = cast(x, dtype)
-    elif x.data.dtype.kind in "biu" and x.data.dtype != np.int64:
-        x = cast(x, "int64")  # like torch: integer sums accumulate in int64
+    x = _accumulating(x, dtype)
     if x.ndim == 0:  # NumPy would return shape (1,)
         return clone(x)
     return Cumsum.apply(x, dim=dim)

@@ -1,5 +1,6 @@
 """The text on each vertex, edge and cluster: what an op did, on which shapes, where, and
 what it cost."""
+from ..kernels.fusion import path_of
 from .annotate import fmt_bytes, fmt_flops
 
 _KIND_WORDS = {"param": "parameter", "input": "input", "output": "output", "grad": "gradient"}
@@ -82,7 +83,14 @@ def cost_text(flops, out_bytes, saved_bytes):
 
 def vertex_label(v, show_scope, annotate, default_dtype, repeats=None):
     if v.kind == "op":
-        lines = [op_head(v)]
+        lines = op_head(v).split("\n")
+        path = path_of(v.node)  # "fused", "reference: <why>": which form of a fused family ran
+        if path:
+            note = f"({path})"
+            if len(lines[-1]) + len(note) < 40:
+                lines[-1] += " " + note
+            else:
+                lines.append(note)
         outs = v.node.out_meta
         lines.append(", ".join(shape_text(m[0], m[1], default_dtype) for m in outs))
         if show_scope and v.scope:
@@ -127,7 +135,9 @@ def vertex_tooltip(v):
         ins = ", ".join(shape_text(m[0], m[1]) for m in node.in_meta)
         outs = ", ".join(shape_text(m[0], m[1]) for m in node.out_meta)
         where = f" @ {v.scope}" if v.scope else ""
-        return (f"#{node.seq} {node.name}{where} [{order_name(v.order)}]: {ins} -> {outs}; "
+        path = path_of(node)
+        name = f"{node.name} ({path})" if path else node.name
+        return (f"#{node.seq} {name}{where} [{order_name(v.order)}]: {ins} -> {outs}; "
                 f"attrs {node.attrs}; {fmt_flops(v.flops)}")
     if v.about:
         return v.about

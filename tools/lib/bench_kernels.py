@@ -136,8 +136,8 @@ def kernels_gpu_softmax(results):
             t_tt = _cuda_time(lambda: F.softmax(x, -1))
             t_bwd = None
             y = F.softmax(x, -1).data
-            from tinytensor.kernels import softmax as ks
-            t_bwd = _cuda_time(lambda: ks._cuda_backward(y, y, False))
+            from tinytensor.kernels import cuda_softmax as ks
+            t_bwd = _cuda_time(lambda: ks.backward(y, y, False))
             row = {"op": "softmax", "dtype": dtype, "shape": [rows, n], "copy_GBps": nbytes / t_copy / 1e6,
                    "fwd_GBps": nbytes / t_tt / 1e6, "bwd_GBps": 1.5 * nbytes / t_bwd / 1e6}
             row["fwd_vs_copy"] = row["fwd_GBps"] / row["copy_GBps"]

@@ -9,6 +9,7 @@ on disk is never replaced by a broken one.
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 
@@ -88,13 +89,65 @@ def first_non_finite(model):
 
 
 def run(args):
-    """Train as the parsed flags say; returns the summary (also written to summary.json)."""
+    """Train as the parsed flags say; returns the summary (also written to summary.json).
+
+    With args.distributed (under `mpiexec -n N`) every rank draws the same global batch and
+    trains on its slice of the rows through DistributedDataParallel; rank 0 alone prints,
+    writes checkpoints and the summary. A rank that stops with an error aborts the job."""
+    if not getattr(args, "distributed", False):
+        return _run(args, None)
+    import tinytensor.distributed as dist
+    try:
+        dist.init_process_group("mpi")
+    except RuntimeError as e:
+        raise SystemExit(f"train --distributed: {e}")
+    try:
+        summary = _run(args, dist)
+    except SystemExit as e:
+        if e.code not in (0, None):  # exiting alone would leave the other ranks waiting
+            print(e.code, file=sys.stderr, flush=True)
+            dist.abort(1)
+        raise
+    dist.destroy_process_group()
+    return summary
+
+
+class _Silent:
+    """The progress bar of ranks other than 0: iterates, shows nothing."""
+
+    def __init__(self, iterable):
+        self.iterable = iterable
+
+    def __iter__(self):
+        return iter(self.iterable)
+
+    def set(self, **info):
+        pass
+
+    def write(self, line):
+        pass
+
+    def close(self):
+        pass
+
+
+def _run(args, dist):
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist else (0, 1)
+    lead = rank == 0
+    say = print if lead else (lambda *a, **k: None)
     tt.manual_seed(args.seed)
     try:
         tt.device(args.device).xp  # fails early, with an install hint, if cuda is unusable
     except (RuntimeError, ValueError) as e:
         raise SystemExit(f"train: {e}")
-    check_out_dir(args.out)
+    if dist and tt.device(args.device).type != "cpu":
+        raise SystemExit(f"train --distributed: runs CPU processes over MPI; got --device "
+                         f"{args.device} (NCCL training is not wired into train.py yet)")
+    if dist and args.batch_size % world:
+        raise SystemExit(f"train --distributed: --batch-size {args.batch_size} must be divisible "
+                         f"by the {world} ranks (each trains on an equal slice of every batch)")
+    if lead:
+        check_out_dir(args.out)
     state = load_resume(args.resume, args.steps) if args.resume else None
     task = make_task(args)
     model, opt = build(args, task)
@@ -115,12 +168,16 @@ def run(args):
     ckpt = os.path.join(args.out, "checkpoint.safetensors")
     what = ("the reverse task" if isinstance(task, Reverse)
             else f"{args.data or 'Python stdlib source'} ({len(task.train_tokens) + len(task.val_tokens):,} bytes)")
-    print(f"tinytensor {tt.__version__}: {args.model} ({model.num_parameters():,} parameters, "
-          f"{args.layers} layers, d={args.d_model}) on {what}, batch {args.batch_size}, {args.device}")
+    say(f"tinytensor {tt.__version__}: {args.model} ({model.num_parameters():,} parameters, "
+        f"{args.layers} layers, d={args.d_model}) on {what}, batch {args.batch_size}, {args.device}"
+        + (f", {world} processes" if dist else ""))
+    # every rank evaluates the same (identical) weights, so all of them agree on stopping
     if start == 0:
         history["val"].append((0, task.evaluate(model, args.device)))
-        print(f"step {0:5d}  {task.metric} {history['val'][-1][1]:.4f}")
-    bar = progress(range(start + 1, args.steps + 1), "train")
+        say(f"step {0:5d}  {task.metric} {history['val'][-1][1]:.4f}")
+    trained = nn.parallel.DistributedDataParallel(model) if dist else model
+    steps = range(start + 1, args.steps + 1)
+    bar = progress(steps, "train") if lead else _Silent(steps)
 
     def stop(step, reason):
         bar.close()
@@ -132,9 +189,12 @@ def run(args):
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = args.lr * schedule(step)
-        batch = task.sample(args.device)
-        loss = model(**batch).loss
+        batch = task.sample(args.device)   # under dist: the same global batch on every rank
+        mine = {k: dist.shard_rows(v) for k, v in batch.items()} if dist else batch
+        loss = trained(**mine).loss
         value = loss.item()
+        if dist:  # equal slices: the mean of the ranks' means is the global batch's mean
+            value = dist.all_reduce(tt.tensor([value], dtype=tt.float64), op="mean").item()
         if not math.isfinite(value):
             stop(step, f"the training loss is {value}")
         opt.zero_grad()
@@ -155,9 +215,13 @@ def run(args):
             bar.write(f"step {step:5d}  train loss {value:.4f}  {task.metric} {score:.4f}")
             rng = {"data": task.rng.bit_generator.state,
                    "cpu": tt.random.generator(tt.device("cpu")).bit_generator.state}
-            nn.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                     "config": config, "history": history, "rng": rng}, ckpt)
+            if lead:
+                nn.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                         "config": config, "history": history, "rng": rng}, ckpt)
             good = (ckpt, step)
+    bar.close()
+    if not lead:
+        return {"model": args.model, "rank": rank}
     curve = os.path.join(args.out, "loss.svg")
     series = {"train loss": _smooth(history["train"])}
     if task.metric.endswith("loss"):

@@ -60,6 +60,20 @@ __global__ void __launch_bounds__(1024) norm_fwd(const T* __restrict__ x, const 
   }
 }
 
+// gw = g * w (g alone without a weight) and x: VEC values at column c of one row
+template <class T, int VEC, class A>
+__device__ __forceinline__ void load_gw_x(const T* __restrict__ g, const T* __restrict__ x,
+                                          const T* __restrict__ w, int has_w, int c, A* gw, A* xv) {
+  load_vec<T, VEC>(g + c, gw);
+  load_vec<T, VEC>(x + c, xv);
+  if (has_w) {
+    A wv[VEC];
+    load_vec<T, VEC>(w + c, wv);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) gw[j] *= wv[j];
+  }
+}
+
 // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w (rms: no mean(gw) term)
 template <class T, int VEC, bool RMS>
 __global__ void __launch_bounds__(1024) norm_bwd_dx(const T* __restrict__ g, const T* __restrict__ x,
@@ -75,31 +89,25 @@ __global__ void __launch_bounds__(1024) norm_bwd_dx(const T* __restrict__ g, con
   const A mu = RMS ? A(0) : mean[row], rs = rstd[row];
   A s1 = 0, s2 = 0;
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
-    A gv[VEC], xv[VEC], wv[VEC];
-    load_vec<T, VEC>(g + off + c, gv);
-    load_vec<T, VEC>(x + off + c, xv);
-    if (has_w) load_vec<T, VEC>(w + c, wv);
+    A gw[VEC], xv[VEC];
+    load_gw_x<T, VEC>(g + off, x + off, w, has_w, c, gw, xv);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const A gw = has_w ? gv[j] * wv[j] : gv[j];
-      s1 += gw;
-      s2 += gw * (xv[j] - mu) * rs;
+      s1 += gw[j];
+      s2 += gw[j] * (xv[j] - mu) * rs;
     }
   }
   s2 = block_sum(s2, buf) / A(n);
   if (!RMS) s1 = block_sum(s1, buf) / A(n);
   for (int c = threadIdx.x * VEC; c < n; c += blockDim.x * VEC) {
-    A gv[VEC], xv[VEC], wv[VEC];
-    load_vec<T, VEC>(g + off + c, gv);
-    load_vec<T, VEC>(x + off + c, xv);
-    if (has_w) load_vec<T, VEC>(w + c, wv);
+    A gw[VEC], xv[VEC];
+    load_gw_x<T, VEC>(g + off, x + off, w, has_w, c, gw, xv);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const A gw = has_w ? gv[j] * wv[j] : gv[j];
       const A xh = (xv[j] - mu) * rs;
-      gv[j] = rs * (RMS ? gw - xh * s2 : gw - s1 - xh * s2);
+      gw[j] = rs * (RMS ? gw[j] - xh * s2 : gw[j] - s1 - xh * s2);
     }
-    store_vec<T, VEC>(dx + off + c, gv);
+    store_vec<T, VEC>(dx + off + c, gw);
   }
 }
 

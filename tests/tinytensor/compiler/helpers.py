@@ -1,0 +1,56 @@
+"""Shared programs for the compiler tests: small models, steps, and captures of them."""
+import numpy as np
+
+import models
+import nn
+import tinytensor as tt
+from tinytensor.compiler import interpret
+from tinytensor.compiler.capture import capture, flatten_tensors
+
+
+def mlp(seed=0):
+    tt.manual_seed(seed)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+
+
+def gpt(seed=0, drop=0.0):
+    tt.manual_seed(seed)
+    return models.GPT(models.GPTConfig(vocab_size=32, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                       resid_pdrop=drop, embd_pdrop=drop, attn_pdrop=drop))
+
+
+def mse_step(m, x, y):
+    loss = ((m(x) - y) ** 2).mean()
+    loss.backward()
+    return loss
+
+
+def lm_step(m, ids):
+    loss = m(ids, labels=ids).loss
+    loss.backward()
+    return loss
+
+
+def bound_arrays(meta, args, kwargs=None):
+    tensors = flatten_tensors((args, kwargs or {}))
+    return [tensors[x].data if k == "arg" else x.data if k == "param" else x.grad.data
+            for k, x in meta["bindings"]]
+
+
+def captured(step, args):
+    """(program, captured output arrays (result, then grads), input arrays)."""
+    program, result, meta = capture(step, args)
+    outs = [t.data for t in flatten_tensors(result)]
+    outs += [p.grad.data for p, k in meta["grads"] if k is not None]
+    return program, outs, bound_arrays(meta, args)
+
+
+def assert_bitwise(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert g.tobytes() == w.tobytes(), float(np.abs(g.astype(float) - w).max())
+
+
+def interpreted(program, arrays):
+    return interpret.run(program, arrays)

@@ -1,0 +1,88 @@
+"""Vertical fusion: chains become one kernel, the program stays valid and computes the
+same values (bitwise, through the interpreter), and no fusion makes a cycle."""
+import numpy as np
+
+import tinytensor as tt
+import tinytensor.functional as F
+from tinytensor.compiler.codegen import c
+from tinytensor.compiler.passes import fuse
+
+from ._programs import bits, fused_instrs, interpreted, program_of
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((4, 8)).astype(np.float32)
+B = rng.standard_normal(8).astype(np.float32)
+
+
+def fused_and_checked(fn, *arrays):
+    program, inputs = program_of(fn, *arrays)
+    fused = fuse.run(program).verify()
+    for ins in fused_instrs(fused):
+        ins.attrs["body"].verify()
+    for a, b in zip(interpreted(program, inputs), interpreted(fused, inputs)):
+        np.testing.assert_array_equal(bits(a), bits(b))
+    return program, fused
+
+
+def test_a_chain_with_a_broadcast_bias_becomes_one_kernel():
+    program, fused = fused_and_checked(lambda x, b: ((x * 2.0 + b).exp() * x - 0.5).tanh(), X, B)
+    (k,) = fused.instrs
+    assert k.op == "fused" and k.fn is None
+    assert k.attrs["name"] == "fused_mul_add_exp_mul_sub_tanh"
+    assert [v.name for v in k.inputs] == ["arg0", "arg1"]   # 0-d constants went into the body
+    assert len(k.attrs["body"].consts) == 2 and len(k.attrs["body"].instrs) == len(program.instrs)
+
+
+def test_a_value_used_outside_the_group_stays_an_output():
+    def f(x):
+        a = (x * 3.0).exp()
+        return a.sum() + 0.0, (a + 1.0).relu()
+
+    program, fused = fused_and_checked(f, X)
+    (k,) = fused_instrs(fused)
+    a = next(ins.outputs[0] for ins in program.instrs if ins.op == "exp")
+    assert a in k.outputs and len(k.outputs) == 2   # a (read by sum) and the relu result
+
+
+def test_no_fusion_through_a_reduction_that_would_make_a_cycle():
+    def f(x):
+        a = x.exp() * 2.0          # (4, 8)
+        s = a.sum(1, keepdim=True)  # a reduction of a: not fusible
+        return (a / s).tanh()       # joining a's group would need s inside it: a cycle
+
+    program, fused = fused_and_checked(f, X)
+    ops = [ins.op if ins.op != "fused" else [i.op for i in ins.attrs["body"].instrs]
+           for ins in fused.instrs]
+    assert ops == [["exp", "mul"], "sum", ["div", "tanh"]]
+
+
+def test_matmul_and_shape_changes_split_kernels():
+    def f(x, w):
+        h = (x * 0.5 + 1.0) @ w            # (4, 8) @ (8, 3)
+        return (h * h).sigmoid() * 2.0
+
+    program, fused = fused_and_checked(f, X, rng.standard_normal((8, 3)).astype(np.float32))
+    assert [ins.op for ins in fused.instrs] == ["fused", "matmul", "fused"]
+    assert [v.shape for v in fused.instrs[-1].outputs] == [(4, 3)]
+
+
+def test_only_ops_numpy_computes_exactly_are_fused_and_a_lone_cheap_op_is_left_alone():
+    program, fused = fused_and_checked(
+        lambda x: (x ** 3, x.abs() ** 0.5 + 1.0, F.gelu(x), F.gelu(x, approximate="tanh"), x + 1.0), X)
+    kernels = [[i.op for i in k.attrs["body"].instrs] for k in fused_instrs(fused)]
+    assert sorted(kernels) == sorted([["abs", "pow", "add"], ["gelu"]])
+    gelu_kernel = next(k for k in fused_instrs(fused) if k.attrs["name"] == "fused_gelu")
+    assert gelu_kernel.attrs["body"].instrs[0].attrs["approximate"] == "tanh"
+    assert {i.op for i in fused.instrs} == {"pow", "gelu", "add", "fused"}
+
+
+def test_every_fusible_op_has_a_c_emitter():
+    assert set(fuse.FUSIBLE) == set(c.EMIT)
+
+
+def test_scope_and_role_are_kept():
+    program, inputs = program_of(lambda x: (x * 2.0).exp() + 1.0, X)
+    for ins in program.instrs:
+        ins.scope = "h.0.mlp" if ins.op != "add" else "h.0.mlp.act"
+    (k,) = fuse.run(program).instrs
+    assert k.scope == "h.0.mlp" and k.role == "forward"

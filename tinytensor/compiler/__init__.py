@@ -1,0 +1,32 @@
+"""The compiler: `tt.compile` records a step once per input signature and replays it.
+
+    capture.py    run the step once under record(); its tape (forward, and the backward
+                  as create_graph records it) becomes an ir.Program
+    ir.py         the SSA program: Value, Instr, Program, verify(), text()
+    interpret.py  the oracle: runs a Program with the ops' own forwards
+    passes/       dce, cse, fold, simplify, fuse, plan (program in, program out)
+    codegen/c.py  fused kernels as C (cc, ctypes); cache_disk.py keeps them by source hash
+    explain.py    tt.compiler.explain(step, *args, out=...): every stage as text, picture, C
+    guards.py     the signature a program is valid for
+    api.py        tt.compile and CompiledFunction
+
+Not captured yet (each a clear error or documented here):
+- the optimizer step: optimizers update parameters in place outside the tape, so a step
+  that calls opt.step() inside the compiled function raises; call it outside;
+- in-place ops on tensors the step uses (x.add_(y)) raise; use the out-of-place form;
+- reading values into Python (.item(), bool(t), float(t), .numpy(), .tolist()) raises,
+  naming the line;
+- random numbers drawn outside a recorded op (tt.rand inside the step) raise; dropout is a
+  recorded op and replays like eager (same seed, same result);
+- tensors the step reads without receiving them as arguments or through a Module or
+  optimizer argument are baked in as constants if they do not require grad;
+- dynamic=True (symbolic sizes) raises NotImplementedError: each new shape compiles anew,
+  up to 8 signatures per function, then new ones run eagerly with one warning;
+- compiled outputs carry no autograd history.
+"""
+from . import ir
+from .api import CompiledFunction, compile
+from .capture import CaptureError
+from .explain import explain
+
+__all__ = ["compile", "CompiledFunction", "CaptureError", "explain", "ir"]

@@ -1,0 +1,373 @@
+"""Capture: run a step once eagerly under `record()` and read its tape as an ir.Program.
+
+The step runs for real (its result is the first call's result). A `backward()` inside it
+records its gradient ops as `create_graph=True` does, so the backward is part of the tape,
+and the `.grad` each parameter ends up with becomes a program output. Program inputs are
+the step's tensor arguments (kind "input"), then every parameter, buffer or other leaf the
+step reads that is not a baked constant (kind "param", read afresh at each replay), and the
+`.grad` a parameter already held on entry (an eager backward adds into it). 0-d tensors made
+from Python numbers, and other arrays made inside the step, are constants.
+
+What cannot be replayed is refused with an error naming it: a value read into Python
+(`.item()`, `bool(t)`, ...), an in-place update of a tensor the step uses (an optimizer
+step), a random draw that is not a recorded op (it would be frozen).
+"""
+import dataclasses
+import linecache
+import os
+import sys
+
+import numpy as np
+
+from .. import random as _random
+from ..core.grad_mode import STATE
+from ..core.node import Tape
+from ..core.tensor import Tensor
+from ..device import CPU
+from ..dtypes import from_numpy_dtype
+from ..kernels import fusion as _fusion
+from . import ir
+from .interpret import fill_attrs
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tinytensor
+
+
+class CaptureError(RuntimeError):
+    """A step does something a captured program could not replay faithfully."""
+
+
+def capture(fn, args, kwargs=None, name=None):
+    """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
+
+    meta: "bindings" (per program input: ("arg", i) for the i-th tensor argument,
+    ("param", tensor) or ("grad", tensor) to read at each call), "tree" (to rebuild the
+    result from the first `n_results` outputs), "grads" ((param, output index or None to
+    clear it) for every .grad the step changed), "params" (the parameters, in input order).
+    """
+    kwargs = kwargs or {}
+    name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
+    arg_tensors = flatten_tensors((args, kwargs))
+    named = known_tensors((args, kwargs))
+    for t, _ in named.values():
+        if t.requires_grad and t.grad is not None and t.grad.requires_grad:
+            raise CaptureError(f"tt.compile: {name}: the .grad of {named[id(t)][1]} has a graph "
+                               "of its own (from a create_graph backward); detach it first")
+    before = {k: (t._version[0], id(t.data), t.grad) for k, (t, _) in named.items()}
+    _random.generator(CPU)  # made now, so its state before the step can be compared
+    rng_before = _rng_state()
+
+    tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
+    prev = STATE.capture
+    STATE.tapes.append(tape)
+    STATE.capture = tape
+    # the fused kernels' gradients build constants from their inputs' arrays (a valid-row
+    # mask from the targets) that a replay would freeze; their reference decompositions
+    # are ops all the way down, and fusing them again is the compiler's job
+    fusion_state = _fusion.set_fusion(False)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        _fusion.restore_fusion(fusion_state)
+        STATE.capture = prev
+        STATE.tapes.remove(tape)
+
+    for k, (t, label) in named.items():
+        version, data, _ = before[k]
+        if t._version[0] != version or id(t.data) != data:
+            _changed_in_place(name, label, t)
+    for t, version in tape.first_version.values():
+        if t._version[0] != version:
+            _changed_in_place(name, named.get(id(t), (t, t.name))[1], t)
+    _check_random(name, tape, rng_before)
+
+    entry_grads = {k: (t, before[k][2]) for k, (t, _) in named.items() if t.requires_grad}
+    for k, pair in tape.entry_grads.items():
+        entry_grads.setdefault(k, pair)
+    b = _Builder(tape, arg_tensors, named, entry_grads)
+    results = flatten_tensors(result)
+    outputs = [b.value(t) for t in results]
+    grads = []
+    for t, old in entry_grads.values():
+        if t.grad is old:
+            continue
+        if t.grad is None:
+            grads.append((t, None))
+            continue
+        grads.append((t, len(outputs)))
+        outputs.append(b.value(t.grad))
+    program = ir.Program(inputs=b.inputs, instrs=_drop_unread_saved(b.instrs, outputs),
+                         outputs=outputs, consts=b.consts).verify()
+
+    # the eager state the step leaves: .grad without the graph create_graph gave it, in
+    # memory of its own, as an eager backward leaves it; results carry no history
+    handed = set()
+    for t, k in grads:
+        if k is not None:
+            t.grad = Tensor._make(own(t.grad.data, handed), t._device, False)
+    result = rebuild(result, [t.detach() if t.requires_grad else t for t in results])
+    meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
+            "params": [x[1] for x in b.bindings if x[0] == "param"]}
+    return program, result, meta
+
+
+def _drop_unread_saved(instrs, outputs):
+    """Keep a side array of forward as an output only where a backward reads it."""
+    read = {v.id for ins in instrs for v in ins.inputs} | {v.id for v in outputs}
+    out = []
+    for ins in instrs:
+        if ins.saved:
+            n = len(ins.outputs) - len(ins.saved)
+            keep = [j for j, v in enumerate(ins.outputs[n:]) if v.id in read]
+            ins = dataclasses.replace(ins, outputs=ins.outputs[:n] + [ins.outputs[n + j] for j in keep],
+                                      saved=tuple(ins.saved[j] for j in keep))
+        out.append(ins)
+    return out
+
+
+class _CaptureTape(Tape):
+    """A tape that also notes each tensor's version when the step first touched it (an
+    in-place update after that would make the replay read a value eager never used)."""
+
+    def __init__(self, fn_name, known):
+        super().__init__()
+        self.fn_name = fn_name
+        self.known = known          # ids of the arguments and parameters: traced values
+        self.first_version = {}     # id(tensor) -> (tensor, version)
+        self.entry_grads = {}       # id(leaf requiring grad) -> (leaf, its .grad when first used)
+
+    def add(self, node, results):
+        super().add(node, results)
+        seen = self.first_version
+        for t in node.inputs:
+            if id(t) not in seen:
+                seen[id(t)] = (t, t._version[0])
+                if t.requires_grad and t.grad_fn is None:
+                    self.entry_grads[id(t)] = (t, t.grad)
+        for t in results:
+            seen[id(t)] = (t, t._version[0])
+
+    def read_value(self, t, what):
+        """Called by Tensor.item() and friends while capturing: a value the step computed
+        (or an argument / parameter) read into Python would be frozen into the program."""
+        if id(t) not in self._producer and id(t) not in self.known:
+            return  # a constant made from Python numbers: reading it back is harmless
+        where = user_frame()
+        raise CaptureError(
+            f"tt.compile: {self.fn_name} reads a tensor's value into Python ({what}) at {where}; "
+            "a compiled program cannot replay Python that depends on tensor values (the value "
+            "of the first call would be frozen). Keep it in tensor ops (tt.where instead of an "
+            "if), or return the tensor and read it outside the compiled function.")
+
+
+def user_frame():
+    """'file:line (`source`)' of the innermost frame outside tinytensor's own code."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        f = f.f_back
+    if f is None:
+        return "an unknown line"
+    src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno}" + (f" (`{src}`)" if src else "")
+
+
+def _changed_in_place(name, label, t):
+    if t.requires_grad and t.grad_fn is None:
+        raise CaptureError(
+            f"tt.compile: {name} changed parameter {label or _shape_label(t)} in place (an "
+            "optimizer step?); the optimizer update is not captured yet — call opt.step() "
+            "outside the compiled function")
+    raise CaptureError(
+        f"tt.compile: {name} modified {('tensor ' + label) if label else _shape_label(t)} in "
+        "place; in-place ops are not captured yet: use the out-of-place form (x = x + y "
+        "instead of x.add_(y))")
+
+
+def _shape_label(t):
+    return f"a tensor of shape {tuple(t.shape)} ({t.dtype.name})"
+
+
+def _rng_state():
+    return {dev: g.bit_generator.state for dev, g in _random._generators.items()
+            if dev.type == "cpu"}
+
+
+def _check_random(name, tape, before):
+    """Every draw from tinytensor's generator must come from a recorded random op, which
+    the replay redraws. Redraw those from the state before the step: a generator that does
+    not end where the step left it was also drawn from by something the tape cannot see."""
+    after = _rng_state()
+    if after == before:
+        return
+    draws = [(node, node.attrs) for node in tape.nodes if getattr(node.fn, "random", False)]
+    try:
+        for dev, state in before.items():
+            _random._generators[dev].bit_generator.state = state
+        from .interpret import _Ctx
+        for node, attrs in draws:
+            node.fn.forward(_Ctx(), **attrs)
+        replayed = _rng_state()
+    finally:
+        for dev, state in after.items():
+            _random._generators[dev].bit_generator.state = state
+    if replayed != after:
+        raise CaptureError(
+            f"tt.compile: {name} drew random numbers outside a recorded op (tt.rand, tt.randn, "
+            "tt.randint, ... inside the step): the replay would reuse the first call's numbers. "
+            "Draw them outside the compiled function and pass them in as arguments.")
+
+
+class _Builder:
+    """Tape nodes -> Instrs; tensors -> Values (created on first sight)."""
+
+    def __init__(self, tape, arg_tensors, named, entry_grads):
+        self.inputs, self.instrs, self.consts, self.bindings = [], [], {}, []
+        self.values = {}            # id(tensor) -> Value
+        self.arrays = {}            # id(array) -> Value: a saved tensor a backward unpacks
+        #                             is a new Tensor object around the same array
+        self.named = named
+        self.grad_owner = {id(g): p for p, g in entry_grads.values() if g is not None}
+        for i, t in enumerate(arg_tensors):
+            if id(t) not in self.values:
+                self._input(t, "input", f"arg{i}", ("arg", i))
+        for node, results in zip(tape.nodes, tape.outputs):
+            ins = [self.value(t) for t in node.inputs]
+            outs = [ir.Value(tuple(m[0]), m[1]) for m in node.out_meta]
+            for t, v in zip(results, outs):
+                self.values[id(t)] = v
+                self.arrays.setdefault(id(t.data), v)
+            saved = []
+            for k, e in enumerate(node.saved or ()):
+                # (array, edge, leaf, version cell, ...): no cell means an array forward
+                # computed on the side; a backward reading it must get this call's
+                if e[3] is None and id(e[0]) not in self.arrays:
+                    v = ir.Value(tuple(e[0].shape), from_numpy_dtype(e[0].dtype))
+                    self.arrays[id(e[0])] = v
+                    outs.append(v)
+                    saved.append(k)
+            attrs, paths = dict(node.attrs), []
+            for path, a in _arrays_in(node.attrs):
+                v = self.arrays.get(id(a))
+                if v is not None:  # an index tensor's array: an input, not a frozen attribute
+                    paths.append(path)
+                    ins.append(v)
+            if paths:
+                attrs = fill_attrs(attrs, paths, [None] * len(paths))
+            self.instrs.append(ir.Instr(op=node.name, fn=node.fn, inputs=ins, outputs=outs,
+                                        attrs=attrs, scope=node.scope,
+                                        role="backward" if node.order else "forward",
+                                        saved=tuple(saved), attr_inputs=tuple(paths)))
+
+    def _input(self, t, kind, name, binding):
+        v = ir.Value(tuple(t.shape), t.dtype, kind=kind, name=name)
+        self.values[id(t)] = v
+        self.arrays.setdefault(id(t.data), v)
+        self.inputs.append(v)
+        self.bindings.append(binding)
+        return v
+
+    def value(self, t):
+        v = self.values.get(id(t))
+        if v is None:
+            v = self.arrays.get(id(t.data))
+        if v is not None:
+            return v
+        p = self.grad_owner.get(id(t))
+        if p is not None:  # the .grad a parameter held on entry: read afresh at each call
+            return self._input(t, "param", f"{self._label(p) or 'param'}.grad", ("grad", p))
+        if id(t) in self.named or t.requires_grad or (t.ndim and t.grad_fn is not None):
+            label = self._label(t)
+            return self._input(t, "param", label, ("param", t))
+        # a constant: a 0-d number, or an array the step made without an op (tt.arange,
+        # tt.tensor([...]), the ones a backward starts from); copied, so nothing can change it
+        v = ir.Value(tuple(t.shape), t.dtype, kind="const")
+        self.consts[v] = t.data.copy()
+        self.values[id(t)] = v
+        return v
+
+    def _label(self, t):
+        return self.named[id(t)][1] if id(t) in self.named else (t.name or "")
+
+
+def _arrays_in(attrs):
+    """(path, array) for every array inside attrs (directly, or in nested tuples/lists)."""
+    def go(obj, path):
+        if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("cupy"):
+            yield path, obj
+        elif isinstance(obj, (tuple, list)):
+            for i, o in enumerate(obj):
+                yield from go(o, path + (i,))
+    for k, a in attrs.items():
+        yield from go(a, (k,))
+
+
+def known_tensors(obj):
+    """{id: (tensor, name)} of the parameters and buffers of every Module among the
+    arguments, and of every optimizer's parameters (found by duck typing: tinytensor
+    cannot import nn)."""
+    out = {}
+    for o in _walk(obj):
+        if hasattr(o, "named_parameters") and hasattr(o, "training"):
+            for n, p in o.named_parameters():
+                out.setdefault(id(p), (p, n))
+            for n, b in (o.named_buffers() if hasattr(o, "named_buffers") else ()):
+                if isinstance(b, Tensor):
+                    out.setdefault(id(b), (b, n))
+        elif hasattr(o, "param_groups"):
+            for gi, group in enumerate(o.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    out.setdefault(id(p), (p, p.name or f"param_groups[{gi}]['params'][{pi}]"))
+    return out
+
+
+def _walk(obj):
+    if isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _walk(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _walk(o)
+    elif not isinstance(obj, Tensor):
+        yield obj
+
+
+def flatten_tensors(obj):
+    """The tensors inside nested tuples, lists and dicts, in order."""
+    if isinstance(obj, Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for o in obj for t in flatten_tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in flatten_tensors(o)]
+    return []
+
+
+def rebuild(obj, tensors):
+    """`obj` with its tensors (in flatten_tensors order) replaced by `tensors`."""
+    it = iter(tensors)
+
+    def go(o):
+        if isinstance(o, Tensor):
+            return next(it)
+        if isinstance(o, tuple) and hasattr(o, "_fields"):  # namedtuple
+            return type(o)(*[go(x) for x in o])
+        if isinstance(o, (tuple, list)):
+            return type(o)(go(x) for x in o)
+        if isinstance(o, dict):
+            new = type(o)()
+            for k, x in o.items():
+                new[k] = go(x)
+            return new
+        return o
+    return go(obj)
+
+
+def own(a, handed, inputs=()):
+    """`a`, or a copy of it when it must not be handed to the caller as it is: a read-only
+    broadcast view, memory already handed out (two .grads of one array) or an input's."""
+    base = a if a.base is None else a.base
+    if (not getattr(a.flags, "writeable", True) or id(base) in handed
+            or any(np.may_share_memory(a, x) for x in inputs)):
+        a = a.copy()
+        base = a
+    handed.add(id(base))
+    return a

@@ -1,0 +1,1 @@
+"""Code generation: c.py (C source -> the system C compiler -> ctypes)."""

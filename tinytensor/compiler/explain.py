@@ -1,0 +1,127 @@
+"""See what the compiler did: per stage the IR text, a picture, the kernels' C, a table.
+
+`tt.compiler.explain(step, *args, out="out/compile")` captures `step` on `args` (running
+it once, as the first call of a compiled function does), runs every pass and writes what
+each stage looks like; `explain_stages({"captured": p0, "fuse": p1, ...}, out_dir)` does
+the writing for programs you already have. For stage k named s it writes, for stage k named s:
+`k_s.txt` (the IR), `k_s.svg` (graphviz; `k_s.dot` when graphviz's `dot` is missing),
+`k_s_kernels/<kernel>.c` (the generated C of each fused kernel), and `stats.md`, one row
+per stage: nodes, kernels, bytes moved, planned peak. It returns those rows.
+
+In the picture every fused kernel is a cluster labelled with its name, FLOPs and bytes
+moved, around the ops it replaced; each op shows its module path. Bytes moved counts what
+each top-level instruction reads and writes (a kernel's inputs and outputs; its internal
+values stay in registers). FLOPs count one per element per elementwise op.
+"""
+import math
+import os
+import shutil
+
+from .passes import plan as plan_pass
+
+_FUSED_COLOR = "#fff4d6"
+
+
+def nbytes(v):
+    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
+
+
+def bytes_moved(ins):
+    return sum(nbytes(v) for v in list(ins.inputs) + list(ins.outputs))
+
+
+def kernel_flops(ins):
+    return sum(math.prod(i.outputs[0].shape) for i in ins.attrs["body"].instrs)
+
+
+def stats(program):
+    kernels = [ins for ins in program.instrs if ins.op == "fused"]
+    return {"nodes": len(program.instrs), "kernels": len(kernels),
+            "bytes moved": sum(bytes_moved(ins) for ins in program.instrs),
+            "planned peak": plan_pass.plan(program).peak}
+
+
+def explain(fn, *args, out="out/compile", **kwargs):
+    """Capture `fn(*args, **kwargs)` once, run the passes of `tt.compile(backend="c")` one
+    by one, and write every stage to `out` (see the module docstring). Returns the stats
+    rows, one per stage."""
+    import importlib
+
+    from .capture import capture
+    from .passes import DEFAULT
+    from .passes import fuse
+    program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"))
+    stages = {"captured": program}
+    for k, name in enumerate(DEFAULT):
+        program = importlib.import_module(f"{__package__}.passes.{name}").run(program)
+        stages[name if name not in stages else f"{name}{k}"] = program
+    stages["fuse"] = fuse.run(program)
+    return explain_stages(stages, out)
+
+
+def explain_stages(program_stages, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    rows = []
+    for k, (stage, program) in enumerate(program_stages.items()):
+        base = os.path.join(out_dir, f"{k}_{stage}")
+        with open(base + ".txt", "w") as f:
+            f.write(program.text() + "\n")
+        picture = _picture(program, stage)
+        if shutil.which("dot"):
+            picture.render(base, format="svg", cleanup=True)
+        else:  # graphviz's binaries are missing: the .dot file still opens anywhere later
+            picture.save(base + ".dot")
+        _kernel_sources(program, base + "_kernels")
+        rows.append({"stage": stage, **stats(program)})
+    with open(os.path.join(out_dir, "stats.md"), "w") as f:
+        f.write("| stage | nodes | kernels | bytes moved | planned peak |\n|---|---:|---:|---:|---:|\n")
+        for r in rows:
+            f.write(f"| {r['stage']} | {r['nodes']} | {r['kernels']} | {r['bytes moved']} | "
+                    f"{r['planned peak']} |\n")
+    return rows
+
+
+def _kernel_sources(program, folder):
+    from .codegen import c
+    source, names = c.program_source(program)
+    if not names:
+        return
+    os.makedirs(folder, exist_ok=True)
+    for k, name in names.items():
+        with open(os.path.join(folder, name + ".c"), "w") as f:
+            f.write('#include "tt_math.h"\n\n' + c.kernel_source(program.instrs[k], name) + "\n")
+
+
+def _picture(program, stage):
+    import graphviz
+    g = graphviz.Digraph(name=stage, graph_attr={"rankdir": "TB", "label": stage, "fontname": "Helvetica"},
+                         node_attr={"fontname": "Helvetica", "fontsize": "10"})
+    made = {}   # value id -> graph node that produces it
+    for v in program.inputs:
+        made[v.id] = f"in{v.id}"
+        g.node(made[v.id], f"{v.name or 'input'}\n{list(v.shape)} {v.dtype.name}", shape="ellipse")
+
+    def op_node(graph, ins, key):
+        where = f"\n@ {ins.scope}" if ins.scope else ""
+        shapes = ", ".join(f"{list(v.shape)}" for v in ins.outputs)
+        graph.node(key, f"{ins.op}\n{shapes}{where}", shape="box")
+        for v in ins.inputs:
+            if v.id in made:
+                g.edge(made[v.id], key)
+        for v in ins.outputs:
+            made[v.id] = key
+
+    for k, ins in enumerate(program.instrs):
+        if ins.op != "fused":
+            op_node(g, ins, f"op{k}")
+            continue
+        with g.subgraph(name=f"cluster_{k}") as sub:
+            sub.attr(label=f"{ins.attrs['name']}\n{kernel_flops(ins)} FLOPs, {bytes_moved(ins)} bytes",
+                     style="filled", fillcolor=_FUSED_COLOR)
+            for j, inner in enumerate(ins.attrs["body"].instrs):
+                op_node(sub, inner, f"op{k}_{j}")
+    for j, v in enumerate(program.outputs):
+        g.node(f"out{j}", f"output {j}", shape="ellipse")
+        if v.id in made:
+            g.edge(made[v.id], f"out{j}")
+    return g

@@ -1,0 +1,98 @@
+"""The oracle: run an ir.Program with the ops' own forwards, on NumPy (or CuPy) arrays.
+
+Each instruction calls `instr.fn.forward` on the arrays eager handed it, with a ctx that
+saves nothing, so a captured program interpreted on the arrays of its capture repeats the
+eager computation op for op: the results are bitwise those of the capture run. A "fused"
+instruction runs the Program in its attrs["body"].
+"""
+import weakref
+
+import numpy as np
+
+from ..core.function import _Ctx
+from ..device import array_context, device_of_array
+
+_last_use = weakref.WeakKeyDictionary()  # program -> [ids of values dead after instr k]
+
+
+def run(program, input_arrays):
+    """The program's output arrays for `input_arrays` (one per program input, in order)."""
+    if len(input_arrays) != len(program.inputs):
+        raise ValueError(f"interpret.run: the program takes {len(program.inputs)} inputs, got "
+                         f"{len(input_arrays)}")
+    env = {v.id: a for v, a in zip(program.inputs, input_arrays)}
+    for v, a in program.consts.items():
+        env[v.id] = a
+    dead = _last_use.get(program)
+    if dead is None:
+        dead = _last_use[program] = _dead_after(program)
+    for ins, gone in zip(program.instrs, dead):
+        outs = run_instr(ins, [env[v.id] for v in ins.inputs])
+        for v, a in zip(ins.outputs, outs):
+            env[v.id] = a
+        for k in gone:  # free intermediates as soon as nothing reads them
+            del env[k]
+    return [env[v.id] for v in program.outputs]
+
+
+def run_instr(instr, arrays):
+    """The output arrays (a list) of one instruction applied to `arrays`."""
+    if instr.op == "fused":
+        return run(instr.attrs["body"], arrays)
+    fn, attrs = instr.fn, instr.attrs
+    if instr.attr_inputs:
+        n = len(instr.attr_inputs)
+        attrs = fill_attrs(attrs, instr.attr_inputs, arrays[-n:])
+        arrays = arrays[:-n]
+    ctx = _SavingCtx() if instr.saved else _Ctx()
+    if arrays and not isinstance(arrays[0], np.ndarray):
+        with array_context(device_of_array(arrays[0])):
+            out = fn.forward(ctx, *arrays, **attrs)
+    else:
+        out = fn.forward(ctx, *arrays, **attrs)
+    out = out if out.__class__ is tuple else (out,)
+    if instr.saved:
+        out = out + tuple(ctx.to_save[k] for k in instr.saved)
+    # NumPy ufuncs return scalars for 0-d inputs; eager wraps them back into arrays too
+    return [np.asarray(a) if isinstance(a, np.generic) else a for a in out]
+
+
+def fill_attrs(attrs, paths, arrays):
+    """attrs with arrays[i] placed at paths[i] (a key, then indices into nested tuples)."""
+    attrs = dict(attrs)
+    for path, a in zip(paths, arrays):
+        attrs[path[0]] = _put(attrs[path[0]], path[1:], a)
+    return attrs
+
+
+def _put(obj, path, a):
+    if not path:
+        return a
+    items = list(obj)
+    items[path[0]] = _put(items[path[0]], path[1:], a)
+    return type(obj)(items)
+
+
+class _SavingCtx(_Ctx):
+    to_save = ()
+
+    def save_for_backward(self, *arrays):
+        self.to_save = arrays
+
+
+def _dead_after(program):
+    """For each instruction, the ids of values read for the last time there (never the
+    program's inputs, constants or outputs)."""
+    keep = {v.id for v in program.outputs} | {v.id for v in program.inputs}
+    keep |= {v.id for v in program.consts}
+    last = {}
+    for k, ins in enumerate(program.instrs):
+        for v in ins.inputs:
+            last[v.id] = k
+        for v in ins.outputs:  # an output nobody reads dies where it is made
+            last.setdefault(v.id, k)
+    dead = [[] for _ in program.instrs]
+    for vid, k in last.items():
+        if vid not in keep:
+            dead[k].append(vid)
+    return dead

@@ -1,0 +1,190 @@
+"""Vertical fusion of elementwise/broadcast chains into kernels (`Instr(op="fused")`).
+
+Greedy producer-consumer fusion over the schedule: each fusible instruction joins the
+group of the producer whose fusion saves the most bytes of memory traffic (a saved read,
+plus a saved write when the producer's value has no other use), and may pull other
+producer groups in too, as long as the merged group stays free of cycles (no value
+leaves the group and comes back into it through an instruction outside). A group is one
+loop over its output shape, so every member must produce that shape; smaller inputs
+(a bias row, a 0-d constant, an `expand` source) are read with broadcast indexing.
+
+A value defined in a group and used outside it (or a program output) stays an output of
+the kernel. 0-d constants move into the kernel body (codegen bakes them in as literals).
+
+Not fused (yet): reductions, matmul and movement ops other than `expand` stay separate
+instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
+has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
+and division).
+"""
+import heapq
+import math
+
+from ...core import primitives as P
+from ...ops import elementwise as E
+from ..ir import Instr, Program
+
+FLOAT = ("float32", "float64")
+BOOL = ("bool",)
+FLOAT_OR_BOOL = FLOAT + BOOL
+
+# Function class -> the dtypes (of inputs and output) it is fused for. Each one has a C
+# emitter in codegen/c.py (test_fuse checks the two tables agree).
+FUSIBLE = {
+    E.Add: FLOAT, E.Sub: FLOAT, E.Mul: FLOAT, E.Div: FLOAT, E.Neg: FLOAT,
+    E.Maximum: FLOAT, E.Minimum: FLOAT, E.Abs: FLOAT, E.Sqrt: FLOAT, E.Rsqrt: FLOAT,
+    E.Exp: FLOAT, E.Log: FLOAT, E.Tanh: FLOAT, E.Sigmoid: FLOAT, E.Silu: FLOAT,
+    E.Gelu: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: FLOAT_OR_BOOL,
+    E.Where: FLOAT_OR_BOOL, P.Cast: FLOAT_OR_BOOL, P.Expand: FLOAT_OR_BOOL,
+    E.LogicalAnd: FLOAT_OR_BOOL, E.LogicalOr: FLOAT_OR_BOOL, E.LogicalXor: FLOAT_OR_BOOL,
+    E.LogicalNot: FLOAT_OR_BOOL, E.BitwiseAnd: BOOL, E.BitwiseOr: BOOL, E.BitwiseXor: BOOL,
+    E.BitwiseNot: BOOL, E.Eq: FLOAT_OR_BOOL, E.Ne: FLOAT_OR_BOOL, E.Lt: FLOAT_OR_BOOL, E.Le: FLOAT_OR_BOOL, E.Gt: FLOAT_OR_BOOL, E.Ge: FLOAT_OR_BOOL,
+}
+# x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x), so the kernel can match it bit for bit
+EXACT_POWERS = (1, 2, 0.5, -1)
+# ops that are several NumPy passes on their own: worth a kernel even when nothing fuses
+COMPOSITE = (E.Gelu, E.Sigmoid, E.Silu, E.Rsqrt)
+
+
+def fusible(ins):
+    """Whether `ins` can be a member of a fused elementwise kernel."""
+    dtypes = FUSIBLE.get(ins.fn)
+    if dtypes is None or len(ins.outputs) != 1:
+        return False
+    shape = ins.outputs[0].shape
+    if not all(isinstance(d, int) for d in shape):
+        return False  # symbolic dims: the C backend specializes on static shapes
+    if any(v.dtype.name not in dtypes for v in list(ins.inputs) + ins.outputs):
+        return False
+    if ins.fn is E.PowScalar and ins.attrs.get("exponent") not in EXACT_POWERS:
+        return False
+    if ins.fn is E.Gelu and ins.attrs.get("approximate") != "tanh":
+        return False
+    return True
+
+
+def nbytes(v):
+    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
+
+
+def run(program):
+    """`program` with its elementwise chains replaced by fused kernels."""
+    instrs = program.instrs
+    producer = {v.id: k for k, ins in enumerate(instrs) for v in ins.outputs}
+    uses = {}
+    for k, ins in enumerate(instrs):
+        for v in ins.inputs:
+            uses.setdefault(v.id, []).append(k)
+    outputs = {v.id for v in program.outputs}
+    group = [None] * len(instrs)      # instruction index -> group id
+    members = {}                      # group id -> sorted instruction indices
+
+    for k, ins in enumerate(instrs):
+        if not fusible(ins):
+            continue
+        shape = ins.outputs[0].shape
+        saving = {}
+        for v in ins.inputs:
+            p = producer.get(v.id)
+            if p is None or group[p] is None or instrs[members[group[p]][0]].outputs[0].shape != shape:
+                continue
+            once = len(uses[v.id]) == 1 and v.id not in outputs
+            saving[group[p]] = saving.get(group[p], 0) + nbytes(v) * (2 if once else 1)
+        mine = None
+        for g in sorted(saving, key=lambda g: (-saving[g], g)):
+            merged = sorted(members[g] + (members[mine] if mine is not None else [k]))
+            if _acyclic(merged, instrs, producer):
+                for m in members.pop(g):
+                    group[m] = mine if mine is not None else g
+                if mine is None:
+                    mine = g
+                    group[k] = g
+                members[mine] = merged
+        if mine is None:
+            group[k] = k
+            members[k] = [k]
+
+    return program.replace(instrs=_schedule(program, group, members, uses, outputs))
+
+
+def _acyclic(merged, instrs, producer):
+    """True unless some instruction outside `merged` both depends on the group and feeds it
+    (contracting the group to one kernel would then make a cycle)."""
+    inside = set(merged)
+    tainted = set()   # outside instructions that depend on the group
+    for k in range(merged[0] + 1, merged[-1] + 1):
+        if k in inside:
+            if any(producer.get(v.id) in tainted for v in instrs[k].inputs):
+                return False
+            continue
+        if any(producer.get(v.id) in inside or producer.get(v.id) in tainted for v in instrs[k].inputs):
+            tainted.add(k)
+    return True
+
+
+def _schedule(program, group, members, uses, outputs):
+    """The instruction list with each group contracted to one fused Instr, topologically
+    ordered, keeping the original order wherever the dependencies allow."""
+    instrs = program.instrs
+    nodes = {}   # first instruction index -> Instr (fused or original)
+    for g, ms in members.items():
+        if len(ms) == 1 and instrs[ms[0]].fn not in COMPOSITE:
+            continue   # a lone cheap op gains nothing from a kernel of its own
+        nodes[ms[0]] = _fused(program, [instrs[m] for m in ms], set(ms), uses, outputs)
+    for k, ins in enumerate(instrs):
+        g = group[k]
+        if g is None or members[g][0] not in nodes:
+            nodes[k] = ins
+    producer = {v.id: k for k, ins in nodes.items() for v in ins.outputs}
+    users = {k: set() for k in nodes}
+    waiting = {}
+    for k, ins in nodes.items():
+        deps = {producer[v.id] for v in ins.inputs if v.id in producer} - {k}
+        waiting[k] = len(deps)
+        for d in deps:
+            users[d].add(k)
+    ready = [k for k, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(nodes[k])
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        raise AssertionError("fuse: contracted program has a cycle (a bug in the cycle check)")
+    return order
+
+
+def _fused(program, body_instrs, indices, uses, outputs):
+    defined = {v.id for ins in body_instrs for v in ins.outputs}
+    consts = {}
+    inputs, seen = [], set()
+    for ins in body_instrs:
+        for v in ins.inputs:
+            if v.id in defined or v.id in seen:
+                continue
+            seen.add(v.id)
+            if v in program.consts and math.prod(v.shape) == 1:
+                consts[v] = program.consts[v]
+            else:
+                inputs.append(v)
+    outs = [v for ins in body_instrs for v in ins.outputs
+            if v.id in outputs or any(k not in indices for k in uses.get(v.id, ()))]
+    names = [ins.op for ins in body_instrs]
+    name = "fused_" + "_".join(names[:6]) + (f"_and_{len(names) - 6}_more" if len(names) > 6 else "")
+    body = Program(inputs=inputs, instrs=list(body_instrs), outputs=outs, consts=consts)
+    first = body_instrs[0]
+    return Instr(op="fused", fn=None, inputs=list(inputs), outputs=list(outs),
+                 attrs={"body": body, "name": name}, scope=_common_scope(body_instrs), role=first.role)
+
+
+def _common_scope(body_instrs):
+    parts = [ins.scope.split(".") if ins.scope else [] for ins in body_instrs]
+    common = []
+    for level in zip(*parts):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return ".".join(common)

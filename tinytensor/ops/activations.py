@@ -1,0 +1,255 @@
+"""The activations of torch.nn.functional beyond relu/gelu/silu: elu, selu, celu, mish,
+hardswish, hardsigmoid, hardtanh, relu6, logsigmoid, softmin.
+
+Slopes are written once for Tensors (backward, differentiable again) and arrays
+(backward_arrays), as in ops/elementwise.py. Where torch's gradient has a corner (elu at
+0) the Tensor form takes the corner's value as a constant, so the second derivative there is
+torch's too. `inplace=True` writes the result into the input through
+ops/inplace.py, with its guards.
+"""
+import math
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..core.function import Function
+from .elementwise import (_sigmoid, _xp, abs_, exp, float_operand, lt, neg, sigmoid, softplus,
+                          tanh, where)
+from .inplace import apply_inplace
+
+__all__ = ["elu", "selu", "celu", "mish", "hardswish", "hardsigmoid", "hardtanh", "relu6",
+           "logsigmoid", "softmin"]
+
+
+def _maybe_inplace(x, inplace, op, fn):
+    return apply_inplace(x, op + "_", fn) if inplace else fn(x)
+
+
+# ---------------------------------------------------------------- elu, selu, celu
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+class Elu(Function):
+    """scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1)): elu, and with torch's
+    constants selu and celu (their own classes below, so graphs show the name used)."""
+
+    @staticmethod
+    def forward(ctx, x, alpha, scale, input_scale):
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        with np.errstate(over="ignore"):
+            neg_part = xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)
+        return xp.where(x > 0, x * scale, neg_part).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        a = ctx.attrs
+        # torch's second derivative is 0 at x = 0 (the mask is x < 0): there the exponent is
+        # the constant 0, not x
+        x_neg = where(lt(x, 0), x, 0.0)
+        slope_neg = exp(x_neg * a["input_scale"]) * (a["alpha"] * a["scale"] * a["input_scale"])
+        return g * where(x > 0, a["scale"], slope_neg)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        a = ctx.attrs
+        xp = _xp(x)
+        slope_neg = xp.exp(xp.minimum(x, 0) * a["input_scale"]) * (
+            a["alpha"] * a["scale"] * a["input_scale"])
+        return g * xp.where(x > 0, g.dtype.type(a["scale"]), slope_neg)
+
+
+class Selu(Elu):
+    pass
+
+
+class Celu(Elu):
+    pass
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _maybe_inplace(input, inplace, "elu", lambda t: Elu.apply(
+        float_operand(t, "elu"), alpha=float(alpha), scale=1.0, input_scale=1.0))
+
+
+def selu(input, inplace=False):
+    return _maybe_inplace(input, inplace, "selu", lambda t: Selu.apply(
+        float_operand(t, "selu"), alpha=_SELU_ALPHA, scale=_SELU_SCALE, input_scale=1.0))
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise ZeroDivisionError("celu: alpha must not be 0 (celu divides the input by alpha)")
+    return _maybe_inplace(input, inplace, "celu", lambda t: Celu.apply(
+        float_operand(t, "celu"), alpha=float(alpha), scale=1.0, input_scale=1.0 / alpha))
+
+
+# ---------------------------------------------------------------- mish
+def _array_softplus(xp, x):
+    return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+class Mish(Function):
+    """x * tanh(softplus(x)), softplus computed without overflow."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        return (x * xp.tanh(_array_softplus(xp, x))).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * Mish._slope(ctx.saved_tensor(0), _TENSOR_MATH)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        xp = _xp(x)
+        m = SimpleNamespace(tanh=xp.tanh, softplus=lambda a: _array_softplus(xp, a),
+                            sigmoid=lambda a: _sigmoid(xp, a))
+        return g * Mish._slope(x, m)
+
+    @staticmethod
+    def _slope(x, m):
+        t = m.tanh(m.softplus(x))
+        return t + x * m.sigmoid(x) * (1.0 - t * t)
+
+
+def mish(input, inplace=False):
+    return _maybe_inplace(input, inplace, "mish", lambda t: Mish.apply(float_operand(t, "mish")))
+
+
+# ---------------------------------------------------------------- piecewise linear
+class Hardswish(Function):
+    """x * relu6(x + 3) / 6; torch's slope is x / 3 + 1/2 strictly inside (-3, 3), 0 from -3
+    down and 1 from 3 up."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        return (x * xp.clip(x + 3.0, 0.0, 6.0) / 6.0).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        return g * where(x <= -3.0, 0.0, where(x < 3.0, x / 3.0 + 0.5, 1.0))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        xp = _xp(x)
+        slope = xp.where(x <= -3.0, 0.0, xp.where(x < 3.0, x / 3.0 + 0.5, 1.0))
+        return g * slope.astype(x.dtype, copy=False)
+
+
+class Hardsigmoid(Function):
+    """relu6(x + 3) / 6; the slope 1/6 strictly inside (-3, 3), as torch."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (_xp(x).clip(x + 3.0, 0.0, 6.0) / 6.0).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        return g * lt(abs_(x), 3.0) * (1.0 / 6.0)  # g first: a bool times a float is float32
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * ((_xp(x).abs(x) < 3.0) * (1.0 / 6.0)).astype(x.dtype, copy=False)
+
+
+class Hardtanh(Function):
+    """clamp(x, min_val, max_val); the gradient passes strictly inside, as torch (so relu6,
+    which is hardtanh(x, 0, 6), has a zero gradient at 0 and at 6)."""
+
+    @staticmethod
+    def forward(ctx, x, min_val, max_val):
+        ctx.save_for_backward(x)
+        return _xp(x).clip(x, min_val, max_val).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, a = ctx.saved_tensor(0), ctx.attrs
+        return g * ((x > a["min_val"]) & (x < a["max_val"]))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x, a = ctx.saved_array(0), ctx.attrs
+        return g * ((x > a["min_val"]) & (x < a["max_val"]))
+
+
+class Relu6(Hardtanh):
+    pass
+
+
+def hardswish(input, inplace=False):
+    return _maybe_inplace(input, inplace, "hardswish",
+                          lambda t: Hardswish.apply(float_operand(t, "hardswish")))
+
+
+def hardsigmoid(input, inplace=False):
+    return _maybe_inplace(input, inplace, "hardsigmoid",
+                          lambda t: Hardsigmoid.apply(float_operand(t, "hardsigmoid")))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    # integer tensors stay integer, as in torch (bounds are then whole numbers)
+    cast_bound = float if input.data.dtype.kind == "f" else math.trunc
+    return _maybe_inplace(input, inplace, "hardtanh", lambda t: Hardtanh.apply(
+        t, min_val=cast_bound(min_val), max_val=cast_bound(max_val)))
+
+
+def relu6(input, inplace=False):
+    bound = float if input.data.dtype.kind == "f" else int
+    return _maybe_inplace(input, inplace, "relu6", lambda t: Relu6.apply(
+        t, min_val=bound(0), max_val=bound(6)))
+
+
+# ---------------------------------------------------------------- logsigmoid, softmin
+class Logsigmoid(Function):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for any finite x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        return (xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * sigmoid(neg(ctx.saved_tensor(0)))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        x = ctx.saved_array(0)
+        return g * _sigmoid(_xp(x), -x)
+
+
+def logsigmoid(input):
+    return Logsigmoid.apply(float_operand(input, "logsigmoid"))
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input, dim); without dim, torch's legacy choice (0 for 0-, 1- and 3-d
+    inputs, else 1) with its deprecation warning."""
+    if dim is None:
+        warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the "
+                      "call to include dim=X as an argument.", UserWarning, stacklevel=_stacklevel)
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    if dtype is not None:
+        input = input.to(dtype)
+    return neg(input).softmax(dim)  # softmax lies above this family: through the method
+
+
+_TENSOR_MATH = SimpleNamespace(tanh=tanh, softplus=softplus, sigmoid=sigmoid)

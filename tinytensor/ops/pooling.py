@@ -1,0 +1,373 @@
+"""Pooling, N-d once: max, average, adaptive average/max and max-unpool in 1d/2d/3d.
+
+Each reuses an op that is already differentiable to every order rather than adding a
+backward of its own:
+
+- max pooling finds each window's argmax on raw arrays (a strided view of the padded
+  input, as conv's im2col) and then *gathers* those elements: gather's backward is a
+  scatter-add and its backward a gather, so gradients and double backward route through
+  the chosen element exactly as torch does (ties go to the first element of the window);
+- average pooling is conv's im2col with a ones kernel on (N*C, 1, *spatial), divided by
+  the per-position count (separable: a product of one count per dim);
+- adaptive average pooling is separable too: one constant (out, in) averaging matrix per
+  spatial dim, applied with matmul;
+- adaptive max pooling gathers every variable-size window padded to the longest one by
+  repeating its last element (which cannot change the max nor the first argmax).
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ..core.function import Function
+from ..core.tensor import Tensor
+from ..messages import plain
+from .conv import Conv, _error, _pad, _x, batched, ntuple, windows
+from .elementwise import float_operand
+from .indexing import _GatherOp, _along_dim_key
+from .linalg import matmul
+from .movement import movedim, reshape
+
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+           "max_unpool1d", "max_unpool2d", "max_unpool3d"]
+
+
+def _const(arr, like):
+    return Tensor._make(arr, like._device, False)
+
+
+def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limit):
+    """kernel, stride, dilation, (low, high) pads fitted to the windows, and the output size."""
+    n = x.ndim - 2
+    kernel = ntuple(kernel_size, n, "kernel_size", op)
+    empty = stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
+    stride = kernel if empty else ntuple(stride, n, "stride", op)
+    padding = ntuple(padding, n, "padding", op)
+    dilation = ntuple(dilation, n, "dilation", op)
+    for name, vals in (("kernel_size", kernel), ("stride", stride), ("dilation", dilation)):
+        if any(v <= 0 for v in vals):
+            raise _error(f"{op}: {name} should be greater than zero, but got {name}={vals}")
+    for p, k, d in zip(padding, kernel, dilation):
+        limit = pad_limit(k, d)
+        if p < 0 or p > limit:
+            what = "effective kernel size" if pad_limit is _effective_half else "kernel size"
+            raise _error(f"{op}: pad should be at most half of {what} and non-negative, but got "
+                         f"pad={p}, kernel_size={k} and dilation={d} (padding {padding})")
+    spatial = tuple(x.shape[2:])
+    out = []
+    for s, k, st, p, d in zip(spatial, kernel, stride, padding, dilation):
+        span = s + 2 * p - d * (k - 1) - 1
+        o = (span + (st - 1 if ceil_mode else 0)) // st + 1 if span >= 0 else 0
+        if ceil_mode and o > 0 and (o - 1) * st >= s + p:  # the last window must start inside
+            o -= 1
+        out.append(o)
+    out = tuple(out)
+    if any(o <= 0 for o in out):
+        raise _error(f"{op}: given input size: {_x(x.shape[1:])}. Calculated output size: "
+                     f"{_x((x.shape[1],) + out)}. Output size is too small (kernel_size={kernel}, "
+                     f"stride={stride}, padding={padding}, dilation={dilation})")
+    pads = tuple((p, (o - 1) * st + d * (k - 1) + 1 - s - p)
+                 for s, k, st, p, d, o in zip(spatial, kernel, stride, padding, dilation, out))
+    return kernel, stride, dilation, pads, out
+
+
+def _effective_half(k, d):
+    return (d * (k - 1) + 1) // 2
+
+
+def _half(k, d):
+    return k // 2
+
+
+def _take(x, flat, out, return_indices):
+    """x's elements at the flat spatial indices `flat` (N, C, *out), through gather."""
+    N, C = x.shape[:2]
+    idx = _const(flat, x)
+    vals = reshape(_GatherOp.apply(reshape(x, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2), (N, C) + out)
+    return (vals, idx) if return_indices else vals
+
+
+def _flat_index(xp, coords, spatial):
+    flat = 0
+    for c, s in zip(coords, spatial):
+        flat = flat * s + c
+    return flat.astype(np.int64)
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _grid(xp, size, i, n):
+    """arange(size) shaped to broadcast along spatial dim i of n."""
+    return xp.arange(size).reshape([size if j == i else 1 for j in range(n)])
+
+
+# ---------------------------------------------------------------- max pooling
+def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=False, n=2, op="max_pool"):
+    x, added = batched(input, n, op)
+    kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, dilation,
+                                                    ceil_mode, op, _effective_half)
+    a = x.data
+    xp = x._device.xp
+    win = windows(_pad(a, pads, _lowest(a.dtype)), kernel, stride, dilation, out)
+    arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
+    ks = xp.unravel_index(arg, kernel)
+    coords = []
+    for i, (o, st, (lo, _), k, d) in enumerate(zip(out, stride, pads, ks, dilation)):
+        c = _grid(xp, o, i, n) * st - lo + k * d
+        # a padding element wins only a window whose real elements all hold the lowest value;
+        # torch then names the window's first real element
+        coords.append(xp.where(c < 0, c + (-c + d - 1) // d * d, c))
+    res = _take(x, _flat_index(xp, coords, x.shape[2:]), out, return_indices)
+    return tuple(_unbatch(r, added) for r in res) if return_indices else _unbatch(res, added)
+
+
+def _unbatch(y, added):
+    return reshape(y, tuple(y.shape[1:])) if added else y
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool1d on (N, C, L) or (C, L); indices are into L."""
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool2d on (N, C, H, W) or (C, H, W); indices are into H*W."""
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2, "max_pool2d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """torch.nn.functional.max_pool3d on (N, C, D, H, W) or unbatched; indices are into D*H*W."""
+    return max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+# ---------------------------------------------------------------- average pooling
+def avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+             divisor_override=None, n=2, op="avg_pool"):
+    x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
+    kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, 1, ceil_mode,
+                                                    op, _half)
+    N, C, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    xp = x._device.xp
+    ones = _const(xp.ones((1, 1) + kernel, dtype=x.data.dtype), x)
+    y = Conv.apply(reshape(x, (N * C, 1) + spatial), ones, stride=stride, pads=pads,
+                   dilation=dilation, groups=1)
+    y = reshape(y, (N, C) + out)
+    if divisor_override is not None:
+        if not isinstance(divisor_override, numbers.Number) or divisor_override == 0:
+            raise _error(f"{op}: divisor must be not zero, got divisor_override={plain(divisor_override)!r}")
+        return _unbatch(y / divisor_override, added)
+    count = np.ones(out)
+    for i, (s, k, st, (lo, _), o) in enumerate(zip(spatial, kernel, stride, pads, out)):
+        start = np.arange(o) * st - lo
+        if count_include_pad:  # padding counts, the ceil_mode overhang past it does not
+            c = np.minimum(start + k, s + lo) - start
+        else:
+            c = np.minimum(start + k, s) - np.maximum(start, 0)
+        count = count * c.reshape([o if j == i else 1 for j in range(n)])
+    return _unbatch(y / _const(xp.asarray(count, dtype=x.data.dtype), x), added)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """torch.nn.functional.avg_pool1d on (N, C, L) or (C, L)."""
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """torch.nn.functional.avg_pool2d on (N, C, H, W) or (C, H, W)."""
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override, 2, "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """torch.nn.functional.avg_pool3d on (N, C, D, H, W) or unbatched."""
+    return avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override, 3, "avg_pool3d")
+
+
+# ---------------------------------------------------------------- adaptive pooling
+def _adaptive_sizes(output_size, spatial, op):
+    n = len(spatial)
+    if isinstance(output_size, numbers.Integral) or output_size is None:
+        output_size = (output_size,) * n
+    output_size = tuple(output_size)
+    if len(output_size) == 1 and n > 1:
+        output_size *= n
+    if len(output_size) != n:
+        raise _error(f"{op}: output_size {plain(output_size)} must have {n} entries for an input with "
+                     f"spatial size {spatial}")
+    sizes = tuple(s if o is None else int(o) for o, s in zip(output_size, spatial))
+    if any(o < 0 for o in sizes):
+        raise _error(f"{op}: output_size {plain(output_size)} must be non-negative")
+    if any(s == 0 for s in spatial) and any(o > 0 for o in sizes):
+        raise _error(f"{op}: input spatial size {spatial} is empty, so no output of size {sizes} exists")
+    return sizes
+
+
+def _bins(s, o):
+    """torch's adaptive windows: bin i covers [floor(i*s/o), ceil((i+1)*s/o))."""
+    i = np.arange(o)
+    return (i * s) // o, -((-(i + 1) * s) // o)
+
+
+def adaptive_avg_pool(input, output_size, n, op):
+    x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
+    spatial = tuple(x.shape[2:])
+    sizes = _adaptive_sizes(output_size, spatial, op)
+    xp = x._device.xp
+    y = x
+    for i, (s, o) in enumerate(zip(spatial, sizes)):
+        if o == s:
+            continue
+        start, end = _bins(s, o)
+        cols = np.arange(s)
+        avg = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+        y = movedim(matmul(movedim(y, 2 + i, -1), _const(xp.asarray(avg.T, dtype=x.data.dtype), x)), -1, 2 + i)
+    return _unbatch(y, added)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool1d."""
+    return adaptive_avg_pool(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool2d; an entry None keeps that input size."""
+    return adaptive_avg_pool(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """torch.nn.functional.adaptive_avg_pool3d; an entry None keeps that input size."""
+    return adaptive_avg_pool(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool(input, output_size, return_indices, n, op):
+    x, added = batched(input, n, op)
+    spatial = tuple(x.shape[2:])
+    sizes = _adaptive_sizes(output_size, spatial, op)
+    if any(s == 0 for s in spatial):
+        raise _error(f"{op}: expected a non-empty input, got shape {tuple(x.shape)}")
+    xp = x._device.xp
+    rows, key = [], [slice(None), slice(None)]
+    for i, (s, o) in enumerate(zip(spatial, sizes)):
+        start, end = _bins(s, o)
+        width = int((end - start).max()) if o else 1
+        # each window padded to the longest by repeating its last element
+        r = np.minimum(start[:, None] + np.arange(width), end[:, None] - 1)
+        rows.append(xp.asarray(r))
+        key.append(xp.asarray(r).reshape([o if j == 2 * i else width if j == 2 * i + 1 else 1
+                                          for j in range(2 * n)]))
+    win = x.data[tuple(key)]  # (N, C, o1, w1, o2, w2, ...)
+    win = win.transpose((0, 1) + tuple(range(2, 2 + 2 * n, 2)) + tuple(range(3, 3 + 2 * n, 2)))
+    arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
+    ls = xp.unravel_index(arg, tuple(r.shape[1] for r in rows))
+    coords = [r[_grid(xp, o, i, n), l] for i, (r, o, l) in enumerate(zip(rows, sizes, ls))]
+    res = _take(x, _flat_index(xp, coords, spatial), sizes, return_indices)
+    return tuple(_unbatch(r, added) for r in res) if return_indices else _unbatch(res, added)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool1d."""
+    return adaptive_max_pool(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool2d; indices are into H*W."""
+    return adaptive_max_pool(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """torch.nn.functional.adaptive_max_pool3d; indices are into D*H*W."""
+    return adaptive_max_pool(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+# ---------------------------------------------------------------- max unpooling
+class MaxUnpool(Function):
+    """Writes x at `indices` of a zero (N, C, *size) output; the gradient gathers them back."""
+
+    @staticmethod
+    def forward(ctx, x, indices, size):
+        ctx.save_for_backward(indices)
+        N, C = x.shape[:2]
+        xp = _xp(x)
+        out = xp.zeros((N, C, math.prod(size)), dtype=x.dtype)
+        # a repeated index (overlapping pooling windows) holds one value: written, not added
+        out[_along_dim_key(xp, indices.reshape(N, C, -1), 2)] = x.reshape(N, C, -1)
+        return out.reshape((N, C) + tuple(size))
+
+    @staticmethod
+    def backward(ctx, g):
+        idx = ctx.saved_tensor(0)
+        N, C = idx.shape[:2]
+        flat = _GatherOp.apply(reshape(g, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2)
+        return reshape(flat, tuple(idx.shape)), None
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+
+
+def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None, n=2,
+               op="max_unpool"):
+    x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
+    if not isinstance(indices, Tensor) or indices.data.dtype.kind not in "iu":
+        raise TypeError(f"{op}: indices must be an integer Tensor (the indices of max_pool with "
+                        f"return_indices=True), got {type(indices).__name__}"
+                        f"{' of dtype ' + indices.dtype.name if isinstance(indices, Tensor) else ''}")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise _error(f"{op}: expected indices of the input's shape {tuple(input.shape)}, got "
+                     f"{tuple(indices.shape)}")
+    idx = reshape(indices, tuple(x.shape)) if added else indices
+    kernel = ntuple(kernel_size, n, "kernel_size", op)
+    empty = stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0)
+    stride = kernel if empty else ntuple(stride, n, "stride", op)
+    padding = ntuple(padding, n, "padding", op)
+    spatial = tuple(x.shape[2:])
+    default = tuple((s - 1) * st - 2 * p + k for s, st, p, k in zip(spatial, stride, padding, kernel))
+    if output_size is None:
+        size = default
+    else:
+        size = tuple(int(s) for s in output_size)
+        if len(size) == n + 2 or (added and len(size) == n + 1):
+            size = size[-n:]
+        if len(size) != n:
+            raise _error(f"{op}: output_size {plain(tuple(output_size))} must have {n} or {n + 2} "
+                         f"entries")
+        for s, d, st in zip(size, default, stride):
+            if not d - st < s < d + st:
+                raise _error(f"{op}: invalid output_size {size} (dim size must be between "
+                             f"{tuple(a - b + 1 for a, b in zip(default, stride))} and "
+                             f"{tuple(a + b - 1 for a, b in zip(default, stride))})")
+    if any(s <= 0 for s in size):
+        raise _error(f"{op}: calculated output size {size} is too small for input {tuple(x.shape)}")
+    if idx.numel():
+        lo, hi = int(idx.data.min()), int(idx.data.max())
+        if lo < 0 or hi >= math.prod(size):
+            raise IndexError(f"{op}: found an invalid max index {lo if lo < 0 else hi} "
+                             f"(output volumes are of size {'x'.join(str(s) for s in size)}): out of "
+                             f"bounds")
+    return _unbatch(MaxUnpool.apply(x, idx, size=size), added)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """torch.nn.functional.max_unpool1d: the inverse of max_pool1d(..., return_indices=True)."""
+    return max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """torch.nn.functional.max_unpool2d: the inverse of max_pool2d(..., return_indices=True)."""
+    return max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """torch.nn.functional.max_unpool3d: the inverse of max_pool3d(..., return_indices=True)."""
+    return max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
