@@ -8,5 +8,6 @@ from .transformer import Transformer, TransformerConfig, paper_optimizer
 from .generation import generate
 from .seq2seq import Seq2SeqCache, generate_seq2seq, shift_tokens_right
 from .hf import from_hf, save_hf
+from .text import Tokenizer
 # each registers its architectures' HuggingFace layouts with from_hf / save_hf
 from . import gpt_hf, llama_hf, bert_hf, bart_hf, marian_hf, t5_hf  # noqa: F401

@@ -30,7 +30,7 @@ from .activations import activation
 from .config import ModelConfig, check_pad_token_id, model_config
 from .hf import SaveHF
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, shift_tokens_right
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, labels_loss, shift_tokens_right
 
 
 @dataclass
@@ -293,12 +293,8 @@ class EncoderDecoder(Seq2SeqGenerateMixin, SaveHF, nn.Module):
             encoder_states = self.encode(input_ids, attention_mask)         # (B, S, d)
         logits = self.decode(decoder_input_ids, encoder_states, attention_mask, cache,
                              decoder_attention_mask)                         # (B, T, vocab)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=-100)
-        return ModelOutput(logits=logits, loss=loss, encoder_last_hidden_state=encoder_states,
-                           cache=cache)
+        return ModelOutput(logits=logits, loss=labels_loss(logits, labels),
+                           encoder_last_hidden_state=encoder_states, cache=cache)
 
     def new_cache(self):
         """Per decoder layer, self- and cross-attention keys/values (models.seq2seq)."""

@@ -1,5 +1,6 @@
 """Pieces every decoder-only model here shares: the KV cache of a decoder stack, the causal
-+ padding mask, the next-token loss, and `generate` (KV-cached decoding from models.generation)."""
++ padding mask, the next-token loss, `generate` (KV-cached decoding from models.generation)
+and the per-block gradient checkpointing switch."""
 import nn
 import tinytensor as tt
 import tinytensor.functional as F
@@ -53,3 +54,25 @@ class GenerateMixin:
         """Greedy or sampled continuation with a KV cache; see models.generation.generate."""
         from .generation import generate
         return generate(self, input_ids, max_new_tokens, **kwargs)
+
+
+class GradientCheckpointingMixin:
+    """HF's switch: `model.gradient_checkpointing_enable()` recomputes each block's
+    activations in backward (nn.recompute) instead of keeping them, while training."""
+    gradient_checkpointing = False
+
+    def gradient_checkpointing_enable(self):
+        self.gradient_checkpointing = True
+
+    def gradient_checkpointing_disable(self):
+        self.gradient_checkpointing = False
+
+    @property
+    def is_gradient_checkpointing(self):
+        return self.gradient_checkpointing
+
+    def _run_block(self, block, *args, cache=None):
+        # decoding with a cache writes into it, so it cannot be replayed: it runs plainly
+        if self.gradient_checkpointing and self.training and cache is None and tt.is_grad_enabled():
+            return nn.recompute(block, *args)
+        return block(*args, cache)

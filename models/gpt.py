@@ -17,7 +17,8 @@ import nn
 
 from .activations import activation
 from .config import ModelConfig, model_config
-from .decoder import DecoderCache, GenerateMixin, causal_padding_mask, next_token_loss
+from .decoder import (DecoderCache, GenerateMixin, GradientCheckpointingMixin, causal_padding_mask,
+                      next_token_loss)
 from .hf import SaveHF
 from .output import ModelOutput
 
@@ -116,7 +117,7 @@ class Block(nn.Module):
         return self.ln_2(x + self.mlp(x))
 
 
-class GPT(GenerateMixin, SaveHF, nn.Module):
+class GPT(GenerateMixin, GradientCheckpointingMixin, SaveHF, nn.Module):
     """Decoder-only Transformer. `forward(input_ids, attention_mask=None, labels=None)`
     returns `.logits` (B, T, vocab) and, with labels, `.loss` (next-token cross-entropy,
     labels shifted inside, -100 ignored) — the conventions of HF's *LMHeadModel."""
@@ -171,7 +172,8 @@ class GPT(GenerateMixin, SaveHF, nn.Module):
             else position_ids                                                           # (T,) | (B, T)
         x = self.drop(self.token_embedding(input_ids) + self.position_embedding(pos))  # (B, T, C)
         for i, block in enumerate(self.h):
-            x = block(x, attention_mask, cache.self_attn[i] if cache is not None else None)
+            x = self._run_block(block, x, attention_mask,
+                                cache=cache.self_attn[i] if cache is not None else None)
         if self.ln_f is not None:
             x = self.ln_f(x)
         logits = F.linear(x, self.token_embedding.weight)                              # (B, T, vocab)

@@ -18,7 +18,8 @@ import tinytensor.functional as F
 import nn
 
 from .config import ModelConfig, check_pad_token_id, model_config
-from .decoder import DecoderCache, GenerateMixin, causal_padding_mask, next_token_loss
+from .decoder import (DecoderCache, GenerateMixin, GradientCheckpointingMixin, causal_padding_mask,
+                      next_token_loss)
 from .hf import SaveHF
 from .output import ModelOutput
 
@@ -146,7 +147,7 @@ class LlamaModel(nn.Module):
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
 
-class Llama(GenerateMixin, SaveHF, nn.Module):
+class Llama(GenerateMixin, GradientCheckpointingMixin, SaveHF, nn.Module):
     """Decoder-only LLaMA. `forward(input_ids, attention_mask=None, labels=None,
     position_ids=None, cache=None)` returns `.logits` (B, T, vocab) and, with labels, `.loss`
     (next-token cross-entropy, labels shifted inside, -100 ignored), as LlamaForCausalLM."""
@@ -195,7 +196,8 @@ class Llama(GenerateMixin, SaveHF, nn.Module):
             cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)                         # (B, 1, T, hd/2)
         mask = causal_padding_mask(T, S, attention_mask, dev, "Llama")  # (B|1, 1, T, S)
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, mask, cache.self_attn[i] if cache is not None else None)
+            x = self._run_block(layer, x, cos, sin, mask,
+                                cache=cache.self_attn[i] if cache is not None else None)
         x = self.model.norm(x)
         logits = F.linear(x, self.output_weight)                                  # (B, T, vocab)
         loss = None

@@ -37,6 +37,7 @@ import numpy as np
 
 import nn
 import tinytensor as tt
+import tinytensor.functional as F
 
 from .decoder import DecoderCache
 from .generation import _choose, check_generation_args, evaluating, vocab_size
@@ -68,6 +69,16 @@ def shift_tokens_right(labels, pad_token_id, decoder_start_token_id):
                     device=labels.device)
     shifted = tt.cat([start, labels[:, :-1]], dim=1)                       # (B, T)
     return tt.where(shifted == -100, tt.full_like(shifted, pad_token_id), shifted)
+
+
+def labels_loss(logits, labels, label_smoothing=0.0):
+    """Cross-entropy of each position's logits (B, T, vocab) against the label (B, T) at the
+    same position, -100 ignored; None without labels. Unlike decoder.next_token_loss nothing
+    is shifted here: the decoder's inputs are the labels shifted right (shift_tokens_right)."""
+    if labels is None:
+        return None
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                           ignore_index=-100, label_smoothing=label_smoothing)
 
 
 def key_padding(attention_mask):

@@ -37,7 +37,7 @@ from .activations import ACT2FN
 from .config import ModelConfig, model_config
 from .hf import SaveHF
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, shift_tokens_right
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, labels_loss, shift_tokens_right
 
 
 @dataclass
@@ -125,12 +125,17 @@ class T5Attention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(B, T, nh * hs))               # (B, T, d)
 
 
+def _norm_and_dropout(config):
+    """T5's RMSNorm and dropout: the pre-norm and output dropout of each sublayer, and the
+    final norm and dropout of each stack."""
+    return nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon), nn.Dropout(config.dropout_rate)
+
+
 class T5LayerSelfAttention(nn.Module):
     def __init__(self, config, has_relative_attention_bias, bidirectional):
         super().__init__()
         self.SelfAttention = T5Attention(config, has_relative_attention_bias, bidirectional)
-        self.layer_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.layer_norm, self.dropout = _norm_and_dropout(config)
 
     def forward(self, x, bias, cache=None):
         return x + self.dropout(self.SelfAttention(self.layer_norm(x), bias=bias, cache=cache))
@@ -140,8 +145,7 @@ class T5LayerCrossAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.EncDecAttention = T5Attention(config)
-        self.layer_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.layer_norm, self.dropout = _norm_and_dropout(config)
 
     def forward(self, x, encoder_states, bias, cache=None):
         y = self.EncDecAttention(self.layer_norm(x), key_value_states=encoder_states, bias=bias,
@@ -173,8 +177,7 @@ class T5LayerFF(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.DenseReluDense = T5DenseReluDense(config)
-        self.layer_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.layer_norm, self.dropout = _norm_and_dropout(config)
 
     def forward(self, x):
         return x + self.dropout(self.DenseReluDense(self.layer_norm(x)))
@@ -212,8 +215,7 @@ class T5Stack(nn.Module):
         self.is_decoder = is_decoder
         n = config.num_decoder_layers if is_decoder else config.num_layers
         self.block = nn.ModuleList([T5Block(config, is_decoder, i == 0) for i in range(n)])
-        self.final_layer_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.final_layer_norm, self.dropout = _norm_and_dropout(config)
 
     def forward(self, x, attention_mask=None, encoder_states=None, encoder_attention_mask=None,
                 cache=None):
@@ -307,11 +309,8 @@ class T5(Seq2SeqGenerateMixin, SaveHF, nn.Module):
                                  "to make decoder_input_ids)")
             decoder_input_ids = self.shift_right(labels)
         logits = self.decode(decoder_input_ids, enc, attention_mask, cache, decoder_attention_mask)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=-100)
-        return ModelOutput(logits=logits, loss=loss, encoder_last_hidden_state=enc, cache=cache)
+        return ModelOutput(logits=logits, loss=labels_loss(logits, labels),
+                           encoder_last_hidden_state=enc, cache=cache)
 
     def shift_right(self, labels):
         """[start, y0, y1, ...] from labels [y0, y1, y2, ...]; -100 (ignored) becomes pad

@@ -25,7 +25,7 @@ import nn
 
 from .config import ModelConfig, check_pad_token_id, model_config
 from .output import ModelOutput
-from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, shift_tokens_right
+from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, labels_loss, shift_tokens_right
 
 
 @dataclass
@@ -142,10 +142,7 @@ class Transformer(Seq2SeqGenerateMixin, nn.Module):
             encoder_states = self.encode(input_ids, attention_mask)                 # (B, S, d)
         logits = self.decode(decoder_input_ids, encoder_states, attention_mask, cache,
                              decoder_attention_mask)                                # (B, T, vocab)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=-100, label_smoothing=c.label_smoothing)
+        loss = labels_loss(logits, labels, c.label_smoothing)
         return ModelOutput(logits=logits, loss=loss, encoder_states=encoder_states, cache=cache)
 
     def new_cache(self):

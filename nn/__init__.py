@@ -8,6 +8,7 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from . import init
 from . import optim
 from . import schedules
@@ -15,3 +16,4 @@ from .clip import clip_grad_norm_, clip_grad_value_
 from .checkpoint import CheckpointError, load, save
 from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
 from . import parallel
+from .recompute import recompute

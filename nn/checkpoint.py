@@ -35,10 +35,9 @@ Loading checks the whole header (nesting depth, every field's type, dtypes known
 valid, offsets in order and inside the file, sizes matching shapes, no gaps or overlaps)
 and the stored tree (every marker well formed, every tensor it names present), and
 reports every problem at once as a CheckpointError naming the file. Files without a
-tinytensor tree (written by other tools) load as {name: Tensor}. tinytensor has fewer
-dtypes than safetensors: BF16 is widened to float32, and the 8/16-bit integers and U32 to
-int64, all exactly; U64 becomes int64 too when every value fits, and is refused otherwise
-(a NumPy array saved by nn.save keeps its dtype, uint64 included).
+tinytensor tree (written by other tools) load as {name: Tensor}. Every safetensors
+dtype but one loads as the tinytensor dtype of the same name (U8 as uint8, U64 as uint64,
+...); tinytensor has no bfloat16, so BF16 is widened to float32, exactly.
 """
 import json
 import math
@@ -70,7 +69,6 @@ _MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__")
 _TREE_KEY = "tinytensor"
 _MAX_HEADER = 100_000_000  # the safetensors limit; a bigger length means a broken file
 _MAX_DEPTH = 127  # JSON nesting the safetensors library reads (serde_json stops at 128)
-_INT64_MAX = np.iinfo(np.int64).max
 
 
 class CheckpointError(ValueError):
@@ -274,23 +272,15 @@ def load(path, device=None):
         _fail(path, problems)
     metadata = header.pop("__metadata__", None) or {}
     entries, problems = _check_entries(header, len(buf) - data_start)
-    tree, tensors = None, list(entries)  # a plain safetensors file: every entry is a tensor
+    tree = None  # a plain safetensors file: every entry is a tensor
     if _TREE_KEY in metadata:
-        tree, tensors = _parse_tree(metadata[_TREE_KEY], header, problems)
+        tree = _parse_tree(metadata[_TREE_KEY], header, problems)
     arrays = {}
     for name, e in entries.items():  # views of buf, no copies; NumPy has its own shape limits
         try:
             arrays[name] = _array(buf, data_start, e)
         except ValueError as err:
             problems.append(f"tensor '{name}': shape {e['shape']} cannot be an array ({err})")
-    for name in tensors:
-        arr = arrays.get(name)
-        if arr is not None and arr.dtype == np.uint64 and arr.size and int(arr.max()) > _INT64_MAX:
-            problems.append(
-                f"tensor '{name}': U64 values up to {int(arr.max())} do not fit int64, and "
-                "tinytensor has no uint64 dtype (its integer dtypes are int32 and int64); read "
-                "the file with safetensors.numpy.load_file to get NumPy uint64 arrays (nn.save "
-                "keeps NumPy arrays' dtype, uint64 included)")
     if problems:
         _fail(path, problems)
     if tree is None:  # names to tensors, in file order
@@ -403,27 +393,26 @@ def _check_entries(header, data_len):
 
 def _parse_tree(text, names, problems):
     """The stored tree, checked against the tensor `names` of the header (problems go to
-    `problems`), and the names of the tensors it makes Tensors of."""
+    `problems`)."""
     depth = _depth(text)
     if depth > _MAX_DEPTH:
         problems.append(f"__metadata__['{_TREE_KEY}'] nests {depth} levels deep, at most "
                         f"{_MAX_DEPTH} are allowed")
-        return None, []
+        return None
     try:
         tree = json.loads(text)
     except ValueError as e:
         problems.append(f"__metadata__['{_TREE_KEY}'] is not valid JSON ({e})")
-        return None, []
-    tensors = []
-    _check_tree(tree, [], names, problems, tensors)
-    return tree, tensors
+        return None
+    _check_tree(tree, [], names, problems)
+    return tree
 
 
-def _check_tree(tree, where, names, problems, tensors):
+def _check_tree(tree, where, names, problems):
     """Check `tree` exactly the way _decode reads it (one-key dicts with a marker key)."""
     if isinstance(tree, list):
         for i, v in enumerate(tree):
-            _check_tree(v, where + [str(i)], names, problems, tensors)
+            _check_tree(v, where + [str(i)], names, problems)
         return
     if not isinstance(tree, dict):
         return
@@ -434,11 +423,9 @@ def _check_tree(tree, where, names, problems, tensors):
             problems.append(f"{at}: {k} {v!r} is not a tensor name")
         elif v not in names:
             problems.append(f"{at} refers to tensor '{v}', which the header does not list")
-        elif k == "__tensor__":
-            tensors.append(v)
     elif k == "__tuple__":
         if isinstance(v, list):
-            _check_tree(v, where, names, problems, tensors)
+            _check_tree(v, where, names, problems)
         else:
             problems.append(f"{at}: __tuple__ holds {v!r}, not a list")
     elif k == "__dict__":
@@ -452,10 +439,10 @@ def _check_tree(tree, where, names, problems, tensors):
                 problems.append(f"{at}: __dict__ key {item[0]!r} is not a string, number, "
                                 "bool or null")
             else:
-                _check_tree(item[1], where + [str(item[0])], names, problems, tensors)
+                _check_tree(item[1], where + [str(item[0])], names, problems)
     else:
         for key, value in tree.items():
-            _check_tree(value, where + [key], names, problems, tensors)
+            _check_tree(value, where + [key], names, problems)
 
 
 def _array(buf, data_start, e):

@@ -57,9 +57,11 @@ class Embedding(Module):
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
-class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 device=None, dtype=None):
+class _Norm(Module):
+    """What LayerNorm and RMSNorm share: normalized_shape as a tuple, eps and the optional
+    weight (ones), registered first as in torch."""
+
+    def __init__(self, normalized_shape, eps, elementwise_affine, device, dtype):
         super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
@@ -68,39 +70,32 @@ class LayerNorm(Module):
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(tt.ones(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(tt.zeros(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LayerNorm(_Norm):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__(normalized_shape, eps, elementwise_affine, device, dtype)
+        if elementwise_affine and bias:
+            self.bias = Parameter(tt.zeros(self.normalized_shape, device=device, dtype=dtype))
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, x):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
-
-class RMSNorm(Module):
+class RMSNorm(_Norm):
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
-        super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(tt.ones(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
+        super().__init__(normalized_shape, eps, elementwise_affine, device, dtype)
 
     def forward(self, x):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class Dropout(Module):

@@ -1,4 +1,5 @@
-"""Losses as Modules: CrossEntropyLoss, MSELoss, BCEWithLogitsLoss.
+"""Losses as Modules: CrossEntropyLoss, MSELoss, BCEWithLogitsLoss, BCELoss, KLDivLoss, L1Loss,
+SmoothL1Loss, HuberLoss, CosineSimilarity.
 
 Each is a thin holder of its options around the function in tinytensor.functional, so a
 loss computed inside a model records its ops under the loss module's path. Class and
@@ -88,3 +89,81 @@ class BCEWithLogitsLoss(Module):
 
     def extra_repr(self):
         return f"reduction='{self.reduction}'"
+
+
+class _ReductionLoss(Module):
+    """A loss whose options are `reduction` and a few named numbers."""
+
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        _check_reduction(reduction, type(self).__name__)
+        self.reduction = reduction
+
+    def extra_repr(self):
+        return f"reduction='{self.reduction}'"
+
+
+class L1Loss(_ReductionLoss):
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_ReductionLoss):
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_ReductionLoss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCELoss(_ReductionLoss):
+    """Binary cross-entropy on probabilities; `weight` (a buffer) scales each element."""
+
+    def __init__(self, weight=None, reduction="mean"):
+        super().__init__(reduction)
+        self.register_buffer("weight", _as_buffer(weight, "weight", "BCELoss"))
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class KLDivLoss(Module):
+    """KL divergence of log-probabilities `input` from `target`; use reduction='batchmean'
+    for the divergence itself ('mean' also divides by the number of classes)."""
+
+    def __init__(self, reduction="mean", log_target=False):
+        super().__init__()
+        if reduction not in _REDUCTIONS + ("batchmean",):
+            raise ValueError(f"KLDivLoss: reduction must be one of {_REDUCTIONS + ('batchmean',)}, "
+                             f"got {plain(reduction)!r}")
+        self.reduction = reduction
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+    def extra_repr(self):
+        return f"reduction='{self.reduction}', log_target={self.log_target}"
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim = dim
+        self.eps = eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, dim=self.dim, eps=self.eps)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, eps={self.eps}"

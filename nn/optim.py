@@ -8,6 +8,14 @@ still needs the old value raises instead of silently using the new one.
 The update formulas follow torch.optim's single-tensor implementations term by term,
 so the same gradients give the same trajectory (tests check 20 steps in float64).
 
+Inside a function compiled with tt.compile, a step is captured instead (`_captured_step`):
+the same formulas in tinytensor ops, out of place, recorded with role "optimizer"; what
+changes from call to call (the learning rate, the bias corrections of the step count, the
+state arrays) is read by the program as inputs, and the new parameters and state are
+written back into their own arrays after every replay (the compiler's
+`_CaptureTape.assign`). The ops round as the array math does (a Python float meets a
+float32 array as a float32 in both), so a replay gives eager's numbers.
+
 Parameter groups are dicts: `{"params": [...], "lr": ..., "weight_decay": ...}`; keys a
 group leaves out take the optimizer's defaults. A common use is no weight decay for
 biases and norm weights:
@@ -15,6 +23,7 @@ biases and norm weights:
     opt = AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}], lr=3e-4)
 """
 import copy
+import functools
 import math
 import numbers
 
@@ -22,6 +31,7 @@ import numpy as np
 
 import tinytensor as tt
 from tinytensor.autograd import plain
+from tinytensor.core.grad_mode import STATE
 from tinytensor.device import device_of_array, to_device_array
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -107,12 +117,18 @@ class Optimizer:
         is freed and the next backward stores its gradient instead of adding to zeros, and
         step() skips parameters that got none. With set_to_none=False each `.grad` is
         filled with zeros instead (a new array; tensors sharing the old one keep it)."""
+        capture = STATE.capture
         for group in self.param_groups:
             for p in group["params"]:
+                if capture is not None:  # the compiled step no longer depends on this .grad
+                    capture.cleared.add(id(p))
                 if p.grad is None:
                     continue
                 if set_to_none:
                     p.grad = None
+                elif capture is not None:  # a new tensor: the replay must not read the old .grad
+                    p.grad = tt.Tensor._make(p.grad.device.xp.zeros_like(p.grad.data),
+                                             p.grad.device, False)
                 else:
                     # a fresh array: backward may share one gradient array between
                     # parameters, or hand out a read-only broadcast view
@@ -125,6 +141,9 @@ class Optimizer:
         if closure is not None:
             with tt.enable_grad():
                 loss = closure()
+        if STATE.capture is not None:
+            self._captured_step(STATE.capture)
+            return loss
         with tt.no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -146,6 +165,37 @@ class Optimizer:
 
     def _update(self, param, grad, state, group):
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ captured (tt.compile)
+    def _captured_step(self, capture):
+        with tt.no_grad(), capture.recording_as("optimizer"):
+            for gi, group in enumerate(self.param_groups):
+                for pi, p in enumerate(group["params"]):
+                    if p.grad is None:
+                        continue
+                    g = p.grad
+                    if g.shape != p.shape:
+                        raise RuntimeError(f"{type(self).__name__}.step: gradient of shape "
+                                           f"{tuple(g.shape)} for a parameter of shape "
+                                           f"{tuple(p.shape)}" + (f" ({p.name})" if p.name else ""))
+                    if g.dtype != p.dtype:
+                        g = g.to(p.dtype)
+                    name = p.name or f"param_groups[{gi}]['params'][{pi}]"
+                    new = self._update_ops(_Captured(self, capture, gi, p, name), p, g, group)
+                    capture.assign(new, functools.partial(_write_param, p), target=p)
+
+    def _update_ops(self, c, p, g, group):
+        """The new value of parameter `p` as ops; state through `c` (a _Captured)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be captured by tt.compile: it "
+                                  "has no _update_ops; call its step() outside the compiled "
+                                  "function")
+
+    def _state_of(self, p, group):
+        """p's state, made (as the first eager step makes it) if it is empty."""
+        state = self.state.get(p)
+        if state is None:
+            state = self.state[p] = {}
+        return state
 
     # ------------------------------------------------------------------ state
     def state_dict(self):
@@ -226,6 +276,58 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
+def _write_param(p, a):
+    p.data[...] = a  # into the parameter's own array: it keeps its identity and memory
+    p._version[0] += 1
+
+
+class _Captured:
+    """What an optimizer's captured update reads at each call of the compiled program:
+    group options (`option`), state arrays (`state`), and how it writes state back."""
+
+    def __init__(self, opt, capture, gi, p, name):
+        self.opt, self.capture, self.gi, self.p, self.name = opt, capture, gi, p, name
+
+    def group(self):
+        return self.opt.param_groups[self.gi]
+
+    def state_dict(self):
+        """p's state as it is now (load_state_dict may have replaced it since the capture)."""
+        return self.opt._state_of(self.p, self.group())
+
+    def scalar(self, fn, what):
+        """A 0-d input of p's dtype holding fn(group, state) at each call."""
+        p, xp = self.p, self.p.device.xp
+        return self.capture.input(
+            lambda: xp.asarray(fn(self.group(), self.state_dict()), dtype=p.data.dtype),
+            f"{self.name}.{what}")
+
+    def state(self, key, zeros_if_missing=False):
+        """State array `key` as an input; its new value is written back by `update`."""
+        p = self.p
+
+        def read():
+            a = self.state_dict().get(key)
+            return p.device.xp.zeros_like(p.data) if a is None and zeros_if_missing else a
+        return self.capture.input(read, f"{self.name}.{key}")
+
+    def update(self, key, new):
+        p = self.p
+
+        def write(a):
+            state = self.state_dict()
+            if state.get(key) is None:
+                state[key] = a.copy()  # never the program's own memory
+            else:
+                state[key][...] = a
+        self.capture.assign(new, write)
+
+    def each_call(self, fn):
+        """fn() now, and before every replay reads its inputs."""
+        fn()
+        self.capture.before_call.append(fn)
+
+
 def _is_array(v):
     return isinstance(v, np.ndarray) or type(v).__module__.startswith("cupy")
 
@@ -262,6 +364,21 @@ class SGD(Optimizer):
             g = g + momentum * buf if group["nesterov"] else buf
         p -= lr * g
 
+    def _update_ops(self, c, p, g, group):
+        momentum, wd = group["momentum"], group["weight_decay"]
+        if wd != 0:
+            g = g + wd * p
+        if momentum != 0:
+            # b = a * b + k * g with (a, k) = (0, 1) before a buffer exists (b = g exactly,
+            # as eager's copy) and (momentum, 1 - dampening) after: one program for both
+            has = lambda s: s.get("momentum_buffer") is not None
+            a = c.scalar(lambda gr, s: gr["momentum"] if has(s) else 0.0, "momentum")
+            k = c.scalar(lambda gr, s: 1.0 - gr["dampening"] if has(s) else 1.0, "1-dampening")
+            buf = a * c.state("momentum_buffer", zeros_if_missing=True) + k * g
+            c.update("momentum_buffer", buf)
+            g = g + momentum * buf if group["nesterov"] else buf
+        return p - c.scalar(lambda gr, s: gr["lr"], "lr") * g
+
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba, 2015) with bias correction; weight_decay adds wd * p to the
@@ -277,15 +394,28 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad))
 
+    @staticmethod
+    def _init_state(state, p, group):
+        xp = _xp(p)
+        state["step"] = 0
+        state["exp_avg"] = xp.zeros_like(p)
+        state["exp_avg_sq"] = xp.zeros_like(p)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = xp.zeros_like(p)
+
+    def _state_of(self, p, group):
+        state = super()._state_of(p, group)
+        if not state:
+            self._init_state(state, p.data, group)
+        if group["amsgrad"] and state.get("max_exp_avg_sq") is None:
+            state["max_exp_avg_sq"] = _xp(p.data).zeros_like(p.data)  # amsgrad switched on later
+        return state
+
     def _update(self, p, g, state, group):
         xp = _xp(p)
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         if not state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(p)
-            state["exp_avg_sq"] = xp.zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(p)
+            self._init_state(state, p, group)
         state["step"] += 1
         step = state["step"]
         if wd != 0:
@@ -308,6 +438,32 @@ class Adam(Optimizer):
         denom = xp.sqrt(v) / bias_correction2_sqrt
         denom += eps
         p -= step_size * (m / denom)
+
+    def _update_ops(self, c, p, g, group):
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+
+        def count():
+            c.state_dict()["step"] += 1
+        c.each_call(count)
+        if wd != 0:
+            if self.decoupled:
+                p = p * c.scalar(lambda gr, s: 1.0 - gr["lr"] * gr["weight_decay"], "decay")
+            else:
+                g = g + wd * p
+        m = c.state("exp_avg")
+        v = c.state("exp_avg_sq")
+        m = m + (1.0 - beta1) * (g - m)
+        v = v * beta2 + (1.0 - beta2) * (g * g)
+        c.update("exp_avg", m)
+        c.update("exp_avg_sq", v)
+        # the bias corrections depend on the step count: inputs, so a replay at step k uses k
+        step_size = c.scalar(lambda gr, s: gr["lr"] / (1.0 - gr["betas"][0] ** s["step"]), "step_size")
+        bc2 = c.scalar(lambda gr, s: (1.0 - gr["betas"][1] ** s["step"]) ** 0.5, "bias_correction2_sqrt")
+        if group["amsgrad"]:
+            v = tt.maximum(c.state("max_exp_avg_sq"), v)
+            c.update("max_exp_avg_sq", v)
+        denom = tt.sqrt(v) / bc2 + eps
+        return p - step_size * (m / denom)
 
 
 class AdamW(Adam):

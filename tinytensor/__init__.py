@@ -4,11 +4,13 @@ from . import dtypes
 from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get_default_dtype,
                      set_default_dtype, result_type)
 from .dtypes import float16 as half, float32 as float, float64 as double, int64 as long
+from .dtypes import uint8, int8, int16, uint16, uint32, uint64, int16 as short
 from .device import Device, Device as device, cuda_is_available, cupy_module
 from .core import (Tensor, Function, grad, no_grad, inference_mode, enable_grad, set_grad_enabled,
                    is_grad_enabled, detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
 from . import autograd
 from .random import manual_seed
+from .interop import from_dlpack
 from .creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, linspace,
                        eye, rand, randn, randint, zeros_like, ones_like, empty_like, full_like,
                        rand_like, randn_like, randint_like, multinomial)
@@ -35,6 +37,10 @@ from .ops.math_functions import (tan, asin, acos, atan, atan2, sinh, cosh, asinh
                                  arcsin, arccos, arctan, arctan2, arcsinh, arccosh, arctanh)
 from .ops.cumulative import cumprod, cummax, cummin, logcumsumexp
 from .ops.activations import selu, celu
+from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
+from .ops.diagonal import diag, diagonal, diag_embed
+from .ops.shape_ops import meshgrid
+from .ops.stats import isclose, allclose, var_mean, std_mean
 from . import functional
 from . import testing
 from . import viz

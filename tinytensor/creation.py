@@ -111,6 +111,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         is_float = any(isinstance(v, float) for v in (start, end, step))
         dtype = get_default_dtype() if is_float else int64
     dev, dt = _resolve(device, dtype)
+    _refuse_bool(dt, "arange")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     with array_context(dev):
@@ -118,8 +119,16 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _finish(arr, dev, requires_grad)
 
 
+def _refuse_bool(dt, op):
+    # a range of bools has no step; torch refuses it with this exception type
+    if dt is bool_:
+        raise NotImplementedError(f"{op}: dtype bool is not supported (as in torch); ask for an "
+                                  f"integer or float dtype and compare, e.g. {op}(...) > 0")
+
+
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     dev, dt = _resolve(device, dtype)
+    _refuse_bool(dt, "linspace")
     with array_context(dev):
         arr = dev.xp.linspace(start, end, int(steps)).astype(dt.np)
     return _finish(arr, dev, requires_grad)

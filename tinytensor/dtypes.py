@@ -1,17 +1,25 @@
 """dtypes and the type-promotion rules.
 
-tinytensor has six dtypes: float16, float32 (the default floating type), float64,
-int32, int64 and bool. Promotion follows PyTorch:
+tinytensor has twelve dtypes: float16, float32 (the default floating type), float64,
+int8, int16, int32, int64, uint8, uint16, uint32, uint64 and bool. Promotion follows
+PyTorch:
 
 1. Categories are ordered bool < integer < floating.
 2. Among tensors with at least one dimension, the result is the widest dtype of the
    highest category present (int32 + int64 -> int64, float16 + float32 -> float32,
-   int64 + float16 -> float16).
+   int64 + float16 -> float16). uint8 with a signed integer gives the smallest signed
+   dtype holding both (uint8 + int8 -> int16, uint8 + int32 -> int32).
+   uint16, uint32 and uint64 promote only with themselves and with floating dtypes:
+   torch refuses to mix them with other integer or bool tensors, and so does
+   tinytensor (NumPy's answer, uint64 + int64 -> float64, would lose bits silently);
+   cast one side explicitly.
 3. Zero-dimensional tensors and Python scalars only matter when their category is
    higher than that of the dimensioned tensors: a 0-d float64 tensor times a float32
    matrix stays float32, but a 0-d float tensor times an int matrix is floating.
-   A Python float then contributes the default float dtype, a Python int int64,
-   a Python bool bool; a 0-d tensor contributes its own dtype.
+   A Python float then contributes the default float dtype, a Python int int64
+   (uint64 from 2**63 up, as in torch), a Python bool bool; a 0-d tensor contributes
+   its own dtype. Against an integer tensor a Python int is wrapped into the tensor's
+   dtype (uint8 + 300 adds 44), as torch does.
 4. True division (`/`) of integers gives the default float dtype.
 """
 import numpy as np
@@ -40,19 +48,28 @@ class DType:
 
 
 bool_ = DType("bool", np.bool_, 0)
+uint8 = DType("uint8", np.uint8, 1)
+int8 = DType("int8", np.int8, 1)
+int16 = DType("int16", np.int16, 1)
 int32 = DType("int32", np.int32, 1)
 int64 = DType("int64", np.int64, 1)
+uint16 = DType("uint16", np.uint16, 1)
+uint32 = DType("uint32", np.uint32, 1)
+uint64 = DType("uint64", np.uint64, 1)
 float16 = DType("float16", np.float16, 2)
 float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
 
-ALL = (bool_, int32, int64, float16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64)
+# torch's "shell" unsigned dtypes: no promotion with other integer or bool dtypes
+_UNPROMOTABLE = (uint16, uint32, uint64)
 _BY_NUMPY = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
-                 "int": int32, "bool_": bool_})
+                 "int": int32, "short": int16, "bool_": bool_})
 
 _default_float = float32
+_INT64_MAX = 2 ** 63 - 1
 
 
 def get_default_dtype():
@@ -77,8 +94,8 @@ def from_numpy_dtype(np_dtype):
     d = _BY_NUMPY.get(np_dtype)
     if d is not None:
         return d
-    if np_dtype.kind in "iu":
-        return int64
+    if np_dtype.kind in "iu":  # a platform alias (longlong, intc): the same-sized dtype
+        return _BY_NUMPY[np.dtype(f"{np_dtype.kind}{np_dtype.itemsize}")]
     if np_dtype.kind == "f":
         return float64
     raise TypeError(f"unsupported array dtype {np_dtype}; tinytensor supports "
@@ -109,7 +126,7 @@ def scalar_dtype(value):
     if isinstance(value, (bool, np.bool_)):
         return bool_
     if isinstance(value, (int, np.integer)):
-        return int64
+        return uint64 if value > _INT64_MAX else int64  # as torch reads such a Python int
     return _default_float
 
 
@@ -117,8 +134,15 @@ def promote(a, b):
     """Promote two dtypes of the same standing (both dimensioned or both not)."""
     if a is b:
         return a
+    if (a in _UNPROMOTABLE or b in _UNPROMOTABLE) and a.category < 2 and b.category < 2:
+        raise RuntimeError(f"type promotion of {a.name} and {b.name} is not supported (as in "
+                           "torch, uint16, uint32 and uint64 mix only with themselves and "
+                           "floating dtypes); cast one operand with .to(dtype)")
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a.np.kind != b.np.kind:  # uint8 with a signed dtype: the signed dtype that holds both
+        signed = a if a.np.kind == "i" else b
+        return int16 if signed.itemsize == 1 else signed
     return a if a.itemsize >= b.itemsize else b
 
 
@@ -135,5 +159,6 @@ def result_type(*operands):
     result = None
     for dt in tiers:
         if dt is not None and (result is None or dt.category > result.category):
-            result = dt
+            # promote, not just take dt: torch refuses bool with uint16/32/64 in any tier
+            result = dt if result is None else promote(result, dt)
     return result

@@ -4,7 +4,10 @@ from .ops.elementwise import (gelu, leaky_relu, relu, sigmoid, silu, softplus, s
 from .ops.indexing import embedding as _embedding
 from .ops.cross_entropy import cross_entropy
 from .ops.losses import binary_cross_entropy_with_logits, mse_loss, nll_loss, one_hot
+from .ops.losses import (binary_cross_entropy, cosine_similarity, huber_loss, kl_div, l1_loss,
+                         normalize, smooth_l1_loss)
 from .ops.movement import pad
+from .ops.interpolate import interpolate
 from .ops.nn import dropout, linear
 from .ops.norms import layer_norm, rms_norm
 from .ops.softmax import log_softmax, softmax
@@ -17,6 +20,7 @@ from .ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg
                           avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d, max_unpool1d,
                           max_unpool2d, max_unpool3d)
 
+from .ops.shape_ops import col2im as fold, im2col as unfold
 
 def embedding(input, weight, padding_idx=None):
     """torch.nn.functional.embedding(input, weight): rows of weight for integer ids."""
@@ -33,3 +37,7 @@ __all__ += ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"
             "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
             "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
             "adaptive_max_pool2d", "adaptive_max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d"]
+__all__ += ["binary_cross_entropy", "cosine_similarity", "huber_loss", "kl_div", "l1_loss",
+            "normalize", "smooth_l1_loss"]
+__all__ += ["fold", "unfold"]
+__all__ += ["interpolate"]

@@ -71,18 +71,26 @@ def _table(rows, digits):
         print(f"| {name} | {a * 1e3:.{digits}f} | {b * 1e3:.{digits}f} | {a / b:.2f} |")
 
 
+def _measure(args, cases, name_width, ms_format):
+    """Times each case (name, f_tt, f_th[, inner calls per timing]) into rows (name, seconds
+    tinytensor, seconds torch); without --markdown each case is printed as soon as it is
+    measured, so a long run shows its progress."""
+    rows = []
+    for name, f_tt, f_th, *inner in cases:
+        a, b = median_times(f_tt, f_th, args.repeat, *inner)
+        rows.append((name, a, b))
+        if not args.markdown:
+            print(f"{name:{name_width}s} tinytensor {a * 1e3:{ms_format}} ms   "
+                  f"torch {b * 1e3:{ms_format}} ms   ratio {a / b:5.2f}", flush=True)
+    return rows
+
+
 def engine(args):
     import platform
     import numpy as np
     import tinytensor as tt
     torch = _torch_threads(args.threads)
-    rows = []
-    for name, f_tt, f_th, inner in bench_engine.cases():
-        t_tt, t_th = median_times(f_tt, f_th, args.repeat, inner)
-        rows.append((name, t_tt, t_th))
-        if not args.markdown:
-            print(f"{name:48s} tinytensor {t_tt * 1e3:9.3f} ms   torch {t_th * 1e3:9.3f} ms   "
-                  f"ratio {t_tt / t_th:5.2f}", flush=True)
+    rows = _measure(args, bench_engine.cases(), 48, "9.3f")
     cpu = platform.processor() or platform.machine()
     print(f"\nmachine: {cpu}, {os.cpu_count()} cores, {args.threads} threads; numpy {np.__version__}, "
           f"torch {torch.__version__}, tinytensor {tt.__version__}")
@@ -110,13 +118,7 @@ def kernels(args):
 
 def train(args):
     _torch_threads(args.threads)
-    rows = []
-    for name, f_tt, f_th in bench_train.train_cases():
-        a, b = median_times(f_tt, f_th, args.repeat)
-        rows.append((name, a, b))
-        if not args.markdown:
-            print(f"{name:46s} tinytensor {a * 1e3:8.1f} ms   torch {b * 1e3:8.1f} ms   "
-                  f"ratio {a / b:5.2f}", flush=True)
+    rows = _measure(args, bench_train.train_cases(), 46, "8.1f")
     if args.markdown:
         _table(rows, 1)
 
@@ -147,13 +149,7 @@ def compile_(args):
 
 def conv(args):
     _torch_threads(args.threads)
-    rows = []
-    for name, f_tt, f_th in bench_conv.conv_cases():
-        a, b = median_times(f_tt, f_th, args.repeat)
-        rows.append((name, a, b))
-        if not args.markdown:
-            print(f"{name:66s} tinytensor {a * 1e3:8.1f} ms   torch {b * 1e3:8.1f} ms   "
-                  f"ratio {a / b:5.2f}", flush=True)
+    rows = _measure(args, bench_conv.conv_cases(), 66, "8.1f")
     if args.markdown:
         _table(rows, 1)
 

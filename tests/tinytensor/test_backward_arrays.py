@@ -126,6 +126,23 @@ SAMPLES = {
     "Logcumsumexp": [lambda: tt.logcumsumexp(_t((3, 5)) * 5, 0),
                      lambda: tt.logcumsumexp(tt.tensor([-np.inf, 1.0, -np.inf, 2.0], dtype=tt.float64,
                                                        requires_grad=True), 0)],
+    # ops/scatter.py, ops/diagonal.py, ops/shape_ops.py (repeated indices, ties and zeros included)
+    "Scatter": lambda: _t((3, 4)).scatter(0, tt.tensor([[0, 2, 1, 2], [1, 0, 2, 0]]), _t((2, 4))),
+    "ScatterReduce": [
+        lambda red=red, inc=inc: _t((3, 4)).scatter_reduce(0, tt.tensor([[0, 2, 2, 1], [0, 0, 0, 1]]),
+                                                         _t((2, 4)), red, include_self=inc)
+        for red in ("sum", "mean", "prod", "amax", "amin") for inc in (True, False)] + [
+        lambda: tt.tensor([[1.0, 0.0, 2.0, 3.0], [0.5, 2.0, 1.5, 0.0]], dtype=tt.float64, requires_grad=True)
+        .scatter_reduce(0, tt.tensor([[0, 1, 0, 1], [1, 1, 1, 0]]),
+                        tt.tensor([[0.0, 2.0, 3.0, 1.5], [0.5, 2.0, 0.0, 3.0]], dtype=tt.float64,
+                                  requires_grad=True), "prod"),
+        lambda: tt.tensor([1.0, 5.0, 3.0], dtype=tt.float64, requires_grad=True).scatter_reduce(
+            0, tt.tensor([0, 0, 1, 2]), tt.tensor([1.0, 1.0, 7.0, 3.0], dtype=tt.float64, requires_grad=True),
+            "amax")],
+    "Diagonal": lambda: _t((2, 3, 4)).diagonal(1, 2, 0),
+    "DiagonalPut": lambda: _t((2, 3)).diag_embed(-1, 0, 2),
+    "Im2Col": lambda: F.unfold(_t((2, 2, 5, 6)), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
+    "Col2Im": lambda: F.fold(_t((2, 12, 15)), (5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
 }
 
 

@@ -10,17 +10,10 @@ import torch
 import tinytensor as tt
 from tinytensor.testing import compare_with_torch
 
+from .cases import array as a, case
 from .oracle import check, with_squares
 
 INF, NAN = math.inf, math.nan
-
-
-def a(*rows, dtype=np.float64):
-    return np.array(rows, dtype=dtype)
-
-
-def case(name, fn, inputs, **kw):
-    return pytest.param(fn, inputs, kw, id=name)
 
 
 def first_order(fn, inputs, **kw):

@@ -10,7 +10,7 @@ import tinytensor.ops as ops
 from tinytensor.core import methods
 
 # the torch names whose tinytensor op is spelled otherwise
-ALIASES = {"abs": "abs_", "clip": "clamp", "round": "round_", "view": "reshape"}
+ALIASES = {"abs": "abs_", "clip": "clamp", "round": "round_"}
 
 
 def _bound():

@@ -10,9 +10,11 @@
     guards.py     the signature a program is valid for
     api.py        tt.compile and CompiledFunction
 
-Not captured yet (each a clear error or documented here):
-- the optimizer step: optimizers update parameters in place outside the tape, so a step
-  that calls opt.step() inside the compiled function raises; call it outside;
+Captured: the forward, the backward (.backward() and tt.grad, recorded as create_graph
+records them) and nn.optim steps (SGD, Adam, AdamW, role "optimizer": lr and the bias
+corrections are inputs read at every replay, new values are copied into the parameters).
+
+Not captured (each a clear error or documented here):
 - in-place ops on tensors the step uses (x.add_(y)) raise; use the out-of-place form;
 - reading values into Python (.item(), bool(t), float(t), .numpy(), .tolist()) raises,
   naming the line;

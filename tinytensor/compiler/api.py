@@ -52,13 +52,15 @@ class CompiledFunction:
         self._cache = {}          # signature key -> _Entry
         self._last = None         # parts of the latest compiled signature
         self._extra = []          # leaves requiring grad that captures found outside the arguments
+        self._cleared = set()     # ids of parameters whose entry .grad the step clears first
         self._warned = False
         self.counts = {}          # pass name -> instruction count, of the latest compile
 
     def __call__(self, *args, **kwargs):
         if self._module is not None:
             args = (self._module,) + args
-        parts = guards.signature(args, kwargs, self._extra)
+        labels = {}
+        parts = guards.signature(args, kwargs, self._extra, self._cleared, labels)
         key = guards.key(parts)
         entry = self._cache.get(key)
         if entry is not None:
@@ -77,6 +79,14 @@ class CompiledFunction:
             if kind == "param" and t.requires_grad and id(t) not in known and not _in_args(t, args, kwargs):
                 self._extra.append(t)
                 known.add(id(t))
+        if meta["cleared"] - self._cleared:
+            # the step clears these .grads (zero_grad) before reading them: the program does
+            # not depend on them, so the key leaves them out (else the .grads the first call
+            # leaves would miss the cache once)
+            self._cleared |= meta["cleared"]
+            drop = {label for i in meta["cleared"] for label in labels.get(i, ())}
+            parts = [(label, v) for label, v in parts if label not in drop]
+            key = guards.key(parts)
         program, self.counts = run_all(program)
         self._cache[key] = _Entry(program, meta, self._backend(program))
         self._last = parts
@@ -94,10 +104,14 @@ class _Entry:
 
     def __call__(self, args, kwargs):
         meta = self.meta
+        for f in meta["before_call"]:  # an optimizer's step count, which its inputs read
+            f()
         tensors = flatten_tensors((args, kwargs))
-        arrays = [tensors[x].data if kind == "arg" else x.data if kind == "param" else x.grad.data
-                  for kind, x in meta["bindings"]]
+        arrays = [tensors[x].data if kind == "arg" else x.data if kind == "param" else
+                  x() if kind == "call" else x.grad.data for kind, x in meta["bindings"]]
         outs = self.runner(arrays)
+        for k, write in meta["writes"]:  # copies into the parameters' and state's own arrays
+            write(outs[k])
         handed = set()
         n = meta["n_results"]
         template = flatten_tensors(meta["tree"])
@@ -124,8 +138,9 @@ def _backend(name):
     if name == "numpy":
         return lambda program: functools.partial(interpret.run, program)
     if name == "cuda":
-        raise NotImplementedError("tt.compile(backend='cuda'): the CUDA backend is not built yet; "
-                                  "use backend='numpy'")
+        from .codegen import cuda as codegen_cuda
+        from .passes import fuse
+        return lambda program: codegen_cuda.build(fuse.run(program))
     try:
         from .codegen import c as codegen_c
         from .passes import fuse

@@ -8,10 +8,18 @@ step reads that is not a baked constant (kind "param", read afresh at each repla
 `.grad` a parameter already held on entry (an eager backward adds into it). 0-d tensors made
 from Python numbers, and other arrays made inside the step, are constants.
 
+An optimizer step inside the step (nn.optim) is captured too: while capturing, the
+optimizer computes the new parameters and state with ops (role "optimizer"), reads what
+changes between calls (the learning rate, the bias corrections of the step count, its
+state arrays) as program inputs bound to callables ("call" bindings), and hands each new
+value to `_CaptureTape.assign`, which writes it in place now and, at every replay, from
+the program's output: parameters keep their identity and their arrays.
+
 What cannot be replayed is refused with an error naming it: a value read into Python
-(`.item()`, `bool(t)`, ...), an in-place update of a tensor the step uses (an optimizer
-step), a random draw that is not a recorded op (it would be frozen).
+(`.item()`, `bool(t)`, ...), any other in-place update of a tensor the step uses, a
+random draw that is not a recorded op (it would be frozen).
 """
+import contextlib
 import dataclasses
 import linecache
 import os
@@ -23,7 +31,7 @@ from .. import random as _random
 from ..core.grad_mode import STATE
 from ..core.node import Tape
 from ..core.tensor import Tensor
-from ..device import CPU
+from ..device import CPU, device_of_array
 from ..dtypes import from_numpy_dtype
 from ..kernels import fusion as _fusion
 from . import ir
@@ -40,9 +48,12 @@ def capture(fn, args, kwargs=None, name=None):
     """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
 
     meta: "bindings" (per program input: ("arg", i) for the i-th tensor argument,
-    ("param", tensor) or ("grad", tensor) to read at each call), "tree" (to rebuild the
-    result from the first `n_results` outputs), "grads" ((param, output index or None to
-    clear it) for every .grad the step changed), "params" (the parameters, in input order).
+    ("param", tensor) or ("grad", tensor) to read at each call, ("call", fn) for fn()'s
+    array), "tree" (to rebuild the result from the first `n_results` outputs), "grads"
+    ((param, output index or None to clear it) for every .grad the step changed), "params"
+    (the parameters, in input order), "before_call" (functions a replay calls first: an
+    optimizer's step count), "writes" ((output index, write) per assigned value, in order),
+    "cleared" (ids of parameters whose entry .grad the step cleared before reading it).
     """
     kwargs = kwargs or {}
     name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -71,12 +82,13 @@ def capture(fn, args, kwargs=None, name=None):
         STATE.capture = prev
         STATE.tapes.remove(tape)
 
+    bumps = tape.assigned  # the versions an optimizer's assignments bumped (views share them)
     for k, (t, label) in named.items():
         version, data, _ = before[k]
-        if t._version[0] != version or id(t.data) != data:
+        if t._version[0] != version + bumps.get(id(t._version), 0) or id(t.data) != data:
             _changed_in_place(name, label, t)
     for t, version in tape.first_version.values():
-        if t._version[0] != version:
+        if t._version[0] != version + bumps.get(id(t._version), 0):
             _changed_in_place(name, named.get(id(t), (t, t.name))[1], t)
     _check_random(name, tape, rng_before)
 
@@ -87,6 +99,10 @@ def capture(fn, args, kwargs=None, name=None):
     results = flatten_tensors(result)
     outputs = [b.value(t) for t in results]
     grads = []
+    writes = []
+    for new, write in b.assigned:
+        writes.append((len(outputs), write))
+        outputs.append(new)
     for t, old in entry_grads.values():
         if t.grad is old:
             continue
@@ -105,8 +121,11 @@ def capture(fn, args, kwargs=None, name=None):
         if k is not None:
             t.grad = Tensor._make(own(t.grad.data, handed), t._device, False)
     result = rebuild(result, [t.detach() if t.requires_grad else t for t in results])
+    read_grads = {id(x[1]) for x in b.bindings if x[0] == "grad"}
     meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
-            "params": [x[1] for x in b.bindings if x[0] == "param"]}
+            "params": [x[1] for x in b.bindings if x[0] == "param"],
+            "before_call": list(tape.before_call), "writes": writes,
+            "cleared": tape.cleared - read_grads}
     return program, result, meta
 
 
@@ -134,9 +153,44 @@ class _CaptureTape(Tape):
         self.known = known          # ids of the arguments and parameters: traced values
         self.first_version = {}     # id(tensor) -> (tensor, version)
         self.entry_grads = {}       # id(leaf requiring grad) -> (leaf, its .grad when first used)
+        self.role = None            # "optimizer" while an optimizer step records its ops
+        self.roles = {}             # node index -> role, where not read off the derivative order
+        self.inputs = []            # (tensor, fn): inputs a replay reads as fn()
+        self.assigns = []           # (node count then, target tensor or None, new tensor, write)
+        self.assigned = {}          # id(target's version cell) -> bumps the assignments made
+        self.before_call = []       # functions a replay calls before reading its inputs
+        self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
+
+    @contextlib.contextmanager
+    def recording_as(self, role):
+        prev, self.role = self.role, role
+        try:
+            yield
+        finally:
+            self.role = prev
+
+    def input(self, fn, name=""):
+        """A tensor around fn()'s array that the program reads as an input, calling fn
+        afresh at each replay (a learning rate, a bias correction, an optimizer's state)."""
+        a = fn()
+        t = Tensor._make(a, device_of_array(a), False)
+        t.name = name
+        self.inputs.append((t, fn))
+        return t
+
+    def assign(self, new, write, target=None):
+        """`write(new's array)` now and after every replay; `target` is the parameter it
+        updates in place (its version is bumped, as an eager optimizer step bumps it)."""
+        write(new.data)
+        self.assigns.append((len(self.nodes), target, new, write))
+        if target is not None:
+            cell = id(target._version)
+            self.assigned[cell] = self.assigned.get(cell, 0) + 1
 
     def add(self, node, results):
         super().add(node, results)
+        if self.role is not None:
+            self.roles[len(self.nodes) - 1] = self.role
         seen = self.first_version
         for t in node.inputs:
             if id(t) not in seen:
@@ -173,9 +227,10 @@ def user_frame():
 def _changed_in_place(name, label, t):
     if t.requires_grad and t.grad_fn is None:
         raise CaptureError(
-            f"tt.compile: {name} changed parameter {label or _shape_label(t)} in place (an "
-            "optimizer step?); the optimizer update is not captured yet — call opt.step() "
-            "outside the compiled function")
+            f"tt.compile: {name} changed parameter {label or _shape_label(t)} in place outside "
+            "an nn.optim optimizer step (a manual update, or an optimizer that does not "
+            "capture its update); the replay would not repeat it. Update it with an nn.optim "
+            "optimizer inside the compiled function, or do it outside")
     raise CaptureError(
         f"tt.compile: {name} modified {('tensor ' + label) if label else _shape_label(t)} in "
         "place; in-place ops are not captured yet: use the out-of-place form (x = x + y "
@@ -229,7 +284,15 @@ class _Builder:
         for i, t in enumerate(arg_tensors):
             if id(t) not in self.values:
                 self._input(t, "input", f"arg{i}", ("arg", i))
-        for node, results in zip(tape.nodes, tape.outputs):
+        for t, fn in tape.inputs:
+            self._input(t, "input", t.name, ("call", fn))
+        self.assigned = []          # (Value, write) of each assignment, in order
+        assigns = iter(tape.assigns)
+        pending = next(assigns, None)
+        for k, (node, results) in enumerate(zip(tape.nodes, tape.outputs)):
+            while pending is not None and pending[0] <= k:
+                self._assign(*pending[1:])
+                pending = next(assigns, None)
             ins = [self.value(t) for t in node.inputs]
             outs = [ir.Value(tuple(m[0]), m[1]) for m in node.out_meta]
             for t, v in zip(results, outs):
@@ -254,8 +317,17 @@ class _Builder:
                 attrs = fill_attrs(attrs, paths, [None] * len(paths))
             self.instrs.append(ir.Instr(op=node.name, fn=node.fn, inputs=ins, outputs=outs,
                                         attrs=attrs, scope=node.scope,
-                                        role="backward" if node.order else "forward",
+                                        role=tape.roles.get(k) or ("backward" if node.order else "forward"),
                                         saved=tuple(saved), attr_inputs=tuple(paths)))
+        while pending is not None:
+            self._assign(*pending[1:])
+            pending = next(assigns, None)
+
+    def _assign(self, target, new, write):
+        v = self.value(new)
+        self.assigned.append((v, write))
+        if target is not None:  # ops after the update read the new value, as eager does
+            self.values[id(target)] = v
 
     def _input(self, t, kind, name, binding):
         v = ir.Value(tuple(t.shape), t.dtype, kind=kind, name=name)

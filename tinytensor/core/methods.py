@@ -2,6 +2,10 @@
 PyTorch, and each one is, or calls, a function of `tinytensor.ops`. `Tensor`
 (core/tensor.py) inherits them, so an IDE finds `x.sum` here and goes on to `ops.sum`."""
 
+import numpy as np
+
+from ..dtypes import DType
+
 
 class _Ops:
     """The `tinytensor.ops` namespace, bound on first use. ops import core, so core cannot
@@ -69,6 +73,10 @@ class TensorMethods:
     __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = _ops("eq ne lt le gt ge")
     # __invert__ is logical on bool, as in torch
     __and__, __or__, __xor__, __invert__ = _ops("bitwise_and bitwise_or bitwise_xor bitwise_not")
+    __lshift__, __rshift__ = _ops("bitwise_left_shift bitwise_right_shift")
+    bitwise_and, bitwise_or, bitwise_xor, bitwise_not = _ops(
+        "bitwise_and bitwise_or bitwise_xor bitwise_not")
+    bitwise_left_shift, bitwise_right_shift = _ops("bitwise_left_shift bitwise_right_shift")
     logical_and, logical_or, logical_not, logical_xor = _ops(
         "logical_and logical_or logical_not logical_xor")
     isfinite, isnan, isinf = _ops("isfinite isnan isinf")
@@ -92,8 +100,8 @@ class TensorMethods:
     cumsum, cumprod, cummax, cummin, logcumsumexp = _ops("cumsum cumprod cummax cummin logcumsumexp")
     sort, argsort, topk, multinomial = _ops("sort argsort topk multinomial")
 
-    reshape, view, flatten, unflatten, squeeze, unsqueeze = _ops(
-        "reshape reshape flatten unflatten squeeze unsqueeze")
+    reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
+        "reshape flatten unflatten squeeze unsqueeze")
     permute, transpose, t, movedim, expand, broadcast_to, contiguous = _ops(
         "permute transpose t movedim expand broadcast_to contiguous")
     repeat, tile, repeat_interleave, split, chunk, unbind = _ops(
@@ -102,6 +110,9 @@ class TensorMethods:
 
     __getitem__, __setitem__ = _ops("getitem setitem")
     gather, scatter_add, masked_fill, index_select = _ops("gather scatter_add masked_fill index_select")
+    scatter, scatter_reduce, masked_select, nonzero = _ops("scatter scatter_reduce masked_select nonzero")
+    diag, diagonal, diag_embed, unfold, isclose, allclose = _ops(
+        "diag diagonal diag_embed unfold isclose allclose")
     add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
 
@@ -109,6 +120,7 @@ class TensorMethods:
     __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
         "add sub mul div pow matmul remainder")
     __rand__, __ror__, __rxor__ = _reflected("bitwise_and bitwise_or bitwise_xor")
+    __rlshift__, __rrshift__ = _reflected("bitwise_left_shift bitwise_right_shift")
 
     def __floordiv__(self, other):
         return ops.div(self, other, rounding_mode="floor")
@@ -121,6 +133,11 @@ class TensorMethods:
 
     def expand_as(self, other):
         return ops.expand(self, *other.shape)
+
+    def view(self, *shape):  # view(shape) is reshape; view(dtype) reinterprets the bits
+        if len(shape) == 1 and isinstance(shape[0], (DType, str, type, np.dtype)):
+            return ops.view_dtype(self, shape[0])
+        return ops.reshape(self, *shape)
 
     def view_as(self, other):
         return ops.reshape(self, other.shape)

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
+from ..dtypes import int8, int16, uint8, uint64
 from ..device import CPU, device_of_array, get_device, to_device_array
 from .grad_mode import STATE
 from .methods import TensorMethods, ops
@@ -175,6 +176,25 @@ class Tensor(TensorMethods):
         a = to_device_array(self.data, CPU)
         return a if dtype is None else a.astype(dtype)
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export this tensor's memory, zero-copy, to `torch/np/cupy.from_dlpack` (tinytensor/interop.py)."""
+        if STATE.capture is not None:
+            STATE.capture.read_value(self, "__dlpack__")
+        if self.requires_grad:  # the consumer's ops would bypass autograd, as torch refuses too
+            raise BufferError(f"__dlpack__: cannot export a tensor that requires grad (shape "
+                              f"{tuple(self.shape)}); export t.detach() instead")
+        strides = tuple(s // self.data.itemsize for s in self.data.strides)
+        if any(s < 0 for s in strides):  # torch aborts the process on these
+            raise BufferError(f"__dlpack__: tensor of shape {tuple(self.shape)} has negative strides "
+                              f"{strides} (a reversed NumPy view), which DLPack consumers cannot take; "
+                              "export t.contiguous() instead")
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                    ("dl_device", dl_device), ("copy", copy)) if v is not None}
+        return self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
     def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
         """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`."""
         for a in args:
@@ -218,6 +238,15 @@ class Tensor(TensorMethods):
 
     def int(self):
         return self.to(int32)
+
+    def short(self):
+        return self.to(int16)
+
+    def char(self):
+        return self.to(int8)
+
+    def byte(self):
+        return self.to(uint8)
 
     def bool(self):
         return self.to(bool_)
@@ -384,6 +413,8 @@ def to_array(data, dtype, device):
         except ValueError as e:  # ragged nested lists
             raise ValueError(f"tensor: cannot build a tensor from {type(data).__name__} data: "
                              f"{e}") from None
+        if dt is uint64 and arr.dtype.kind == "f":  # ints past 2**63: NumPy chose float64, inexact
+            arr = np.asarray(data, dtype=np.uint64)
         if dt is None:
             kind = arr.dtype.kind
             if kind == "f":

@@ -321,9 +321,11 @@ def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, op
     return _unbatch(_add_bias(y, bias, weight.shape[0], weight, op), added)
 
 
-def fit_pads(spatial, kernel, stride, pairs, dilation):
-    """pairs with each high pad set so the padded extent is exactly what the windows cover."""
-    out = out_size(spatial, kernel, stride, pairs, dilation)
+def fit_pads(spatial, kernel, stride, pairs, dilation, out=None):
+    """pairs with each high pad set so the padded extent is exactly what `out` windows cover
+    (default: as many windows as fit)."""
+    if out is None:
+        out = out_size(spatial, kernel, stride, pairs, dilation)
     return tuple((lo, (o - 1) * st + d * (k - 1) + 1 - s - lo)
                  for s, k, st, (lo, _), d, o in zip(spatial, kernel, stride, pairs, dilation, out))
 
@@ -388,8 +390,7 @@ def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding
                      f"stride {stride}, padding {padding}: the calculated output size {size} is too "
                      f"small")
     # the conv whose input gradient this is: input `size`, windows exactly `spatial`
-    pads = tuple((p, (s - 1) * st + d * (k - 1) + 1 - z - p)
-                 for s, st, p, d, k, z in zip(spatial, stride, padding, dilation, kernel, size))
+    pads = fit_pads(size, kernel, stride, tuple((p, p) for p in padding), dilation, out=spatial)
     y = ConvTranspose.apply(x, weight, input_size=size, stride=stride, pads=pads, dilation=dilation,
                             groups=int(groups))
     return _unbatch(_add_bias(y, bias, weight.shape[1] * groups, weight, op), added)

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from ..dtypes import bool_, from_numpy_dtype, get_default_dtype, result_type
+from ..dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, result_type
 from ..core.function import Function
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
@@ -43,6 +43,29 @@ def as_tensor_like(value, ref, dtype=None):
     return t
 
 
+def _int_scalar(value, np_dtype, op):
+    """A Python int operand as torch takes it against an integer tensor. Arithmetic, bitwise
+    ops and comparisons read it as a 64-bit integer (values in [2**63, 2**64) as unsigned)
+    and wrap it into the tensor's dtype, so int32 | 0xFFFFFFFF is int32 | -1; `where` (like
+    torch's fill and clamp) refuses a value the dtype cannot hold."""
+    if value.__class__ is not int or np_dtype.kind not in "iu":
+        return value
+    if not -(1 << 63) <= value < (1 << 64):
+        raise OverflowError(f"{op}: Python integer {value} is too big to be a scalar operand: torch "
+                            f"and tinytensor take integers in [-2**63, 2**64)")
+    bits = 8 * np_dtype.itemsize
+    if op == "where":
+        info = np.iinfo(np_dtype)
+        if not info.min <= value <= info.max:
+            raise RuntimeError(f"where: value {value} cannot be converted to {np_dtype} without "
+                               f"overflow (its range is [{int(info.min)}, {int(info.max)}])")
+        return value
+    value &= (1 << bits) - 1
+    if np_dtype.kind == "i" and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
 _NUMBERS = (float, int)
 
 
@@ -55,10 +78,10 @@ def binary_operands(a, b, op):
                 return a, b
         elif b.__class__ in _NUMBERS and (a.data.dtype.kind == "f" or (
                 b.__class__ is int and a.data.dtype.kind in "iu")):
-            return a, as_tensor_like(b, a)
+            return a, as_tensor_like(_int_scalar(b, a.data.dtype, op), a)
     elif a.__class__ in _NUMBERS and b.__class__ is Tensor and (b.data.dtype.kind == "f" or (
             a.__class__ is int and b.data.dtype.kind in "iu")):
-        return as_tensor_like(a, b), b
+        return as_tensor_like(_int_scalar(a, b.data.dtype, op), b), b
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb and a.data.dtype == b.data.dtype:
         return a, b
@@ -70,8 +93,10 @@ def binary_operands(a, b, op):
         b = Tensor(b, device=a.device)
     dt = result_type(a, b)
     ref = a if isinstance(a, Tensor) else b
-    a = as_tensor_like(a, ref, dt) if not isinstance(a, Tensor) else (a if a.dtype is dt else cast(a, dt))
-    b = as_tensor_like(b, ref, dt) if not isinstance(b, Tensor) else (b if b.dtype is dt else cast(b, dt))
+    a = as_tensor_like(_int_scalar(a, dt.np, op), ref, dt) if not isinstance(a, Tensor) else (
+        a if a.dtype is dt else cast(a, dt))
+    b = as_tensor_like(_int_scalar(b, dt.np, op), ref, dt) if not isinstance(b, Tensor) else (
+        b if b.dtype is dt else cast(b, dt))
     return a, b
 
 
@@ -320,7 +345,11 @@ def pow(x, exponent):
     if isinstance(exponent, np.generic) and isinstance(exponent, numbers.Number):
         exponent = exponent.item()  # a Python number keeps x's dtype, as in torch; np.float64 would not
     if isinstance(x, Tensor) and _is_scalar(exponent) and not isinstance(exponent, bool):
-        if x.data.dtype.kind != "f" and (isinstance(exponent, float) or exponent < 0):
+        if x.data.dtype.kind != "f" and not isinstance(exponent, float) and exponent < 0:
+            raise RuntimeError(f"pow: integers to negative integer powers are not allowed, as in "
+                               f"torch: {x.dtype.name} tensor ** {exponent}; use a float exponent "
+                               f"({float(exponent)}) or a float tensor")
+        if x.data.dtype.kind != "f" and isinstance(exponent, float):
             x = float_operand(x, "pow")
         return PowScalar.apply(x, exponent=exponent)
     a, b = binary_operands(x, exponent, "pow")
@@ -1087,6 +1116,82 @@ def bitwise_xor(a, b):
 
 def bitwise_not(x):
     return BitwiseNot.call(x)
+
+
+class _Shift(_Bitwise):
+    """`<<` and `>>` with torch's answer where C leaves it undefined: a shift by a negative
+    amount or by the bit width or more gives 0 (left) or the sign fill (right), on CPU and
+    GPU alike rather than whatever the hardware's shift instruction does."""
+
+    @classmethod
+    def call(cls, a, b):
+        for t in (a, b):
+            if isinstance(t, Tensor) and t.data.dtype.kind not in "biu":
+                raise TypeError(f"{cls.name}: only integer tensors are supported, got {t.dtype.name}")
+        a, b = binary_operands(a, b, cls.name)
+        if a.data.dtype.kind == "b":
+            raise TypeError(f"{cls.name}: bool operands are not supported (as in torch); "
+                            "cast them to an integer dtype first")
+        return cls.apply(a, b)
+
+    @staticmethod
+    def _out_of_range(a, b):
+        bits = 8 * a.dtype.itemsize
+        return (b >= bits) | (b < 0) if a.dtype.kind == "i" else b >= bits
+
+
+class BitwiseLeftShift(_Shift):
+    @staticmethod
+    def forward(ctx, a, b):
+        xp = _xp(a)
+        over = _Shift._out_of_range(a, b)
+        return xp.where(over, a.dtype.type(0), xp.left_shift(a, xp.where(over, 0, b).astype(a.dtype)))
+
+
+class BitwiseRightShift(_Shift):
+    @staticmethod
+    def forward(ctx, a, b):
+        xp = _xp(a)
+        over = _Shift._out_of_range(a, b)
+        if a.dtype.kind == "i":  # shifting by bits - 1 is the sign fill
+            return xp.right_shift(a, xp.where(over, 8 * a.dtype.itemsize - 1, b).astype(a.dtype))
+        return xp.where(over, a.dtype.type(0), xp.right_shift(a, xp.where(over, 0, b).astype(a.dtype)))
+
+
+def bitwise_left_shift(a, b):
+    return BitwiseLeftShift.call(a, b)
+
+
+def bitwise_right_shift(a, b):
+    return BitwiseRightShift.call(a, b)
+
+
+class ViewDtype(_Predicate):
+    """`Tensor.view(dtype)`: the same bytes read as another dtype. Bits carry no gradient,
+    so, as in torch, the result does not require grad."""
+    is_view = True
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        if dtype.itemsize != x.dtype.itemsize:  # NumPy splits or joins along a contiguous last axis
+            x = _xp(x).ascontiguousarray(x)
+        return x.view(dtype.np)
+
+
+def view_dtype(x, dtype):
+    dtype = from_any(dtype)
+    if dtype is x.dtype:
+        return x.reshape(x.shape)  # an alias, as torch's; it keeps the gradient
+    old, new = x.dtype.itemsize, dtype.itemsize
+    if old != new:
+        what = (f"view: cannot view a {x.dtype.name} tensor of shape {tuple(x.shape)} as "
+                f"{dtype.name} ({old} vs {new} bytes per element)")
+        if x.ndim == 0:
+            raise RuntimeError(f"{what}: a 0-d tensor cannot change its element size")
+        if new > old and x.shape[-1] % (new // old):
+            raise RuntimeError(f"{what}: the last dimension ({x.shape[-1]}) must be divisible "
+                               f"by {new // old}")
+    return ViewDtype.apply(x.detach() if x.requires_grad else x, dtype=dtype)
 
 
 # ---------------------------------------------------------------- remainder

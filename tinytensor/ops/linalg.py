@@ -97,9 +97,11 @@ def _parse_einsum(equation, operands):
         if len(t) != x.ndim:
             raise ValueError(f"einsum: subscripts {t!r} do not match an operand of shape "
                              f"{tuple(x.shape)}{_where()}")
-        if len(set(t)) != len(t):
-            raise NotImplementedError(f"einsum: repeated subscripts within one operand ({t!r}, "
-                                      "a diagonal) are not supported")
+        for c in set(t):
+            sizes_c = {x.shape[k] for k, ck in enumerate(t) if ck == c}
+            if len(sizes_c) > 1:
+                raise ValueError(f"einsum: subscript {c!r} is repeated in {t!r} (a diagonal) but "
+                                 f"the operand's sizes there differ, shape {tuple(x.shape)}{_where()}")
         new_terms.append(t)
     if out is None:
         counts = {}
@@ -167,4 +169,22 @@ def einsum(equation, *operands):
         dt = promote(dt, x.dtype)
     operands = [cast(x, dt) for x in operands]
     terms, out, _ = _parse_einsum(equation, operands)
+    for k, (x, t) in enumerate(zip(operands, terms)):
+        if len(set(t)) != len(t):
+            operands[k], terms[k] = _diagonals(x, t)
     return Einsum.apply(*operands, terms=tuple(terms), output=out)
+
+
+def _diagonals(x, t):
+    """x with every subscript that repeats within its term t ('ii', 'iij') replaced by the
+    diagonal over those dimensions, as a last dimension: (x', t') with t' free of repeats.
+    A gather, so gradients (to the diagonal only) and double backward come with it."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        dims = [k for k, ck in enumerate(t) if ck == c]
+        rest = [k for k in range(len(t)) if t[k] != c]
+        x = x.permute(*rest, *dims)
+        n = x.shape[-1]
+        x = x[(Ellipsis,) + (x.device.xp.arange(n),) * len(dims)]
+        t = "".join(t[k] for k in rest) + c
+    return x, t

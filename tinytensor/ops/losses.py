@@ -1,15 +1,17 @@
-"""Losses: nll_loss, mse_loss, binary_cross_entropy_with_logits, one_hot, and the target
-checks cross_entropy (ops/cross_entropy.py, beside its fused form) shares with nll_loss.
+"""Losses: nll_loss, mse_loss, binary_cross_entropy(_with_logits), kl_div, l1_loss,
+smooth_l1_loss, huber_loss, cosine_similarity, normalize, one_hot, and the target checks
+cross_entropy (ops/cross_entropy.py, beside its fused form) shares with nll_loss.
 
 Written as compositions of primitive ops, so every order of gradient comes for free."""
 import numpy as np
 
 from ..messages import plain
 from ..core.tensor import Tensor
-from .elementwise import cast, eq, ne, softplus, where
+from .elementwise import (abs_, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
+                          where)
 from .indexing import gather, getitem
-from .movement import movedim, squeeze, unsqueeze, _where
-from .reduce import mean, sum as sum_
+from .movement import broadcast_tensors, movedim, norm_dim, squeeze, unsqueeze, _where
+from .reduce import mean, norm, sum as sum_
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -126,3 +128,104 @@ def one_hot(t, num_classes=-1):
                          f"[{int(t.data.min())}, {int(t.data.max())}]")
     out = (t.data[..., None] == xp.arange(num_classes)).astype(np.int64)
     return Tensor._make(out, t.device, False)
+
+
+# ---------------------------------------------------------------- regression and divergence losses
+def _check_same_shape(input, target, op):
+    if input.shape != target.shape:
+        raise ValueError(f"{op}: input shape {tuple(input.shape)} and target shape "
+                         f"{tuple(target.shape)} differ{_where()}")
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """BCE on probabilities. Each log is clamped at -100, as torch does, so a probability of
+    exactly 0 or 1 gives a finite loss (100 per element) rather than inf."""
+    op = "binary_cross_entropy"
+    _check_reduction(reduction, op)
+    _check_same_shape(input, target, op)
+    x = input.data
+    if x.size and bool(((x < 0) | (x > 1) | (x != x)).any()):
+        bad = x[(x < 0) | (x > 1) | (x != x)].reshape(-1)[0].item()
+        raise ValueError(f"{op}: all elements of input should be between 0 and 1, got {bad}{_where()}")
+    loss = -(target * clamp(log(input), min=-100.0) + (1.0 - target) * clamp(log1p(-input), min=-100.0))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _xlogx(t):
+    """t * log(t), 0 at t == 0 (torch's xlogy(t, t))."""
+    zero = eq(t, 0)
+    return where(zero, 0.0, t * log(where(zero, 1.0, t)))
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """KL(target || exp(input)) pointwise, with `input` log-probabilities; 'batchmean'
+    divides the sum by the batch size (the first dimension), the true KL divergence."""
+    op = "kl_div"
+    if reduction not in _REDUCTIONS + ("batchmean",):
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS + ('batchmean',)}, "
+                         f"got {plain(reduction)!r}")
+    if log_target:
+        loss = exp(target) * (target - input)
+    else:
+        loss = _xlogx(target) - target * input
+    if reduction == "batchmean":
+        total = sum_(loss)
+        return total / loss.shape[0] if loss.ndim else total
+    return _reduce(loss, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    _check_reduction(reduction, "l1_loss")
+    _check_same_shape(input, target, "l1_loss")
+    return _reduce(abs_(input - target), reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta == 0 is the L1 loss."""
+    op = "smooth_l1_loss"
+    _check_reduction(reduction, op)
+    _check_same_shape(input, target, op)
+    if beta < 0:
+        raise ValueError(f"{op}: beta must be >= 0, got {plain(beta)}")
+    d = input - target
+    a = abs_(d)
+    if beta == 0:
+        return _reduce(a, reduction)
+    # d * d, not a * a: the square stays smooth at d == 0 for the second derivative
+    return _reduce(where(lt(a, beta), (0.5 / beta) * (d * d), a - 0.5 * beta), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss times delta."""
+    op = "huber_loss"
+    _check_reduction(reduction, op)
+    _check_same_shape(input, target, op)
+    if delta <= 0:
+        raise ValueError(f"{op}: delta must be > 0, got {plain(delta)}")
+    d = input - target
+    a = abs_(d)
+    return _reduce(where(lt(a, delta), 0.5 * (d * d), delta * (a - 0.5 * delta)), reduction)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / |x1| * x2 / |x2|, dim), each norm clamped below at eps, as torch computes it:
+    dividing first keeps the result in [-1, 1]. torch clamps the norms in place without
+    recording the clamp, so the gradient flows through each norm as if unclamped; adding
+    the clamp's offset as a constant does the same."""
+    x1, x2 = broadcast_tensors(float_operand(x1, "cosine_similarity"),
+                               float_operand(x2, "cosine_similarity"))
+    dim = norm_dim(dim, x1.ndim, "cosine_similarity")
+    out = None
+    for x in (x1, x2):
+        n = norm(x, 2, dim=dim, keepdim=True)
+        n = n + (clamp(n, min=eps) - n).detach()
+        out = x / n if out is None else out * (x / n)
+    return sum_(out, dim=dim)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """input / max(||input||_p over dim, eps)."""
+    input = float_operand(input, "normalize")
+    return input / clamp(norm(input, p, dim=dim, keepdim=True), min=eps)

@@ -348,6 +348,13 @@ class Flip(Function):
 
 
 def flip(x, dims):
+    if isinstance(dims, (int, np.integer)):
+        dims = (dims,)
+    seen = [norm_dim(d, x.ndim, "flip") for d in dims]
+    for i, d in enumerate(seen):
+        if d in seen[:i]:  # norm_dims would merge them silently; torch refuses
+            raise RuntimeError(f"flip: dim {d} appears multiple times in the list of dims "
+                               f"{tuple(dims)}{_where()}")
     dims = norm_dims(dims, x.ndim, "flip")
     return Flip.apply(x, dims=dims)
 
@@ -460,13 +467,21 @@ class Pad(Function):
         return g[idx]
 
 
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(x, pad, mode="constant", value=0.0):
-    """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the last dimension."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {plain(mode)!r} is not supported; only 'constant'")
+    """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the last dimension.
+    'reflect', 'replicate' and 'circular' pad the last 1, 2 or 3 dimensions of a batched or
+    unbatched input, as torch allows; each padded dimension is one gather (x[index])."""
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: mode {plain(mode)!r} is not supported; expected one of "
+                                  f"{_PAD_MODES}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")
+    if mode != "constant":
+        return _pad_gather(x, pad, str(mode))  # str: np.str_ would print as np.str_('reflect')
     if any(p < 0 for p in pad):
         # negative padding crops: crop first, then pad with the non-negative part
         idx = [slice(None)] * x.ndim
@@ -485,6 +500,50 @@ def pad(x, pad, mode="constant", value=0.0):
     if all(w == (0, 0) for w in widths):
         return clone(x)  # a new tensor, as in torch: writing into it must not change x
     return Pad.apply(x, widths=tuple(widths), value=value)
+
+
+def _pad_index(n, lo, hi, mode):
+    """Indices into a dimension of size n that pad it by lo before and hi after."""
+    i = np.arange(-lo, n + hi)
+    if mode == "replicate":
+        return np.clip(i, 0, n - 1)
+    if mode == "circular":
+        return i % n
+    i = np.abs(i)  # reflect about the first and the last entry, which are not repeated
+    return np.where(i > n - 1, 2 * (n - 1) - i, i)
+
+
+def _pad_gather(x, pad, mode):
+    k = len(pad) // 2
+    if x.ndim not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"pad: mode {mode!r} with {len(pad)} pads needs a {k + 1}-d (unbatched) or {k + 2}-d "
+            f"(batched) input, as in torch, got shape {tuple(x.shape)}{_where()}")
+    if mode != "circular" and 0 in x.shape[x.ndim - k - 1:]:
+        raise RuntimeError(f"pad: mode {mode!r} needs non-empty dimensions other than the batch "
+                           f"dimension, got shape {tuple(x.shape)}{_where()}")
+    # negative pads crop first and the rest pads what is left, as torch does
+    if builtins.min(pad) < 0:
+        idx = [slice(None)] * x.ndim
+        for j in range(k):
+            d = x.ndim - 1 - j
+            idx[d] = slice(-builtins.min(pad[2 * j], 0), x.shape[d] + builtins.min(pad[2 * j + 1], 0))
+        x = x[tuple(idx)]
+    for j in range(k):
+        d = x.ndim - 1 - j
+        lo, hi, n = builtins.max(pad[2 * j], 0), builtins.max(pad[2 * j + 1], 0), x.shape[d]
+        if not lo and not hi:
+            continue
+        if mode == "reflect" and builtins.max(lo, hi) >= n:
+            raise RuntimeError(f"pad: mode 'reflect' needs pads smaller than the dimension they "
+                               f"pad, got ({lo}, {hi}) for dimension {d} of shape "
+                               f"{tuple(x.shape)}{_where()}")
+        if mode == "circular" and builtins.max(lo, hi) > n:
+            raise RuntimeError(f"pad: mode 'circular' pads ({lo}, {hi}) wrap around dimension {d} "
+                               f"of shape {tuple(x.shape)} more than once{_where()}")
+        index = x.device.xp.asarray(_pad_index(n, lo, hi, mode))
+        x = x[(slice(None),) * d + (index,)]
+    return x
 
 
 class Tril(Function):

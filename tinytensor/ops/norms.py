@@ -62,7 +62,24 @@ def _dx(gy, xh, rs, dims, rms):
 
 
 # ---------------------------------------------------------------- the reference ops
-class LayerNormCore(Function):
+class _NormCore(Function):
+    """The backward both reference norms share. forward saves (x, xhat) and sets ctx.rstd
+    (1/std, or 1/rms) and ctx.rms (True: no mean subtracted)."""
+
+    @staticmethod
+    def backward(ctx, g):  # rstd and xhat rebuilt from x in ops, so differentiable again
+        dims, rms = ctx.attrs["dims"], ctx.rms
+        xh, rs = _normalized(ctx.saved_tensor(0), dims, ctx.attrs["eps"], rms)
+        return _dx(g, xh, rs, dims, rms)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        xh, dims = ctx.saved_array(1), ctx.attrs["dims"]
+        gx = g if ctx.rms else g - g.mean(axis=dims, keepdims=True)
+        return (gx - xh * (g * xh).mean(axis=dims, keepdims=True)) * ctx.rstd
+
+
+class LayerNormCore(_NormCore):
     """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
     name = "layer_norm"
 
@@ -73,24 +90,12 @@ class LayerNormCore(Function):
         xc = x - mu
         rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps)
         xhat = xc * rstd
-        ctx.rstd = rstd.astype(x.dtype, copy=False)
+        ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), False
         ctx.save_for_backward(x, xhat)
         return xhat.astype(x.dtype, copy=False)
 
-    @staticmethod
-    def backward(ctx, g):  # rstd and xhat rebuilt from x in ops, so differentiable again
-        dims = ctx.attrs["dims"]
-        xh, rs = _normalized(ctx.saved_tensor(0), dims, ctx.attrs["eps"], False)
-        return _dx(g, xh, rs, dims, False)
 
-    @staticmethod
-    def backward_arrays(ctx, g):
-        xh, dims = ctx.saved_array(1), ctx.attrs["dims"]
-        gx = g - g.mean(axis=dims, keepdims=True) - xh * (g * xh).mean(axis=dims, keepdims=True)
-        return gx * ctx.rstd
-
-
-class RMSNormCore(Function):
+class RMSNormCore(_NormCore):
     """x / sqrt(mean(x^2) + eps) over `dims`."""
     name = "rms_norm"
 
@@ -99,20 +104,9 @@ class RMSNormCore(Function):
         xp = _xp(x)
         rrms = 1.0 / xp.sqrt((x * x).mean(axis=dims, keepdims=True) + eps)
         out = (x * rrms).astype(x.dtype, copy=False)
-        ctx.rrms = rrms.astype(x.dtype, copy=False)
+        ctx.rstd, ctx.rms = rrms.astype(x.dtype, copy=False), True
         ctx.save_for_backward(x, out)
         return out
-
-    @staticmethod
-    def backward(ctx, g):
-        dims = ctx.attrs["dims"]
-        yh, rs = _normalized(ctx.saved_tensor(0), dims, ctx.attrs["eps"], True)
-        return _dx(g, yh, rs, dims, True)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        y, dims = ctx.saved_array(1), ctx.attrs["dims"]
-        return (g - y * (g * y).mean(axis=dims, keepdims=True)) * ctx.rrms
 
 
 # ---------------------------------------------------------------- the fused ops

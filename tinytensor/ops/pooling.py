@@ -22,7 +22,7 @@ import numpy as np
 from ..core.function import Function
 from ..core.tensor import Tensor
 from ..messages import plain
-from .conv import Conv, _error, _pad, _x, batched, ntuple, windows
+from .conv import Conv, _error, _pad, _x, batched, fit_pads, ntuple, windows
 from .elementwise import float_operand
 from .indexing import _GatherOp, _along_dim_key
 from .linalg import matmul
@@ -68,8 +68,7 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limi
         raise _error(f"{op}: given input size: {_x(x.shape[1:])}. Calculated output size: "
                      f"{_x((x.shape[1],) + out)}. Output size is too small (kernel_size={kernel}, "
                      f"stride={stride}, padding={padding}, dilation={dilation})")
-    pads = tuple((p, (o - 1) * st + d * (k - 1) + 1 - s - p)
-                 for s, k, st, p, d, o in zip(spatial, kernel, stride, padding, dilation, out))
+    pads = fit_pads(spatial, kernel, stride, tuple((p, p) for p in padding), dilation, out)
     return kernel, stride, dilation, pads, out
 
 

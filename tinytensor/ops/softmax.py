@@ -190,6 +190,8 @@ def _why_not_fused(x, dim):
 def _pick(x, dim, dtype, op, fused, reference):
     x = float_operand(x, op) if dtype is None else x.to(dtype)
     dim = norm_dim(dim, x.ndim, op)
+    if x.ndim == 0:  # as torch: a one-element row (1 / 0); the array code needs an axis
+        return _pick(x.reshape(1), 0, None, op, fused, reference).reshape(())
     why = _fusion.choose("softmax", _why_not_fused, x, dim)
     if why is None:
         return fused.apply(x)

@@ -8,7 +8,7 @@ removed block are re-attached to the matching vertex of the kept block. Input te
 are not part of the signature, so a block that happens to read the model input still
 matches its siblings.
 """
-from .build import Edge
+from .fold import reattached
 
 
 def _in_block(scope, path):
@@ -99,8 +99,7 @@ def _collapse_run(graph, run):
         if key in seen:
             continue
         seen.add(key)
-        keep_edges.append(e if (src, dst) == (e.src, e.dst) else
-                          Edge(src, dst, e.out, e.inp, e.shape, e.dtype, e.saved))
+        keep_edges.append(reattached(e, src, dst))
     graph.edges = keep_edges
     for v_id in counterpart:
         del graph.vertices[v_id]

@@ -52,7 +52,13 @@ def fold(graph, max_depth):
         if key in seen:
             continue
         seen.add(key)
-        edges.append(e if (src, dst) == (e.src, e.dst) else
-                     Edge(src, dst, e.out, e.inp, e.shape, e.dtype, e.saved))
+        edges.append(reattached(e, src, dst))
     graph.edges = edges
     return graph
+
+
+def reattached(e, src, dst):
+    """Edge e with its ends moved to vertices src and dst (e itself when they are its own)."""
+    if (src, dst) == (e.src, e.dst):
+        return e
+    return Edge(src, dst, e.out, e.inp, e.shape, e.dtype, e.saved)

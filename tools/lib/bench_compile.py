@@ -5,8 +5,23 @@ Cases: a 5-op elementwise chain (x * 1.5 + 0.5) * x - 0.25, relu, float32, at 64
 elements; GELU (tanh) forward, and forward + backward, at 1M. "compiled" times the C
 runner of the captured, fused program on the input arrays (the tt.compile call wrapper
 around it is not included); eager and torch time the same step written with their ops.
+
+The GPT-2-style training step of `tools/bench.py train` (fwd+bwd+AdamW, opt.zero_grad(),
+backward and opt.step() inside the compiled function) is timed through the tt.compile
+call itself, against eager tinytensor and torch eager (sdpa attention); then its compile
+time: cold (the first call, into an empty disk cache: capture, which runs the step once
+eagerly, passes and the C compiler), and the first call in a new process that finds the
+shared objects in that disk cache.
 """
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
 from tools.lib.timing import median_n
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def chain(x):
@@ -72,12 +87,76 @@ def cases():
     yield ("GELU (tanh) forward+backward, float32, 1M", run, eager_step, torch_step, k)
 
 
-def run_compile(repeat):
+def gpt_step(model, opt, ids):
+    loss = model(ids, labels=ids).loss
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def gpt_first_call(cache):
+    """Seconds of the first tt.compile call of gpt_step with `cache` as the disk cache, and
+    the fused kernels of its program."""
+    from tools.lib import bench_train
+    import tinytensor as tt
+    os.environ["TINYTENSOR_CACHE_DIR"] = cache
+    model, _, ids, _, nn, _, _ = bench_train.build_pair()
+    opt = nn.optim.AdamW(model.parameters(), lr=1e-4)
+    step = tt.compile(gpt_step, backend="c")
+    t = time.perf_counter()
+    step(model, opt, ids)
+    seconds = time.perf_counter() - t
+    from tinytensor.compiler.passes import fuse
+    kernels = sum(ins.op == "fused" for ins in fuse.run(step.programs[0]).instrs)
+    return seconds, kernels, (step, model, opt, ids)
+
+
+def gpt_case():
+    """(name, compiled step, eager step, torch step, kernels, compile times)."""
+    from tools.lib import bench_train
+    cache = tempfile.mkdtemp(prefix="tt-bench-cache-")
+    saved = os.environ.get("TINYTENSOR_CACHE_DIR")
+    try:
+        cold, kernels, (step, model, opt, ids) = gpt_first_call(cache)
+        # `tools` is an installed package (pip install -e .), so the child imports it as is
+        code = ("from tools.lib.bench_compile import gpt_first_call; "
+                "print(gpt_first_call(%r)[0])" % cache)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=600, cwd=_ROOT, env=dict(os.environ))
+        if out.returncode:
+            raise RuntimeError(f"bench compile: the new-process compile failed:\n{out.stderr}")
+        warm = float(out.stdout.split()[-1])
+    finally:
+        if saved is None:
+            os.environ.pop("TINYTENSOR_CACHE_DIR", None)
+        else:
+            os.environ["TINYTENSOR_CACHE_DIR"] = saved
+    eager_model, ref, ids_tt, ids_th, nn, torch, _ = bench_train.build_pair()
+    opt_e = nn.optim.AdamW(eager_model.parameters(), lr=1e-4)
+    opt_t = torch.optim.AdamW(ref.parameters(), lr=1e-4)
+
+    def torch_step():
+        loss = ref(ids_th, labels=ids_th).loss
+        opt_t.zero_grad()
+        loss.backward()
+        opt_t.step()
+    return ("GPT-2-style 4x256, B=8 T=128: fwd+bwd+AdamW", lambda: step(model, opt, ids),
+            lambda: gpt_step(eager_model, opt_e, ids_tt), torch_step, kernels, (cold, warm))
+
+
+def run_compile(repeat, gpt=True):
     rows = []
-    for name, f_c, f_e, f_t, kernels in cases():
+    extra = [gpt_case()] if gpt else []
+    for name, f_c, f_e, f_t, kernels, *times in list(cases()) + extra:
         c, e, t = median_n([f_c, f_e, f_t], repeat)
         rows.append((name, c, e, t, kernels))
         print(f"{name:44s} compiled {c * 1e3:7.3f} ms ({kernels} kernel{'s' * (kernels != 1)})   "
               f"eager {e * 1e3:7.3f} ms   torch {t * 1e3:7.3f} ms   "
               f"eager/compiled {e / c:5.2f}x   torch/compiled {t / c:5.2f}x", flush=True)
+        if times:
+            cold, warm = times[0]
+            print(f"{'':44s} compile time: cold {cold:.2f} s, new process with the disk cache "
+                  f"{warm:.2f} s (each includes the one eager step the capture runs; eager step "
+                  f"{e:.2f} s)", flush=True)
     return rows

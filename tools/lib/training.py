@@ -5,6 +5,11 @@ and the summary.
 A checkpoint is written only from a finite state: a step whose loss, weights or
 validation score is NaN or infinite stops the run there, so the last good checkpoint
 on disk is never replaced by a broken one.
+
+With args.compile the whole step (forward, backward, gradient clipping, AdamW) runs as
+one program from tt.compile(backend="c"): captured on the first step, replayed after.
+The loss is read after the step there (the compiled function cannot read it into Python
+midway), so a non-finite loss stops the run one update later, still before a checkpoint.
 """
 import json
 import math
@@ -80,6 +85,30 @@ def build(args, task):
     return model, opt
 
 
+def clip_grads(parameters, max_norm):
+    """nn.clip_grad_norm_ in tinytensor ops, which a compiled step can capture (the nn
+    version rescales the gradient arrays outside the tape). Same joint 2-norm and scale,
+    min(1, max_norm / (norm + 1e-6)); the sums round in another order, so the result
+    agrees with it to rounding, not bitwise."""
+    params = [p for p in parameters if p.grad is not None]
+    if not params:
+        return
+    norms = tt.stack([(p.grad * p.grad).sum() for p in params])
+    coef = tt.minimum(max_norm / (norms.sum().sqrt() + 1e-6), tt.tensor(1.0, dtype=norms.dtype))
+    for p in params:
+        p.grad = p.grad * coef
+
+
+def training_step(model, opt, batch):
+    """One step as the compiled run does it: loss, backward, clipping, AdamW."""
+    loss = model(**batch).loss
+    opt.zero_grad()
+    loss.backward()
+    clip_grads(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
 def first_non_finite(model):
     """The name of the first parameter holding a NaN or an infinity, else None."""
     for name, p in model.named_parameters():
@@ -143,6 +172,12 @@ def _run(args, dist):
     if dist and tt.device(args.device).type != "cpu":
         raise SystemExit(f"train --distributed: runs CPU processes over MPI; got --device "
                          f"{args.device} (NCCL training is not wired into train.py yet)")
+    if dist and getattr(args, "compile", False):
+        raise SystemExit("train: --compile and --distributed do not combine yet (the gradient "
+                         "all-reduce of DistributedDataParallel runs outside the tape)")
+    if getattr(args, "compile", False) and tt.device(args.device).type != "cpu":
+        raise SystemExit(f"train --compile: compiles for the CPU (C backend); got --device "
+                         f"{args.device}")
     if dist and args.batch_size % world:
         raise SystemExit(f"train --distributed: --batch-size {args.batch_size} must be divisible "
                          f"by the {world} ranks (each trains on an equal slice of every batch)")
@@ -185,22 +220,29 @@ def _run(args, dist):
                 else "no checkpoint was written")
         raise SystemExit(f"train: stopped at step {step}: {reason}; {kept}")
 
+    # the learning rate is a program input of the compiled step: the schedule does not recompile
+    compiled = tt.compile(training_step, backend="c") if getattr(args, "compile", False) else None
     t0, seen = time.perf_counter(), 0
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = args.lr * schedule(step)
         batch = task.sample(args.device)   # under dist: the same global batch on every rank
-        mine = {k: dist.shard_rows(v) for k, v in batch.items()} if dist else batch
-        loss = trained(**mine).loss
-        value = loss.item()
-        if dist:  # equal slices: the mean of the ranks' means is the global batch's mean
-            value = dist.all_reduce(tt.tensor([value], dtype=tt.float64), op="mean").item()
-        if not math.isfinite(value):
-            stop(step, f"the training loss is {value}")
-        opt.zero_grad()
-        loss.backward()
-        nn.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if compiled is not None:
+            value = compiled(model, opt, batch).item()
+            if not math.isfinite(value):
+                stop(step, f"the training loss is {value}")
+        else:
+            mine = {k: dist.shard_rows(v) for k, v in batch.items()} if dist else batch
+            loss = trained(**mine).loss
+            value = loss.item()
+            if dist:  # equal slices: the mean of the ranks' means is the global batch's mean
+                value = dist.all_reduce(tt.tensor([value], dtype=tt.float64), op="mean").item()
+            if not math.isfinite(value):
+                stop(step, f"the training loss is {value}")
+            opt.zero_grad()
+            loss.backward()
+            nn.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
         seen += batch["input_ids"].numel()
         history["train"].append((step, value))
         bar.set(loss=value, tok_s=int(seen / (time.perf_counter() - t0)))

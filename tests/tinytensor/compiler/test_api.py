@@ -116,8 +116,7 @@ def test_decorator_and_module_forward():
 def test_dynamic_and_missing_backends_are_clear_errors():
     with pytest.raises(NotImplementedError, match="dynamic=True.*not implemented"):
         tt.compile(lambda x: x, dynamic=True)
-    with pytest.raises(NotImplementedError, match="backend='cuda'.*not built yet"):
-        tt.compile(lambda x: x, backend="cuda")
+    assert callable(tt.compile(lambda x: x, backend="cuda"))  # runs where CuPy and a GPU are
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         tt.compile(lambda x: x, backend="tpu")
 

@@ -1,1 +1,2 @@
-"""Code generation: c.py (C source -> the system C compiler -> ctypes)."""
+"""Code generation: c.py (C source -> the system C compiler -> ctypes) and cuda.py (CUDA C ->
+CuPy RawModule); both run the instructions they do not generate through the interpreter."""

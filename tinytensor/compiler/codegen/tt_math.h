@@ -32,13 +32,43 @@ static inline double tt_pow2(double n) {
  * x = n ln2 + r, |r| <= ln2/2 (Cody-Waite: ln2 split in a high part with trailing zero
  * bits, so n*ln2_hi is exact), exp(r) by its Taylor polynomial, then 2^n applied as two
  * factors so that results in the denormal range are rounded once, not twice. */
+/* n = round(x / ln2) (0 for nan), returned, and *r = x - n ln2, for exp and expm1 */
+static inline float tt_ln2_reduce_f(float x, float *r) {
+    float n = x * 0x1.715476p+0f + 0x1.8p23f;                       /* round to nearest */
+    n = n - 0x1.8p23f;
+    n = x == x ? n : 0.0f;                                          /* no float->int of nan */
+    float hi = x - n * 0x1.62e4p-1f;
+    *r = hi - n * 0x1.7f7d1cp-20f;
+    return n;
+}
+
+static inline double tt_ln2_reduce(double x, double *r) {
+    double n = x * 0x1.71547652b82fep+0 + 0x1.8p52;
+    n = n - 0x1.8p52;
+    n = x == x ? n : 0.0;
+    double hi = x - n * 0x1.62e42fee00000p-1;
+    *r = hi - n * 0x1.a39ef35793c76p-33;
+    return n;
+}
+
+/* c[0] z^(n-1) + ... + c[n-1] by Horner's rule, in that order. The loop has a constant
+ * count at every call, so the compiler unrolls it: the code is the written-out chain. */
+static inline double tt_horner(double z, const double *c, int n) {
+    double p = c[0];
+    for (int i = 1; i < n; i++)
+        p = c[i] + z * p;
+    return p;
+}
+
+/* 1/14!, 1/13!, ..., 1/2!: exp's Taylor coefficients, highest first */
+static const double TT_EXP_TAYLOR[13] = {
+    1.0 / 87178291200.0, 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
+    1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+    1.0 / 24.0, 1.0 / 6.0, 0.5};
+
 static inline float tt_expf(float x) {
     float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);   /* nan passes through */
-    float n = xc * 0x1.715476p+0f + 0x1.8p23f;                     /* round to nearest */
-    n = n - 0x1.8p23f;
-    n = xc == xc ? n : 0.0f;                                        /* no float->int of nan */
-    float r = xc - n * 0x1.62e4p-1f;
-    r = r - n * 0x1.7f7d1cp-20f;
+    float r, n = tt_ln2_reduce_f(xc, &r);
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (0x1.555556p-3f + r * (0x1.555556p-5f
               + r * (0x1.111112p-7f + r * (0x1.6c16c2p-10f + r * 0x1.a01a02p-13f))))));
     int32_t k = (int32_t)n;
@@ -49,23 +79,8 @@ static inline float tt_expf(float x) {
 
 static inline double tt_exp(double x) {
     double xc = x < -746.0 ? -746.0 : (x > 710.0 ? 710.0 : x);
-    double n = xc * 0x1.71547652b82fep+0 + 0x1.8p52;
-    n = n - 0x1.8p52;
-    n = xc == xc ? n : 0.0;
-    double r = xc - n * 0x1.62e42fee00000p-1;
-    r = r - n * 0x1.a39ef35793c76p-33;
-    double p = 1.0 / 6227020800.0;                                 /* 1/13! */
-    p = 1.0 / 479001600.0 + r * p;
-    p = 1.0 / 39916800.0 + r * p;
-    p = 1.0 / 3628800.0 + r * p;
-    p = 1.0 / 362880.0 + r * p;
-    p = 1.0 / 40320.0 + r * p;
-    p = 1.0 / 5040.0 + r * p;
-    p = 1.0 / 720.0 + r * p;
-    p = 1.0 / 120.0 + r * p;
-    p = 1.0 / 24.0 + r * p;
-    p = 1.0 / 6.0 + r * p;
-    p = 0.5 + r * p;
+    double r, n = tt_ln2_reduce(xc, &r);
+    double p = tt_horner(r, TT_EXP_TAYLOR + 1, 12);                /* from 1/13! */
     p = 1.0 + r * p;
     p = 1.0 + r * p;
     double n1 = (n * 0.5 + 0x1.8p52) - 0x1.8p52;
@@ -78,11 +93,7 @@ static inline double tt_exp(double x) {
  * and expm1(y) = 2^n expm1(r) + (2^n - 1): both terms exact, one rounding in the sum.
  * tanh(x) = expm1(2|x|) / (expm1(2|x|) + 2) with x's sign: no cancellation near 0. */
 static inline float tt_expm1f_pos(float y) {
-    float n = y * 0x1.715476p+0f + 0x1.8p23f;
-    n = n - 0x1.8p23f;
-    n = y == y ? n : 0.0f;
-    float r = y - n * 0x1.62e4p-1f;
-    r = r - n * 0x1.7f7d1cp-20f;
+    float r, n = tt_ln2_reduce_f(y, &r);
     float q = 0.5f + r * (0x1.555556p-3f + r * (0x1.555556p-5f + r * (0x1.111112p-7f
               + r * (0x1.6c16c2p-10f + r * (0x1.a01a02p-13f + r * 0x1.a01a02p-16f)))));
     float p = r + r * r * q;
@@ -98,24 +109,8 @@ static inline float tt_tanhf(float x) {
 }
 
 static inline double tt_expm1_pos(double y) {
-    double n = y * 0x1.71547652b82fep+0 + 0x1.8p52;
-    n = n - 0x1.8p52;
-    n = y == y ? n : 0.0;
-    double r = y - n * 0x1.62e42fee00000p-1;
-    r = r - n * 0x1.a39ef35793c76p-33;
-    double q = 1.0 / 87178291200.0;            /* 1/14! */
-    q = 1.0 / 6227020800.0 + r * q;
-    q = 1.0 / 479001600.0 + r * q;
-    q = 1.0 / 39916800.0 + r * q;
-    q = 1.0 / 3628800.0 + r * q;
-    q = 1.0 / 362880.0 + r * q;
-    q = 1.0 / 40320.0 + r * q;
-    q = 1.0 / 5040.0 + r * q;
-    q = 1.0 / 720.0 + r * q;
-    q = 1.0 / 120.0 + r * q;
-    q = 1.0 / 24.0 + r * q;
-    q = 1.0 / 6.0 + r * q;
-    q = 0.5 + r * q;
+    double r, n = tt_ln2_reduce(y, &r);
+    double q = tt_horner(r, TT_EXP_TAYLOR, 13);                    /* from 1/14! */
     double p = r + r * r * q;
     double s = tt_pow2(n);
     return s * p + (s - 1.0);
@@ -166,17 +161,10 @@ static inline double tt_log(double x) {
     double f = m - 1.0;
     double s = f / (2.0 + f);
     double z = s * s;
-    double R = 2.0 / 21.0;
-    R = 2.0 / 19.0 + z * R;
-    R = 2.0 / 17.0 + z * R;
-    R = 2.0 / 15.0 + z * R;
-    R = 2.0 / 13.0 + z * R;
-    R = 2.0 / 11.0 + z * R;
-    R = 2.0 / 9.0 + z * R;
-    R = 2.0 / 7.0 + z * R;
-    R = 2.0 / 5.0 + z * R;
-    R = 2.0 / 3.0 + z * R;
-    R = z * R;
+    static const double atanh_series[10] = {                       /* 2/21, 2/19, ..., 2/3 */
+        2.0 / 21.0, 2.0 / 19.0, 2.0 / 17.0, 2.0 / 15.0, 2.0 / 13.0, 2.0 / 11.0, 2.0 / 9.0,
+        2.0 / 7.0, 2.0 / 5.0, 2.0 / 3.0};
+    double R = z * tt_horner(z, atanh_series, 10);
     double hfsq = 0.5 * f * f;
     double ef = e;
     double res = ef * 0x1.62e42fee00000p-1 - ((hfsq - (s * (hfsq + R) + ef * 0x1.a39ef35793c76p-33)) - f);

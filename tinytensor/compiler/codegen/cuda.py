@@ -1,0 +1,176 @@
+"""CUDA backend: each fused kernel becomes one CUDA kernel, the program one CuPy RawModule.
+
+`build(program)` returns a runner: `runner(list of CuPy arrays) -> list of outputs`.
+Fused instructions launch their generated kernel; every other instruction runs its
+Function's forward on CuPy arrays through the interpreter's `run_instr`, as eager does.
+
+A kernel is one grid-stride loop over the elements of its output shape (static: the
+source is specialized on it, as in the C backend). The loop index is split into the
+collapsed dimensions only where some input is read broadcast; each input is read at its
+broadcast strides, outputs (contiguous, of the loop shape) at the index itself.
+
+The op expressions are the C backend's (`c.EMIT`): CUDA C++ has the same operators and
+`fabsf`/`sqrtf`, and PRELUDE maps its `tt_exp`/`tt_tanh`/`tt_log` onto CUDA's accurate
+`expf`/`tanhf`/`logf` (and double versions): what CuPy's eager ufuncs call, not the
+`__expf` intrinsics. OPTIONS keep IEEE semantics: `--fmad=false` (a*b+c rounds twice,
+as in eager, which runs one CuPy ufunc per op), no flush of subnormals, IEEE division
+and square root.
+"""
+import math
+
+from ...device import cupy_module
+from . import c
+
+OPTIONS = ("--std=c++17", "--fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true")
+BLOCK = 256
+MAX_BLOCKS = 8192   # with the grid-stride loop, enough to fill any current GPU
+CTYPE = c.CTYPE
+
+# NVRTC sees no CUDA headers; nvcc's (math.h) already define NAN and INFINITY
+PRELUDE = """\
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000)
+#endif
+#define tt_expf(x) expf(x)
+#define tt_exp(x) exp(x)
+#define tt_tanhf(x) tanhf(x)
+#define tt_tanh(x) tanh(x)
+#define tt_logf(x) logf(x)
+#define tt_log(x) log(x)
+"""
+
+
+def kernel_source(instr, cname):
+    """CUDA source of `extern "C" __global__ void cname(outputs..., inputs...)`."""
+    body = instr.attrs["body"]
+    loop = tuple(body.outputs[0].shape)
+    n = math.prod(loop)
+    operands = list(body.outputs) + list(body.inputs)
+    dims, strides = c._collapse(loop, [c._broadcast_strides(v.shape, loop) for v in operands])
+    idx_t = "long long" if n > 2**31 - 1 - BLOCK * MAX_BLOCKS else "int"
+    params = []
+    for k, v in enumerate(operands):
+        const = "const " if k >= len(body.outputs) else ""
+        params.append(f"{const}{CTYPE[v.dtype.name]} *__restrict__ p{k}")
+    lines = [f'extern "C" __global__ void {cname}({", ".join(params)}) {{',
+             f"    const {idx_t} step = ({idx_t})blockDim.x * gridDim.x;",
+             f"    for ({idx_t} i = ({idx_t})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += step) {{"]
+    ind = "        "
+    # the index is split into dims only where some input is read broadcast
+    split = len(dims) > 1 and any(st != strides[0] for st in strides[len(body.outputs):])
+    idx = ["i"]
+    if split:
+        idx = [f"i{d}" for d in range(len(dims))]
+        lines.append(f"{ind}{idx_t} r = i;")
+        for d in reversed(range(len(dims))):
+            if d:
+                lines.append(f"{ind}const {idx_t} i{d} = r % {dims[d]}; r /= {dims[d]};")
+            else:
+                lines.append(f"{ind}const {idx_t} i0 = r;")
+
+    def offset(st):
+        if not split:
+            return "i" if st[0] else "0"
+        terms = [i if s == 1 else f"{i} * {s}" for i, s in zip(idx, st) if s]
+        return " + ".join(terms) or "0"
+
+    # a capture on the GPU keeps its constants as CuPy arrays: .item(), not np.asarray
+    names = {v.id: c._lit(a.item(), CTYPE[v.dtype.name])
+             for v, a in body.consts.items()}
+    for k, v in enumerate(body.inputs, start=len(body.outputs)):
+        names[v.id] = f"x{k}"
+        lines.append(f"{ind}const {CTYPE[v.dtype.name]} x{k} = p{k}[{offset(strides[k])}];")
+    for m, ins in enumerate(body.instrs):
+        t = CTYPE[ins.outputs[0].dtype.name]
+        names[ins.outputs[0].id] = f"v{m}"
+        lines.append(f"{ind}const {t} v{m} = {c.EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+                     f"  /* {ins.op} */")
+    for k, v in enumerate(body.outputs):
+        lines.append(f"{ind}p{k}[i] = {names[v.id]};")
+    lines += ["    }", "}"]
+    return "\n".join(lines)
+
+
+def program_source(program):
+    """The whole CUDA translation unit: PRELUDE, then one kernel per fused instruction.
+    Returns (source, {instr index: kernel name})."""
+    parts = [PRELUDE]
+    names = {}
+    for k, ins in enumerate(program.instrs):
+        if ins.op == "fused":
+            names[k] = f"{ins.attrs['name']}_{k}"
+            parts.append(kernel_source(ins, names[k]))
+            parts.append("")
+    return "\n".join(parts), names
+
+
+# ---------------------------------------------------------------- the runner
+def build(program):
+    """A runner for `program` on CuPy arrays. The module compiles (NVRTC, through CuPy)
+    at the first call on each device."""
+    source, names = program_source(program)
+    return Runner(program, source, names)
+
+
+class Runner:
+    """Runs a built program: `runner(inputs) -> outputs` (lists of CuPy arrays)."""
+
+    def __init__(self, program, source, names):
+        self.program, self.source, self.names = program, source, names
+        self._inputs = [v.id for v in program.inputs]
+        self._outputs = [v.id for v in program.outputs]
+        self._steps = {}   # CUDA device id -> (consts on that device, steps)
+
+    def __call__(self, inputs):
+        cupy = cupy_module()   # a clear error naming the package when CuPy or a GPU is missing
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"compiled program (cuda): expected {len(self._inputs)} inputs, got {len(inputs)}")
+        for k, (a, v) in enumerate(zip(inputs, self.program.inputs)):
+            if not isinstance(a, cupy.ndarray):
+                raise TypeError(f"compiled program (backend='cuda'): input {k} ({v!r}) is a "
+                                f"{type(a).__module__}.{type(a).__name__}, not a CuPy array; move "
+                                f"the tensors to the GPU (.to('cuda')) or compile with backend='c'")
+        dev = inputs[0].device.id if inputs else cupy.cuda.Device().id
+        with cupy.cuda.Device(dev):
+            prepared = self._steps.get(dev)
+            if prepared is None:
+                prepared = self._steps[dev] = self._prepare(cupy)
+            consts, steps = prepared
+            env = dict(consts)
+            env.update(zip(self._inputs, inputs))
+            for step in steps:
+                step(env)
+        return [env[i] for i in self._outputs]
+
+    def _prepare(self, cupy):
+        consts = {v.id: cupy.asarray(a) for v, a in self.program.consts.items()}
+        module = cupy.RawModule(code=self.source, options=OPTIONS) if self.names else None
+        steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy) if k in self.names
+                 else c._numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
+        return consts, steps
+
+
+def _kernel_step(ins, fn, cupy):
+    outs = [(v.id, tuple(v.shape), v.dtype.np) for v in ins.outputs]
+    ins_ = [(v.id, v.dtype.np) for v in ins.inputs]
+    n = math.prod(outs[0][1])
+    grid = (min(-(-n // BLOCK), MAX_BLOCKS),)
+    empty, contiguous = cupy.empty, cupy.ascontiguousarray
+
+    def step(env):
+        args = []
+        for i, shape, dt in outs:
+            a = env[i] = empty(shape, dt)
+            args.append(a)
+        for i, dt in ins_:
+            a = env[i]
+            if not a.flags.c_contiguous or a.dtype != dt:
+                a = contiguous(a, dtype=dt)
+            args.append(a)
+        if n:
+            fn(grid, (BLOCK,), tuple(args))
+    return step
+

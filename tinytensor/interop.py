@@ -1,0 +1,46 @@
+"""Zero-copy exchange with other array libraries through DLPack.
+
+In: `tt.from_dlpack(x)` for anything exporting `__dlpack__` (torch, NumPy, CuPy, JAX, ...).
+Out: `Tensor.__dlpack__` / `__dlpack_device__` (core/tensor.py), so `torch.from_dlpack(t)`,
+`np.from_dlpack(t)` and `cupy.from_dlpack(t)` share a tensor's memory.
+
+Writes through the other library are not seen by tinytensor's version counter (torch has
+the same blind spot), so do not modify a tensor that autograd saved for backward.
+"""
+from .core import Tensor
+from .device import CPU, cupy_module, device_of_array
+from .dtypes import ALL
+
+_CPU_DEVICES = {1: "CPU", 3: "CUDA host (pinned)"}       # DLPack device types NumPy reads
+_CUDA_DEVICES = {2: "CUDA", 13: "CUDA managed"}           # ... and those CuPy reads
+_EXACT = {d.np for d in ALL}
+
+
+def from_dlpack(x):
+    """A Tensor sharing memory with `x`, any object with `__dlpack__` (torch.Tensor,
+    numpy.ndarray, cupy.ndarray, ...). The result does not require grad; a torch tensor
+    that does is refused by torch, as `torch.from_dlpack` refuses (use `x.detach()`)."""
+    if not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
+        raise TypeError(f"tt.from_dlpack: {type(x).__name__} does not implement the DLPack "
+                        "protocol (__dlpack__ and __dlpack_device__); use tt.tensor(x) to copy it")
+    what = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+    kind, index = (int(v) for v in x.__dlpack_device__())
+    if kind in _CPU_DEVICES:
+        import numpy as xp
+    elif kind in _CUDA_DEVICES:
+        xp = cupy_module()
+    else:
+        raise TypeError(f"tt.from_dlpack: {what} lives on DLPack device type {kind} (index "
+                        f"{index}); tinytensor reads CPU (1) and CUDA (2) memory")
+    try:
+        arr = xp.from_dlpack(x)
+    except BufferError as e:  # the producer refused to export (requires grad, ...)
+        raise BufferError(f"tt.from_dlpack: {what} refused to export: {e}") from None
+    except (RuntimeError, TypeError, ValueError) as e:  # NumPy/CuPy cannot represent it
+        raise TypeError(f"tt.from_dlpack: cannot read {what} of dtype "
+                        f"{getattr(x, 'dtype', '?')}: {e}") from None
+    if arr.dtype not in _EXACT:  # converting would copy, which from_dlpack promises not to do
+        raise TypeError(f"tt.from_dlpack: {what} has dtype {arr.dtype}, which has no tinytensor "
+                        "dtype (" + ", ".join(d.name for d in ALL) + "), so its memory cannot be "
+                        "shared; cast it first or copy it with tt.tensor(x)")
+    return Tensor._make(arr, CPU if xp.__name__ == "numpy" else device_of_array(arr), False)

@@ -1,0 +1,41 @@
+"""isclose / allclose, and var_mean / std_mean (both moments of one pass, as torch returns them)."""
+from ..core.tensor import Tensor
+from ..messages import plain
+from .movement import broadcast_tensors
+from .reduce import mean, std, var
+
+__all__ = ["isclose", "allclose", "var_mean", "std_mean"]
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|input - other| <= atol + rtol * |other|, elementwise; infinities equal only themselves."""
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"isclose: expected two Tensors, got {type(input).__name__} and "
+                        f"{type(other).__name__}")
+    if input.dtype is not other.dtype:  # torch refuses to compare across dtypes here
+        raise TypeError(f"isclose: {input.dtype.name} did not match {other.dtype.name}: both tensors "
+                        f"should have the same dtype")
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={plain(rtol)} and "
+                         f"atol={plain(atol)}")
+    a, b = broadcast_tensors(input, other)
+    xp = a.device.xp
+    out = xp.isclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=bool(equal_nan))
+    return Tensor._make(xp.asarray(out), a.device, False)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Python bool: every entry isclose."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).data.all())
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """(var, mean) over dim, var with `correction` (default 1) as torch.var_mean."""
+    return (var(input, dim, unbiased=unbiased, keepdim=keepdim, correction=correction),
+            mean(input, dim, keepdim=keepdim))
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """(std, mean) over dim, as torch.std_mean."""
+    return (std(input, dim, unbiased=unbiased, keepdim=keepdim, correction=correction),
+            mean(input, dim, keepdim=keepdim))

@@ -1,0 +1,130 @@
+"""What tools/generate.py and tools/embed.py do: load an HF directory with its tokenizer,
+stream a continuation of a prompt, pool sentence embeddings as sentence-transformers does."""
+import inspect
+import json
+import os
+
+import models
+import tinytensor as tt
+
+
+def load(directory, device=None):
+    return models.from_hf(directory, device=device), models.Tokenizer.from_dir(directory)
+
+
+# ------------------------------------------------------------------ generation
+def generate_text(model, tok, prompt, max_new_tokens=40, temperature=None, top_p=None, num_beams=1,
+                  seed=None, on_text=None):
+    """The continuation of `prompt` (greedy, or sampled when a temperature or top_p is given);
+    `on_text(piece)` gets each piece of text as soon as its token is chosen."""
+    if num_beams != 1:
+        raise NotImplementedError(
+            f"generate_text: beam search (num_beams={num_beams}) is written for encoder-decoder "
+            f"models only (models.generate_seq2seq); {type(model).__name__} decodes greedily or by "
+            "sampling")
+    if not hasattr(model, "new_cache"):
+        raise TypeError(f"generate_text: {type(model).__name__} is not a decoder-only language "
+                        "model (GPT, Llama)")
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    stream = TextStream(tok, on_text)
+    sample = bool(temperature) or top_p is not None
+    out = models.generate(_Watched(model, stream.push), ids, max_new_tokens, do_sample=sample,
+                          temperature=temperature or 1.0, top_p=top_p, seed=seed,
+                          eos_token_id=tok.eos_token_id)
+    for token in out[0, ids.shape[1] + len(stream.tokens):].tolist():  # the last step's token
+        stream.push(token)
+    return stream.close()
+
+
+class TextStream:
+    """Token ids in, text pieces out: each push decodes the tokens so far and passes on what
+    is new, holding back a character whose UTF-8 bytes have not all arrived (byte-level BPE
+    splits them across tokens). close() flushes and returns the whole text."""
+
+    def __init__(self, tok, on_text=None):
+        self.tok, self.on_text, self.tokens, self.shown = tok, on_text, [], ""
+
+    def push(self, token):
+        self.tokens.append(token)
+        text = self.tok.decode(self.tokens, skip_special_tokens=True)
+        if not text.endswith("\ufffd"):
+            self._emit(text)
+
+    def close(self):
+        text = self.tok.decode(self.tokens, skip_special_tokens=True)
+        self._emit(text)
+        return text
+
+    def _emit(self, text):
+        if self.on_text is not None and text != self.shown:
+            self.on_text(text[len(self.shown):])
+        self.shown = text
+
+
+class _Watched:
+    """`model` as models.generate sees it, reporting each chosen token: generate feeds every
+    step the ids so far (with the KV cache only the new one), so the last column of each call
+    after the first is the token the previous step chose."""
+
+    def __init__(self, model, on_token):
+        self.model, self.on_token, self.calls = model, on_token, 0
+        self.config, self.new_cache, self.evaluating = model.config, model.new_cache, model.evaluating
+
+        def forward(*args, **kwargs):
+            return self(*args, **kwargs)
+        forward.__signature__ = inspect.signature(model.forward)  # generate reads it
+        self.forward = forward
+
+    def __call__(self, input_ids, **kwargs):
+        if self.calls:
+            self.on_token(int(input_ids[0, -1].item()))
+        self.calls += 1
+        return self.model(input_ids, **kwargs)
+
+
+# ------------------------------------------------------------------ embeddings
+POOLING_MODES = ("cls", "max", "mean", "mean_sqrt_len")  # sentence-transformers' concatenation order
+
+
+def pooling_config(directory):
+    """{"modes", "normalize", "max_length"} from a sentence-transformers directory: 1_Pooling's
+    pooling_mode_* flags (mean without the file), a Normalize module in modules.json, and
+    sentence_bert_config.json's max_seq_length (else the model's max_position_embeddings)."""
+    pooling = _json(directory, "1_Pooling", "config.json") or {"pooling_mode_mean_tokens": True}
+    modes = [m for m in POOLING_MODES if pooling.get(f"pooling_mode_{m}_tokens" if m != "cls" else
+                                                     "pooling_mode_cls_token")]
+    if not modes:
+        raise ValueError(f"embed: {os.path.join(directory, '1_Pooling', 'config.json')} enables none "
+                         "of the pooling modes tinytensor has (cls_token, max_tokens, mean_tokens, "
+                         "mean_sqrt_len_tokens)")
+    normalize = any(m.get("type", "").endswith(".Normalize") for m in _json(directory, "modules.json") or [])
+    config = _json(directory, "config.json") or {}
+    max_length = (_json(directory, "sentence_bert_config.json") or {}).get(
+        "max_seq_length", config.get("max_position_embeddings"))
+    return {"modes": modes, "normalize": normalize, "max_length": max_length}
+
+
+def embed(model, tok, sentences, modes=("mean",), normalize=False, max_length=None):
+    """(len(sentences), width * len(modes)) embeddings of an encoder (BERT): the pooled last
+    hidden states, padding excluded, L2-normalised if asked."""
+    enc = tok(list(sentences), truncation=max_length is not None, max_length=max_length)
+    with tt.no_grad():
+        h = model(enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state  # (B, T, H)
+        mask = enc["attention_mask"].to(h.dtype).unsqueeze(-1)                              # (B, T, 1)
+        count = mask.sum(1).clamp(min=1e-9)                                                 # (B, 1)
+        pooled = {"cls": lambda: h[:, 0],
+                  "max": lambda: tt.where(mask > 0, h, tt.full_like(h, -1e9)).amax(1),
+                  "mean": lambda: (h * mask).sum(1) / count,
+                  "mean_sqrt_len": lambda: (h * mask).sum(1) / count.sqrt()}
+        out = tt.cat([pooled[m]() for m in modes], dim=-1)
+        if normalize:  # torch.nn.functional.normalize, as sentence-transformers' Normalize
+            out = out / out.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+    return out
+
+
+def _json(directory, *parts):
+    path = os.path.join(directory, *parts)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
