@@ -21,6 +21,7 @@ def cupy_module():
         return _cupy
     if _cupy_error is None:
         try:
+            # CuPy is optional: imported on first use of a CUDA device
             import cupy
             n = cupy.cuda.runtime.getDeviceCount()
             if n < 1:

@@ -7,6 +7,8 @@ Out: `Tensor.__dlpack__` / `__dlpack_device__` (core/tensor.py), so `torch.from_
 Writes through the other library are not seen by tinytensor's version counter (torch has
 the same blind spot), so do not modify a tensor that autograd saved for backward.
 """
+import numpy as np
+
 from .core import Tensor
 from .device import CPU, cupy_module, device_of_array
 from .dtypes import ALL
@@ -26,7 +28,7 @@ def from_dlpack(x):
     what = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
     kind, index = (int(v) for v in x.__dlpack_device__())
     if kind in _CPU_DEVICES:
-        import numpy as xp
+        xp = np
     elif kind in _CUDA_DEVICES:
         xp = cupy_module()
     else:

@@ -10,6 +10,7 @@ def manual_seed(seed):
     global _seed
     _seed = int(seed)
     _generators.clear()
+    # device._cupy is set when CuPy first loads: read it now, not at import
     from .device import _cupy
     if _cupy is not None:
         _cupy.random.seed(_seed)

@@ -134,6 +134,7 @@ def compare_with_torch(tt_fn, torch_fn, inputs, dtype="float64", grad=True, doub
     the tinytensor outputs.
     """
     try:
+        # PyTorch is optional: only compare_with_torch needs it
         import torch
     except ImportError as e:
         if e.name != "torch":  # torch is there but broken: its own error says why

@@ -4,7 +4,7 @@ import warnings
 
 from ..core.tensor import Tensor
 from . import guards, interpret
-from .capture import capture, flatten_tensors, own, rebuild
+from .capture import capture, flatten_tensors, known_tensors, own, rebuild
 from .passes import run_all
 
 LIMIT = 8  # compiled signatures per function; past it, new signatures run eagerly
@@ -127,7 +127,6 @@ def _call_module(module, *args, **kwargs):
 
 
 def _in_args(t, args, kwargs):
-    from .capture import known_tensors
     return id(t) in known_tensors((args, kwargs))
 
 
@@ -138,12 +137,14 @@ def _backend(name):
     if name == "numpy":
         return lambda program: functools.partial(interpret.run, program)
     if name == "cuda":
+        # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
         from .codegen import cuda as codegen_cuda
-        from .passes import fuse
+        from .passes import fuse  # likewise
         return lambda program: codegen_cuda.build(fuse.run(program))
     try:
+        # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
         from .codegen import c as codegen_c
-        from .passes import fuse
+        from .passes import fuse  # likewise
     except ImportError as e:
         raise NotImplementedError(
             f"tt.compile(backend='c'): the C backend is not available yet ({e}); "

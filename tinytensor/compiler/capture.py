@@ -35,7 +35,7 @@ from ..device import CPU, device_of_array
 from ..dtypes import from_numpy_dtype
 from ..kernels import fusion as _fusion
 from . import ir
-from .interpret import fill_attrs
+from .interpret import _Ctx, fill_attrs
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tinytensor
 
@@ -257,7 +257,6 @@ def _check_random(name, tape, before):
     try:
         for dev, state in before.items():
             _random._generators[dev].bit_generator.state = state
-        from .interpret import _Ctx
         for node, attrs in draws:
             node.fn.forward(_Ctx(), **attrs)
         replayed = _rng_state()

@@ -13,10 +13,13 @@ moved, around the ops it replaced; each op shows its module path. Bytes moved co
 each top-level instruction reads and writes (a kernel's inputs and outputs; its internal
 values stay in registers). FLOPs count one per element per elementwise op.
 """
+import importlib
 import math
 import os
 import shutil
 
+from .capture import capture
+from .passes import DEFAULT
 from .passes import plan as plan_pass
 
 _FUSED_COLOR = "#fff4d6"
@@ -45,10 +48,7 @@ def explain(fn, *args, out="out/compile", **kwargs):
     """Capture `fn(*args, **kwargs)` once, run the passes of `tt.compile(backend="c")` one
     by one, and write every stage to `out` (see the module docstring). Returns the stats
     rows, one per stage."""
-    import importlib
-
-    from .capture import capture
-    from .passes import DEFAULT
+    # fuse loads with the code generators, on first use: import tinytensor skips it
     from .passes import fuse
     program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"))
     stages = {"captured": program}
@@ -82,6 +82,7 @@ def explain_stages(program_stages, out_dir):
 
 
 def _kernel_sources(program, folder):
+    # the C code generator loads on first use (~7 ms of hashlib, ctypes): import tinytensor skips it
     from .codegen import c
     source, names = c.program_source(program)
     if not names:
@@ -93,6 +94,7 @@ def _kernel_sources(program, folder):
 
 
 def _picture(program, stage):
+    # graphviz is optional: only explain's pictures need it
     import graphviz
     g = graphviz.Digraph(name=stage, graph_attr={"rankdir": "TB", "label": stage, "fontname": "Helvetica"},
                          node_attr={"fontname": "Helvetica", "fontsize": "10"})

@@ -6,6 +6,7 @@ _OPS = None
 
 def _import_mpi():
     try:
+        # mpi4py is optional: only backend='mpi' needs it
         from mpi4py import MPI
     except ImportError as e:
         raise RuntimeError(f"init_process_group('mpi'): mpi4py is not installed ({e}); install "

@@ -1,6 +1,8 @@
 """Splitting the data between ranks."""
 import numpy as np
 
+from .process_group import get_rank, get_world_size
+
 
 class DistributedSampler:
     """Indices 0..n-1 split into `world_size` disjoint shards, one per rank, reshuffled every
@@ -13,7 +15,6 @@ class DistributedSampler:
 
     def __init__(self, n, rank=None, world_size=None, shuffle=True, seed=0, drop_last=False):
         if rank is None or world_size is None:
-            from . import get_rank, get_world_size
             rank = get_rank() if rank is None else rank
             world_size = get_world_size() if world_size is None else world_size
         if not 0 <= rank < world_size:
@@ -46,7 +47,6 @@ class DistributedSampler:
 def shard_rows(x, rank=None, world_size=None):
     """Rank `rank`'s contiguous slice of the rows of `x` (a batch every rank drew the same)."""
     if rank is None or world_size is None:
-        from . import get_rank, get_world_size
         rank = get_rank() if rank is None else rank
         world_size = get_world_size() if world_size is None else world_size
     n = x.shape[0]

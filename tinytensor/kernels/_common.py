@@ -16,6 +16,7 @@ def is_cpu(a):
 def xp_of(a):
     if isinstance(a, np.ndarray):
         return np
+    # CuPy is optional: imported only on a GPU path
     import cupy
     return cupy
 

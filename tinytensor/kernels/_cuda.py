@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 _DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
@@ -54,6 +55,7 @@ _ATTR_SMEM_OPTIN = 97  # cudaDevAttrMaxSharedMemoryPerBlockOptin
 
 def compute_capability():
     """The current CuPy device's compute capability as an int (75 for a T4, 90 for an H100)."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     dev = cupy.cuda.Device().id
     cc = _cc.get(dev)
@@ -65,6 +67,7 @@ def compute_capability():
 def max_shared_memory():
     """The shared memory one block may opt in to on the current CuPy device, in bytes
     (64 KiB on a T4, 227 KiB on an H100)."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     dev = cupy.cuda.Device().id
     v = _smem.get(dev)
@@ -116,6 +119,7 @@ def module_exprs(name, expr, cc):
 def function(name, expr):
     """The compiled kernel `expr` (a template instantiation) from `cuda/<name>.cu`, for
     the current CuPy device."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     dev = cupy.cuda.Device().id
     key = (name, expr, dev)
@@ -186,6 +190,7 @@ def ptxas_report(name, exprs, archs=("sm_80", "sm_90"), nvcc=None, timeout=600):
 def nvrtc_report(name, exprs, archs=("sm_80", "sm_90")):
     """As `ptxas_report`, compiling through NVRTC (what CuPy uses at run time) with
     `cupy_backends.cuda.libs.nvrtc`; needs no GPU."""
+    # NVRTC's bindings come with CuPy, which is optional
     from cupy_backends.cuda.libs import nvrtc
     report = {}
     for arch in archs:
@@ -206,6 +211,7 @@ def nvrtc_report(name, exprs, archs=("sm_80", "sm_90")):
 
 def nvrtc_version():
     try:
+        # NVRTC's bindings come with CuPy, which is optional
         from cupy_backends.cuda.libs import nvrtc
         return nvrtc.getVersion()
     except Exception:  # no CuPy, or no NVRTC library
@@ -263,7 +269,7 @@ def _demangle(names, nvcc):
 def main():
     """python -m tinytensor.kernels._cuda [nvcc|nvrtc] [--full] [sm_XX ...]: registers and
     spills of every kernel for sm_80 and sm_90 (or the archs named)."""
-    import sys
+    # the launch modules import this one: at the top the import would be circular
     from . import cuda_attention, cuda_cross_entropy, cuda_norm, cuda_softmax
     use = "nvrtc" if "nvrtc" in sys.argv[1:] else "nvcc"
     full = "--full" in sys.argv[1:]

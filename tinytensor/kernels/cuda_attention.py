@@ -19,6 +19,7 @@ SIMT_MAX_HEAD_DIM = 128
 
 def _layout(q, k, mask, groups):
     """Flattened batch*heads count, heads, and the key-padding bias (P, S) float32 or None."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     L, S = q.shape[-2], k.shape[-2]
     P = q.size // (L * q.shape[-1])
@@ -68,6 +69,7 @@ def _simt_bwd_smem(d):
 
 def forward(q, k, v, mask, scale, causal, groups):
     """(out, stats (..., L, 2) float32: the max and log(sum) per query row)."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     q, k, v = (cupy.ascontiguousarray(a) for a in (q, k, v))
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -89,6 +91,7 @@ def forward(q, k, v, mask, scale, causal, groups):
 
 def backward(q, k, v, o, stats, g, mask, scale, causal, groups):
     """(dq, dk, dv) in the inputs' dtype."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     q, k, v, o, g = (cupy.ascontiguousarray(a) for a in (q, k, v, o, g))
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]

@@ -24,6 +24,7 @@ def _tail(x2, w, ignore_index, eps):
 
 def forward(x2, t, w, ignore_index, eps):
     """(loss per row, stats (2, rows): max and log(sum(exp(x - max))) per row)."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     acc = acc_dtype(x2.dtype)
     loss = cupy.empty(x2.shape[0], acc)
@@ -35,6 +36,7 @@ def forward(x2, t, w, ignore_index, eps):
 
 def backward(x2, t, w, stats, coef, ignore_index, eps):
     """dx of the rows, coef the upstream gradient per row (or one for all)."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     coef = cupy.ascontiguousarray(coef, dtype=acc_dtype(x2.dtype)).reshape(-1)
     dx = cupy.empty_like(x2)

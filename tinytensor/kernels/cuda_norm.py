@@ -22,6 +22,7 @@ def _flat(cupy, a, n):
 
 def forward(x2, w, b, eps, rms):
     """(y, mean, rstd) of the rows of x2; mean stays zero for rms."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     x2 = cupy.ascontiguousarray(x2)
     rows, n = x2.shape
@@ -40,6 +41,7 @@ def forward(x2, w, b, eps, rms):
 
 def backward(g2, x2, w, mu, rstd, rms, need_x, need_w, need_b):
     """(dx, dw, db), None where not needed; dw and db in the accumulator type."""
+    # CuPy is optional: imported only on a GPU path
     import cupy
     g2, x2 = cupy.ascontiguousarray(g2), cupy.ascontiguousarray(x2)
     rows, n = x2.shape

@@ -37,12 +37,14 @@ def _launch(kind, arrays, out, log):
 
 
 def forward(x, log):
+    # CuPy is optional: imported only on a GPU path
     import cupy
     x = cupy.ascontiguousarray(x)
     return _launch("fwd", (x,), cupy.empty_like(x), log)
 
 
 def backward(g, y, log):
+    # CuPy is optional: imported only on a GPU path
     import cupy
     g, y = cupy.ascontiguousarray(g), cupy.ascontiguousarray(y)
     return _launch("bwd", (g, y), cupy.empty_like(y), log)

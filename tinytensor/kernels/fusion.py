@@ -12,6 +12,7 @@ The families are "softmax" (softmax and log_softmax), "attention"
 "cross_entropy". Turning fusion off is for debugging: the reference path records the
 primitive ops on the tape, so a graph or a gradient can be inspected op by op.
 """
+import functools
 import os
 
 FAMILIES = ("softmax", "attention", "layer_norm", "cross_entropy")
@@ -73,8 +74,6 @@ class use_fusion:
         restore_fusion(self.prev)
 
     def __call__(self, fn):
-        import functools
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with use_fusion(self.enabled, self.ops):

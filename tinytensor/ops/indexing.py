@@ -20,6 +20,7 @@ def _add_at(xp, out, key, values):
     if xp is np:
         np.add.at(out, key, values)
     else:
+        # cupyx comes with CuPy, which is optional: only CUDA arrays get here
         import cupyx
         cupyx.scatter_add(out, key, values)
 

@@ -29,6 +29,7 @@ def _ufunc_at(xp, reduce, out, key, values):
     if xp is np:
         getattr(np, name).at(out, key, values)
         return
+    # cupyx comes with CuPy, which is optional: only CUDA arrays get here
     import cupyx
     fast = {"add": cupyx.scatter_add, "maximum": cupyx.scatter_max, "minimum": cupyx.scatter_min}
     if name in fast:

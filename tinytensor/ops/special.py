@@ -14,6 +14,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 def erf(xp, a):
     if xp is not np:
+        # cupyx comes with CuPy, which is optional: only CUDA arrays get here
         from cupyx.scipy.special import erf as cupy_erf
         return cupy_erf(a)
     out_dtype = a.dtype

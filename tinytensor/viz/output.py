@@ -113,6 +113,7 @@ def _tape_graph_class():
     global _TapeGraph, _Digraph
     if _TapeGraph is None:
         try:
+            # the graphviz package is optional: loaded when a graph is first drawn
             import graphviz
         except ImportError:  # the graphviz package is optional (pip install graphviz)
             return None

@@ -11,6 +11,7 @@ Random ops (`Function.random`) are never dropped, merged or folded: each draw ad
 generator, and the replay must draw exactly what eager draws.
 """
 import dataclasses
+import importlib
 
 import numpy as np
 
@@ -19,7 +20,6 @@ DEFAULT = ("dce", "cse", "fold", "simplify", "dce")
 
 def run_all(program, names=DEFAULT):
     """Run the named passes in order; returns (program, [(name, instruction count)])."""
-    import importlib
     counts = [("captured", len(program.instrs))]
     for name in names:
         program = importlib.import_module(f"{__name__}.{name}").run(program)
