@@ -8,6 +8,7 @@ from .dtypes import uint8, int8, int16, uint16, uint32, uint64, int16 as short
 from .device import Device, Device as device, cuda_is_available, cupy_module
 from .core import (Tensor, Function, grad, no_grad, inference_mode, enable_grad, set_grad_enabled,
                    is_grad_enabled, detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
+from .messages import OpError
 from . import autograd
 from .random import manual_seed
 from .interop import from_dlpack

@@ -18,3 +18,9 @@ def type_name(v):
     """`numpy.ndarray`, `float`: the type of a wrong value, as an error names it."""
     t = type(v)
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+class OpError(ValueError, RuntimeError):
+    """An op refused its inputs: shapes that do not match or broadcast, sizes that do not
+    fit, arguments that conflict. PyTorch raises RuntimeError for these and tinytensor
+    raised ValueError before; deriving from both, it is caught by code written for either."""

@@ -141,12 +141,7 @@ def _backend(name):
         from .codegen import cuda as codegen_cuda
         from .passes import fuse  # likewise
         return lambda program: codegen_cuda.build(fuse.run(program))
-    try:
-        # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
-        from .codegen import c as codegen_c
-        from .passes import fuse  # likewise
-    except ImportError as e:
-        raise NotImplementedError(
-            f"tt.compile(backend='c'): the C backend is not available yet ({e}); "
-            "use backend='numpy'") from None
+    # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
+    from .codegen import c as codegen_c
+    from .passes import fuse  # likewise
     return lambda program: codegen_c.build(fuse.run(program))

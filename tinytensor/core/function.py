@@ -31,6 +31,7 @@ from numpy import may_share_memory as _may_share
 
 from ..device import array_context, device_of_array
 from ..dtypes import _BY_NUMPY, from_numpy_dtype
+from ..messages import OpError
 from .grad_mode import STATE, check_anomaly
 from .node import Node
 from .tensor import Tensor
@@ -200,7 +201,7 @@ def _forward_error(name, arrays, e):
         return e
     shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
     where = f" in {STATE.scope_path}" if STATE.scope_path else ""
-    return ValueError(f"{name}: {msg.strip()} (input shapes {shapes}){where}")
+    return OpError(f"{name}: {msg.strip()} (input shapes {shapes}){where}")
 
 
 def _device_mismatch(name, inputs):

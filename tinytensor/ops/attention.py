@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..core.function import Function
+from ..messages import OpError
 from ..core.tensor import Tensor
 from ..kernels import cuda_attention, fusion as _fusion
 from ..kernels._common import acc_dtype, is_cpu, xp_of
@@ -72,7 +73,7 @@ def _probs(q, k, mask, causal, scale):
 def _check_heads(query, kv):
     h, hkv = query.shape[-3], kv.shape[-3]
     if h % hkv:
-        raise ValueError(f"scaled_dot_product_attention: {h} query heads are not a multiple of "
+        raise OpError(f"scaled_dot_product_attention: {h} query heads are not a multiple of "
                          f"{hkv} key/value heads{_where()}")
     return h, hkv
 
@@ -297,10 +298,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(q @ k^T * scale + mask) @ v over (..., L, E) queries and (..., S, E) keys."""
     op = "scaled_dot_product_attention"
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
-        raise ValueError(f"{op}: query, key and value need at least 2 dims, got shapes "
+        raise OpError(f"{op}: query, key and value need at least 2 dims, got shapes "
                          f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}{_where()}")
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: shapes query {tuple(query.shape)}, key "
+        raise OpError(f"scaled_dot_product_attention: shapes query {tuple(query.shape)}, key "
                          f"{tuple(key.shape)}, value {tuple(value.shape)} do not fit together "
                          f"(need query[-1] == key[-1] and key[-2] == value[-2]){_where()}")
     gqa = enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]
@@ -313,10 +314,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                             op=f"{op}: query, key and value batch")
     if attn_mask is not None:
         if broadcast_shapes(tuple(attn_mask.shape), lead + (L, S), op=f"{op}: attn_mask") != lead + (L, S):
-            raise ValueError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} does not broadcast "
+            raise OpError(f"{op}: attn_mask shape {tuple(attn_mask.shape)} does not broadcast "
                              f"to the scores shape {lead + (L, S)}{_where()}")
     if is_causal and attn_mask is not None:
-        raise ValueError(f"{op}: pass either attn_mask or is_causal, not both")
+        raise OpError(f"{op}: pass either attn_mask or is_causal, not both")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     why = _fusion.choose("attention", _why_not_fused, query, key, value, attn_mask, dropout_p, enable_gqa)
     if why is None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.tensor import Tensor
-from ..messages import plain
+from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
 
@@ -35,8 +35,7 @@ def _xp(a):
 
 
 def _error(msg):
-    # torch raises RuntimeError for these; tinytensor's shape errors are ValueErrors
-    return ValueError(msg + _where())
+    return OpError(msg + _where())  # a ValueError and a RuntimeError, as torch raises
 
 
 # ---------------------------------------------------------------- array kernels

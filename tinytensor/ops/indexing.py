@@ -6,6 +6,7 @@ appears twice receives both contributions.
 import numpy as np
 
 from ..core.function import Function
+from ..messages import OpError
 from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
@@ -245,7 +246,7 @@ def setitem(x, key, value):
     except ValueError as e:
         if "broadcast" not in str(e):
             raise
-        raise ValueError(f"setitem: a value of shape {tuple(value.shape)} cannot be written into "
+        raise OpError(f"setitem: a value of shape {tuple(value.shape)} cannot be written into "
                          f"the indexed part of a tensor of shape {tuple(x.shape)} ({e}){_where()}") from e
 
 
@@ -267,12 +268,12 @@ def _check_index(x, dim, index, op):
     if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
         raise TypeError(f"{op}: index must be an integer Tensor")
     if index.ndim != x.ndim:
-        raise ValueError(f"{op}: index has {index.ndim} dimensions but the input has {x.ndim} "
+        raise OpError(f"{op}: index has {index.ndim} dimensions but the input has {x.ndim} "
                          f"(shapes {tuple(index.shape)} and {tuple(x.shape)}){_where()}")
     d = norm_dim(dim, x.ndim, op)
     for i in range(x.ndim):
         if i != d and index.shape[i] > x.shape[i]:
-            raise ValueError(f"{op}: index shape {tuple(index.shape)} exceeds input shape "
+            raise OpError(f"{op}: index shape {tuple(index.shape)} exceeds input shape "
                              f"{tuple(x.shape)} in dimension {i}{_where()}")
     if index.numel():
         lo, hi = int(index.data.min()), int(index.data.max())
@@ -332,7 +333,7 @@ class ScatterAdd(Function):
 def scatter_add(x, dim, index, src):
     d = _check_index(x, dim, index, "scatter_add")
     if any(i > s for i, s in zip(index.shape, src.shape)):
-        raise ValueError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
+        raise OpError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
                          f"{tuple(src.shape)}{_where()}")
     return ScatterAdd.apply(x, index, cast(src, x.dtype), dim=d)
 
@@ -342,10 +343,10 @@ def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.data.dtype != np.bool_:
         raise TypeError("masked_fill: mask must be a bool Tensor")
     if broadcast_shapes(x.shape, mask.shape, op="masked_fill") != x.shape:
-        raise ValueError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
+        raise OpError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
                          f"tensor's shape {tuple(x.shape)}{_where()}")
     if isinstance(value, Tensor) and value.ndim != 0:
-        raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
+        raise OpError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
                          f"{tuple(value.shape)}{_where()}")
     v = value if isinstance(value, Tensor) else as_tensor_like(value, x)
     return where(mask, v.to(x.dtype), x)
@@ -364,7 +365,7 @@ def embedding(ids, weight, padding_idx=None):
         raise TypeError(f"embedding: ids must be an integer Tensor, got "
                         f"{ids.dtype.name if isinstance(ids, Tensor) else type(ids).__name__}")
     if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
+        raise OpError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
     if padding_idx is not None:
         n = weight.shape[0]
         if not -n <= padding_idx < n:

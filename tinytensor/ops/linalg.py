@@ -3,7 +3,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..dtypes import promote
-from ..messages import plain
+from ..messages import OpError, plain
 from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
@@ -29,18 +29,18 @@ class MatMul(Function):
 def matmul(a, b):
     a, b = binary_operands(a, b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both arguments need at least one dimension, got shapes "
+        raise OpError(f"matmul: both arguments need at least one dimension, got shapes "
                          f"{tuple(a.shape)} and {tuple(b.shape)}{_where()}")
     ka = a.shape[-1]
     kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match "
+        raise OpError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not match "
                          f"({ka} != {kb}){_where()}")
     if a.ndim > 2 and b.ndim > 2:
         try:
             broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul")
         except ValueError:
-            raise ValueError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} have batch "
+            raise OpError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} have batch "
                              f"dimensions {tuple(a.shape[:-2])} and {tuple(b.shape[:-2])} that do "
                              f"not broadcast{_where()}") from None
     if a.ndim == 1 and b.ndim == 1:
@@ -55,7 +55,7 @@ def matmul(a, b):
 def mm(a, b):
     """Matrix product of two 2-d tensors (torch.mm): no broadcasting, no 1-d vectors."""
     if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(f"mm: expects two 2-d tensors, got shapes {tuple(a.shape)} and "
+        raise OpError(f"mm: expects two 2-d tensors, got shapes {tuple(a.shape)} and "
                          f"{tuple(b.shape)}{_where()}")
     return matmul(a, b)
 
@@ -63,7 +63,7 @@ def mm(a, b):
 def bmm(a, b):
     """Batched matrix product of (B, n, k) and (B, k, m) tensors (torch.bmm), no broadcasting."""
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
-        raise ValueError(f"bmm: expects (B, n, k) and (B, k, m) tensors with the same B, got "
+        raise OpError(f"bmm: expects (B, n, k) and (B, k, m) tensors with the same B, got "
                          f"shapes {tuple(a.shape)} and {tuple(b.shape)}{_where()}")
     return matmul(a, b)
 
@@ -80,7 +80,7 @@ def _parse_einsum(equation, operands):
         lhs, out = eq, None
     terms = lhs.split(",")
     if len(terms) != len(operands):
-        raise ValueError(f"einsum: equation {plain(equation)!r} has {len(terms)} operands but "
+        raise OpError(f"einsum: equation {plain(equation)!r} has {len(terms)} operands but "
                          f"{len(operands)} tensors were given")
     used = set(c for c in eq if c.isalpha())
     spare = [c for c in _LETTERS if c not in used]
@@ -95,12 +95,12 @@ def _parse_einsum(equation, operands):
             n = x.ndim - (len(t) - 3)
             t = t.replace("...", ell[ell_dims - n:] if n else "")
         if len(t) != x.ndim:
-            raise ValueError(f"einsum: subscripts {t!r} do not match an operand of shape "
+            raise OpError(f"einsum: subscripts {t!r} do not match an operand of shape "
                              f"{tuple(x.shape)}{_where()}")
         for c in set(t):
             sizes_c = {x.shape[k] for k, ck in enumerate(t) if ck == c}
             if len(sizes_c) > 1:
-                raise ValueError(f"einsum: subscript {c!r} is repeated in {t!r} (a diagonal) but "
+                raise OpError(f"einsum: subscript {c!r} is repeated in {t!r} (a diagonal) but "
                                  f"the operand's sizes there differ, shape {tuple(x.shape)}{_where()}")
         new_terms.append(t)
     if out is None:
@@ -112,16 +112,16 @@ def _parse_einsum(equation, operands):
     else:
         out = out.replace("...", ell)
         if len(set(out)) != len(out):
-            raise ValueError(f"einsum: output subscripts {out!r} repeat a subscript in "
+            raise OpError(f"einsum: output subscripts {out!r} repeat a subscript in "
                              f"{plain(equation)!r}{_where()}")
     for c in out:
         if not any(c in t for t in new_terms):
-            raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
+            raise OpError(f"einsum: output subscript {c!r} does not appear in the inputs")
     sizes = {}
     for t, x in zip(new_terms, operands):
         for c, s in zip(t, x.shape):
             if c in sizes and sizes[c] != s and s != 1 and sizes[c] != 1:
-                raise ValueError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {s} in "
+                raise OpError(f"einsum: subscript {c!r} has sizes {sizes[c]} and {s} in "
                                  f"{plain(equation)!r}{_where()}")
             sizes[c] = max(sizes.get(c, s), s)
     return new_terms, out, sizes

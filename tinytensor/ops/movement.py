@@ -13,7 +13,7 @@ from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
 from ..core.tensor import Tensor
 from ..dtypes import promote
-from ..messages import plain
+from ..messages import OpError, plain
 from .elementwise import cast, clone
 
 
@@ -56,7 +56,7 @@ def broadcast_shapes(*shapes, op="broadcast"):
             d = s[k]
             if d != 1:
                 if size != 1 and d != size:
-                    raise ValueError(f"{op}: shapes {' and '.join(str(plain(tuple(x))) for x in shapes)} "
+                    raise OpError(f"{op}: shapes {' and '.join(str(plain(tuple(x))) for x in shapes)} "
                                      f"cannot be broadcast together (dimension {i - ndim}: "
                                      f"{size} vs {d}){_where()}")
                 size = d
@@ -70,12 +70,12 @@ def expand(x, *sizes):
         sizes = tuple(sizes[0])
     lead = len(sizes) - x.ndim
     if lead < 0:
-        raise ValueError(f"expand: the number of sizes ({len(sizes)}) must be at least the "
+        raise OpError(f"expand: the number of sizes ({len(sizes)}) must be at least the "
                          f"tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
     sizes = tuple(int(s) for s in sizes)
     for i, s in enumerate(sizes):
         if s < 0 and not (s == -1 and i >= lead):  # -1 keeps a size, so a new dim has none
-            raise ValueError(f"expand: size {s} is not allowed at dimension {i} when expanding "
+            raise OpError(f"expand: size {s} is not allowed at dimension {i} when expanding "
                              f"shape {tuple(x.shape)} to {sizes}{_where()}")
     shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
     if shape == x.shape:
@@ -83,7 +83,7 @@ def expand(x, *sizes):
     for i, s in enumerate(x.shape):
         t = shape[i + lead]
         if s != 1 and s != t:
-            raise ValueError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(sizes)} "
+            raise OpError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(sizes)} "
                              f"(dimension {i} has size {s}, not 1){_where()}")
     return Expand.apply(x, shape=shape)
 
@@ -114,23 +114,23 @@ def _infer_shape(x, shape, op):
     shape = tuple(int(s) for s in shape)
     n = x.numel()
     if shape.count(-1) > 1:
-        raise ValueError(f"{op}: only one dimension can be -1, got {shape}{_where()}")
+        raise OpError(f"{op}: only one dimension can be -1, got {shape}{_where()}")
     if -1 in shape:
         known = 1
         for s in shape:
             if s != -1:
                 known *= s
         if known == 0 or n % known:
-            raise ValueError(f"{op}: shape {shape} is invalid for a tensor of shape "
+            raise OpError(f"{op}: shape {shape} is invalid for a tensor of shape "
                              f"{tuple(x.shape)} ({n} elements){_where()}")
         shape = tuple(n // known if s == -1 else s for s in shape)
     total = 1
     for s in shape:
         if s < 0:
-            raise ValueError(f"{op}: negative size in shape {shape}{_where()}")
+            raise OpError(f"{op}: negative size in shape {shape}{_where()}")
         total *= s
     if total != n:
-        raise ValueError(f"{op}: shape {shape} is invalid for a tensor of shape "
+        raise OpError(f"{op}: shape {shape} is invalid for a tensor of shape "
                          f"{tuple(x.shape)} ({n} elements){_where()}")
     return shape
 
@@ -153,7 +153,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     s = norm_dim(start_dim, x.ndim, "flatten")
     e = norm_dim(end_dim, x.ndim, "flatten")
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise OpError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = x.shape[:s] + (-1,) + x.shape[e + 1:]
     if 0 in x.shape:
         mid = 1
@@ -172,7 +172,7 @@ def unflatten(x, dim, sizes):
         known *= s if s != -1 else 1
     if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (
             -1 in sizes and (known == 0 or n % known)) or any(s < -1 for s in sizes):
-        raise ValueError(f"unflatten: sizes {sizes} do not multiply up to the size {n} of dimension "
+        raise OpError(f"unflatten: sizes {sizes} do not multiply up to the size {n} of dimension "
                          f"{dim} of shape {tuple(x.shape)}{_where()}")
     sizes = tuple(n // known if s == -1 else s for s in sizes)
     return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
@@ -212,11 +212,11 @@ def permute(x, *dims):
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = dims[0]
     if len(dims) != x.ndim:
-        raise ValueError(f"permute: got {len(dims)} dims {plain(tuple(dims))} for a tensor with "
+        raise OpError(f"permute: got {len(dims)} dims {plain(tuple(dims))} for a tensor with "
                          f"{x.ndim} dimensions, shape {tuple(x.shape)}{_where()}")
     dims = tuple(norm_dim(d, x.ndim, "permute") for d in dims)
     if sorted(dims) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {plain(dims)} are not a permutation of 0..{x.ndim - 1}")
+        raise OpError(f"permute: dims {plain(dims)} are not a permutation of 0..{x.ndim - 1}")
     if dims == tuple(range(x.ndim)):
         return x
     return Permute.apply(x, dims=dims)
@@ -235,12 +235,12 @@ def movedim(x, source, destination):
     src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
     dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
     if len(src) != len(dst):
-        raise ValueError(f"movedim: source {source} and destination {destination} must have the "
+        raise OpError(f"movedim: source {source} and destination {destination} must have the "
                          f"same number of dims{_where()}")
     src = [norm_dim(d, x.ndim, "movedim") for d in src]
     dst = [norm_dim(d, x.ndim, "movedim") for d in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ValueError(f"movedim: repeated dim in source {source} or destination "
+        raise OpError(f"movedim: repeated dim in source {source} or destination "
                          f"{destination}{_where()}")
     dims = [None] * x.ndim
     for s, d in zip(src, dst):
@@ -266,7 +266,7 @@ class Cat(Function):
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+        raise OpError("cat: expected a non-empty list of tensors")
     dt = tensors[0].dtype
     for t in tensors[1:]:
         dt = promote(dt, t.dtype)
@@ -275,7 +275,7 @@ def cat(tensors, dim=0):
     d = norm_dim(dim, ref.ndim, "cat")
     for t in tensors[1:]:
         if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
-            raise ValueError(f"cat: tensors must match in every dimension but {dim}; got shapes "
+            raise OpError(f"cat: tensors must match in every dimension but {dim}; got shapes "
                              + ", ".join(str(tuple(x.shape)) for x in tensors) + _where())
     return Cat.apply(*tensors, dim=d)  # also for one tensor: the result is a new tensor, as in torch
 
@@ -287,11 +287,11 @@ concatenate = cat
 def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+        raise OpError("stack: expected a non-empty list of tensors")
     shape = tensors[0].shape
     for t in tensors[1:]:
         if t.shape != shape:
-            raise ValueError("stack: all tensors must have the same shape; got "
+            raise OpError("stack: all tensors must have the same shape; got "
                              + ", ".join(str(tuple(x.shape)) for x in tensors) + _where())
     d = norm_dim(dim, len(shape) + 1, "stack")
     return cat([unsqueeze(t, d) for t in tensors], d)
@@ -303,12 +303,12 @@ def split(x, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, (int, np.integer)):
         size = int(split_size_or_sections)
         if size <= 0:
-            raise ValueError(f"split: split size must be positive, got {size}")
+            raise OpError(f"split: split size must be positive, got {size}")
         sizes = [builtins.min(size, n - i) for i in range(0, n, size)] or [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if builtins.sum(sizes) != n:
-            raise ValueError(f"split: sections {sizes} do not add up to the size {n} of "
+            raise OpError(f"split: sections {sizes} do not add up to the size {n} of "
                              f"dimension {dim} of shape {tuple(x.shape)}{_where()}")
     out, start = [], 0
     for s in sizes:
@@ -322,7 +322,7 @@ def chunk(x, chunks, dim=0):
     d = norm_dim(dim, x.ndim, "chunk")
     chunks = int(chunks)
     if chunks <= 0:
-        raise ValueError(f"chunk: the number of chunks must be positive, got {chunks}{_where()}")
+        raise OpError(f"chunk: the number of chunks must be positive, got {chunks}{_where()}")
     n = x.shape[d]
     size = -(-n // chunks) if n else 1
     return split(x, size, d)
@@ -377,7 +377,7 @@ def roll(x, shifts, dims=None):
     if dims is None and not isinstance(shifts, (int, np.integer)):
         shifts = tuple(int(s) for s in shifts)
         if len(shifts) != 1:
-            raise ValueError(f"roll: {len(shifts)} shifts {shifts} need as many dims; without dims "
+            raise OpError(f"roll: {len(shifts)} shifts {shifts} need as many dims; without dims "
                              f"the tensor is rolled as if flattened by one int shift{_where()}")
         shifts = shifts[0]
     if dims is None:
@@ -388,7 +388,7 @@ def roll(x, shifts, dims=None):
         shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
         shifts = tuple(int(s) for s in shifts)
         if len(shifts) != len(dims):
-            raise ValueError(f"roll: got {len(shifts)} shifts {shifts} for {len(dims)} dims "
+            raise OpError(f"roll: got {len(shifts)} shifts {shifts} for {len(dims)} dims "
                              f"{plain(dims)}{_where()}")
     return Roll.apply(x, shifts=shifts, dims=dims)
 
@@ -416,11 +416,11 @@ def repeat(x, *sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     if len(sizes) < x.ndim:
-        raise ValueError(f"repeat: number of repeat dims ({len(sizes)}) cannot be smaller than "
+        raise OpError(f"repeat: number of repeat dims ({len(sizes)}) cannot be smaller than "
                          f"the tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
     sizes = tuple(int(s) for s in sizes)
     if any(s < 0 for s in sizes):
-        raise ValueError(f"repeat: repeats {sizes} must be non-negative, shape {tuple(x.shape)}{_where()}")
+        raise OpError(f"repeat: repeats {sizes} must be non-negative, shape {tuple(x.shape)}{_where()}")
     return Repeat.apply(x, repeats=sizes)
 
 
@@ -440,7 +440,7 @@ def repeat_interleave(x, repeats, dim=None):
         counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else repeats).reshape(-1)
         if counts.dtype.kind not in "iu" or (counts.size != 1 and counts.size != shape[d]) or (
                 counts < 0).any():
-            raise ValueError(f"repeat_interleave: repeats must be non-negative integers, one per "
+            raise OpError(f"repeat_interleave: repeats must be non-negative integers, one per "
                              f"entry of dimension {dim} (size {shape[d]}), got {counts.tolist()}"
                              f"{_where()}")
         if counts.size != 1:  # per-entry counts: a gather along dim
@@ -449,7 +449,7 @@ def repeat_interleave(x, repeats, dim=None):
         repeats = counts[0]
     repeats = int(repeats)
     if repeats < 0:
-        raise ValueError(f"repeat_interleave: repeats must be non-negative, got {repeats}{_where()}")
+        raise OpError(f"repeat_interleave: repeats must be non-negative, got {repeats}{_where()}")
     y = unsqueeze(x, d + 1)
     y = expand(y, *shape[:d + 1], repeats, *shape[d + 1:])
     return reshape(y, shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
@@ -479,7 +479,7 @@ def pad(x, pad, mode="constant", value=0.0):
                                   f"{_PAD_MODES}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ValueError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")
+        raise OpError(f"pad: expected an even number of pads at most 2*{x.ndim}, got {pad}")
     if mode != "constant":
         return _pad_gather(x, pad, str(mode))  # str: np.str_ would print as np.str_('reflect')
     if any(p < 0 for p in pad):
@@ -490,7 +490,7 @@ def pad(x, pad, mode="constant", value=0.0):
             lo, hi = pad[2 * k], pad[2 * k + 1]
             idx[d] = slice(-lo if lo < 0 else 0, x.shape[d] + hi if hi < 0 else x.shape[d])
             if x.shape[d] + builtins.min(lo, 0) + builtins.min(hi, 0) < 0:
-                raise ValueError(f"pad: pads {pad} crop dimension {d} of shape {tuple(x.shape)} "
+                raise OpError(f"pad: pads {pad} crop dimension {d} of shape {tuple(x.shape)} "
                                  f"below size 0{_where()}")
         x = x[tuple(idx)]
         pad = tuple(builtins.max(p, 0) for p in pad)
@@ -568,13 +568,13 @@ class Triu(Function):
 
 def tril(x, diagonal=0):
     if x.ndim < 2:
-        raise ValueError(f"tril: expected at least 2 dimensions, got shape {tuple(x.shape)}")
+        raise OpError(f"tril: expected at least 2 dimensions, got shape {tuple(x.shape)}")
     return Tril.apply(x, diagonal=int(diagonal))
 
 
 def triu(x, diagonal=0):
     if x.ndim < 2:
-        raise ValueError(f"triu: expected at least 2 dimensions, got shape {tuple(x.shape)}")
+        raise OpError(f"triu: expected at least 2 dimensions, got shape {tuple(x.shape)}")
     return Triu.apply(x, diagonal=int(diagonal))
 
 
@@ -590,7 +590,7 @@ def contiguous(x):
 def t(x):
     """Transpose of a matrix (0-d and 1-d tensors are returned as they are), like torch.t."""
     if x.ndim > 2:
-        raise ValueError(f"t: expects a tensor with at most 2 dimensions, got shape {tuple(x.shape)}; "
+        raise OpError(f"t: expects a tensor with at most 2 dimensions, got shape {tuple(x.shape)}; "
                          "use transpose(dim0, dim1) or mT")
     return transpose(x, 0, 1) if x.ndim == 2 else x
 
