@@ -21,7 +21,6 @@ parameters that got none.
 import contextlib
 import time
 
-import numpy as np
 
 import tinytensor as tt
 import tinytensor.distributed as dist
@@ -219,7 +218,8 @@ class _Sync:
         buf = self.bufs[b.index]
         if buf is None:
             # a fresh buffer every step: the .grads of the last step are views into the old one
-            buf = self.bufs[b.index] = np.zeros(b.size + len(b.params), dtype=b.dtype.np)
+            buf = self.bufs[b.index] = b.params[0].device.xp.zeros(b.size + len(b.params),
+                                                                 dtype=b.dtype.np)
         return buf
 
     def arrive(self, b, i, g, launch=True):
@@ -234,7 +234,7 @@ class _Sync:
         dst = buf[lo:lo + p.numel()].reshape(p.shape)
         contributed = g is not None or p.grad is not None
         if g is not None:
-            np.copyto(dst, g)
+            dst[...] = g  # NumPy or CuPy alike
         if p.grad is not None:  # accumulated under no_sync (or not zeroed): averaged with it
             dst += p.grad.data
         # one count per parameter: zero after the sum means no rank used it
@@ -295,7 +295,7 @@ class _Sync:
         n = self.pg.world_size
         for b in self.buckets:
             buf = self.bufs[b.index]
-            grads, counts = buf[:b.size], buf[b.size:]
+            grads, counts = buf[:b.size], buf[b.size:].tolist()  # one host copy, not one per check
             grads /= n
             for i, p in enumerate(b.params):
                 if counts[i] == 0:

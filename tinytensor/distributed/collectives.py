@@ -5,7 +5,6 @@ dtypes, op, root), so a rank passing a different shape gets an error naming ever
 shape on all ranks, where the raw MPI call would read past a buffer or wait forever.
 They work on the data, outside autograd: nothing is recorded on the tape.
 """
-import numpy as np
 
 from ..core.tensor import Tensor
 from ..messages import type_name
@@ -38,8 +37,9 @@ def all_gather(tensor_list, tensor):
     a = _array("all_gather", g, tensor)
     outs = _tensor_list("all_gather", "tensor_list", tensor_list, tensor, g)
     _agree(g, "all_gather", None, [_meta(tensor)])
-    recv = np.empty((g.world_size,) + a.shape, dtype=a.dtype)
-    g.all_gather(np.ascontiguousarray(a), recv)
+    xp = tensor.device.xp  # NumPy for MPI, CuPy for NCCL
+    recv = xp.empty((g.world_size,) + a.shape, dtype=a.dtype)
+    g.all_gather(xp.ascontiguousarray(a), recv)
     for t, part in zip(outs, recv):
         _write(t, part)
     return tensor_list
@@ -52,8 +52,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
     out = _array("reduce_scatter", g, output)
     ins = _tensor_list("reduce_scatter", "input_list", input_list, output, g)
     _agree(g, "reduce_scatter", op, [_meta(output)])
-    send = np.ascontiguousarray(np.stack([t.data for t in ins]))
-    recv = np.empty(out.shape, dtype=out.dtype)
+    xp = output.device.xp
+    send = xp.ascontiguousarray(xp.stack([t.data for t in ins]))
+    recv = xp.empty(out.shape, dtype=out.dtype)
     g.reduce_scatter(send, recv, op)
     if op == ReduceOp.MEAN:
         recv /= g.world_size
@@ -126,21 +127,25 @@ def _describe(m):
 
 
 def _in_place(t, a, run):
-    if a.flags.c_contiguous and a.flags.writeable:
+    if a.flags.c_contiguous and _writeable(a):
         run(a)
         _bump(t)
     else:  # MPI needs one contiguous buffer; a view gets its result copied back
-        buf = np.ascontiguousarray(a).copy()
+        buf = t.device.xp.ascontiguousarray(a).copy()
         run(buf)
         _write(t, buf)
 
 
 def _write(t, values):
-    if not t.data.flags.writeable:
+    if not _writeable(t.data):
         raise RuntimeError(f"collective: the output tensor of shape {tuple(t.shape)} is read-only "
                            "(a broadcast view?); pass a tensor with its own memory")
-    np.copyto(t.data, values)
+    t.device.xp.copyto(t.data, values)
     _bump(t)
+
+
+def _writeable(a):
+    return getattr(a.flags, "writeable", True)  # CuPy arrays have no read-only flag
 
 
 def _bump(t):

