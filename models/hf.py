@@ -274,6 +274,10 @@ def from_hf(directory, device=None):
         raise ConfigError(f"from_hf: {weights_path} does not fit {config_path} "
                           f"({model_type}): " + " | ".join(problems))
     model = family.build(config)
+    if _floating_dtypes(state.values()) == {tt.dtypes.BF16_NP}:
+        # keep the dtype the weights have (config's torch_dtype may say otherwise), as
+        # from_pretrained(torch_dtype="auto"): a bfloat16 checkpoint is not widened
+        model.to(tt.bfloat16)
     model.load_state_dict(state)  # copies one array at a time into the parameters
     model.eval()
     if device is not None:
@@ -297,8 +301,15 @@ def save_hf(model, directory):
     for name, t in model.state_dict().items():
         hf_name, arr = family.to_hf(name, t.numpy(), config)
         tensors[hf_name] = tt.tensor(np.ascontiguousarray(arr))
+    if _floating_dtypes(t.data for t in tensors.values()) == {tt.dtypes.BF16_NP}:
+        # what transformers writes for a bfloat16 model ("torch_dtype" before 4.56)
+        config["dtype"] = config["torch_dtype"] = "bfloat16"
     nn.save(tensors, os.path.join(directory, "model.safetensors"))
     _write_json(config, os.path.join(directory, "config.json"))
+
+
+def _floating_dtypes(arrays):
+    return {a.dtype for a in arrays if tt.dtypes.is_floating_np(a.dtype)}
 
 
 def _write_json(value, path):

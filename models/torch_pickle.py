@@ -23,6 +23,7 @@ import zipfile
 import numpy as np
 
 from nn import CheckpointError
+from tinytensor.dtypes import BF16_NP
 
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
@@ -133,7 +134,9 @@ def _read_storage(path, archive, prefix, s):
         raw = f.read(want)  # bounded: never inflate more than the storage declares
     if len(raw) != want:
         _fail(path, [f"storage '{s.key}': read {len(raw)} of its {want} bytes (truncated archive?)"])
-    if s.type.dtype == "bfloat16":  # widen to float32: bf16 is float32's top half
+    if s.type.dtype == "bfloat16" and BF16_NP is not None:
+        return np.frombuffer(raw, dtype=BF16_NP)  # little-endian, as the archive stores it
+    if s.type.dtype == "bfloat16":  # no ml_dtypes: widen to float32 (bf16 is float32's top half)
         return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
     return np.frombuffer(raw, dtype=np.dtype(s.type.dtype).newbyteorder("<"))
 

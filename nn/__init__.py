@@ -17,3 +17,4 @@ from .checkpoint import CheckpointError, load, save
 from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
 from . import parallel
 from .recompute import recompute
+from .amp import GradScaler

@@ -36,8 +36,9 @@ valid, offsets in order and inside the file, sizes matching shapes, no gaps or o
 and the stored tree (every marker well formed, every tensor it names present), and
 reports every problem at once as a CheckpointError naming the file. Files without a
 tinytensor tree (written by other tools) load as {name: Tensor}. Every safetensors
-dtype but one loads as the tinytensor dtype of the same name (U8 as uint8, U64 as uint64,
-...); tinytensor has no bfloat16, so BF16 is widened to float32, exactly.
+dtype loads as the tinytensor dtype of the same name (U8 as uint8, U64 as uint64, BF16 as
+bfloat16, bit for bit). Without the ml_dtypes package tinytensor has no bfloat16 to load BF16
+into, so it is widened to float32 then (exact: bfloat16 is float32's upper half).
 """
 import json
 import math
@@ -56,12 +57,15 @@ import numpy as np
 import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.device import CPU, get_device, to_device_array
+from tinytensor.dtypes import BF16_NP
 
 __all__ = ["save", "load", "CheckpointError"]
 
 _CODES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32,
           "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
+if BF16_NP is not None:
+    _CODES["BF16"] = BF16_NP
 _BY_DTYPE = {np.dtype(v): k for k, v in _CODES.items()}
 _ITEMSIZE = {k: np.dtype(v).itemsize for k, v in _CODES.items()}
 _ITEMSIZE["BF16"] = 2
@@ -448,7 +452,7 @@ def _check_tree(tree, where, names, problems):
 def _array(buf, data_start, e):
     b, end = e["data_offsets"]
     shape = tuple(e["shape"])
-    if e["dtype"] == "BF16":  # tinytensor has no bfloat16: widen to float32 (exact)
+    if e["dtype"] == "BF16" and BF16_NP is None:  # no ml_dtypes: widen to float32 (exact)
         bits = np.frombuffer(buf, dtype="<u2", count=(end - b) // 2, offset=data_start + b)
         return (bits.astype(np.uint32) << 16).view(np.float32).reshape(shape)
     dt = np.dtype(_CODES[e["dtype"]]).newbyteorder("<")

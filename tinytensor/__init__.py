@@ -5,6 +5,7 @@ from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get
                      set_default_dtype, result_type)
 from .dtypes import float16 as half, float32 as float, float64 as double, int64 as long
 from .dtypes import uint8, int8, int16, uint16, uint32, uint64, int16 as short
+from .dtypes import bfloat16
 from .device import Device, Device as device, cuda_is_available, cupy_module
 from .core import (Tensor, Function, grad, no_grad, inference_mode, enable_grad, set_grad_enabled,
                    is_grad_enabled, detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
@@ -42,6 +43,8 @@ from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
 from .ops.diagonal import diag, diagonal, diag_embed
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
+from . import amp
+from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
 from . import testing
 from . import viz

@@ -21,8 +21,19 @@ PyTorch:
    its own dtype. Against an integer tensor a Python int is wrapped into the tensor's
    dtype (uint8 + 300 adds 44), as torch does.
 4. True division (`/`) of integers gives the default float dtype.
+
+bfloat16 is the thirteenth, stored through the `ml_dtypes` package (NumPy has no bfloat16;
+ml_dtypes gives it a NumPy dtype that CuPy and safetensors understand too). It promotes as
+in torch: bfloat16 + float16 -> float32 (neither holds the other), bfloat16 + float32 ->
+float32, any integer or bool + bfloat16 -> bfloat16. Without ml_dtypes `tt.bfloat16` still
+exists, and using it raises an ImportError naming `pip install ml_dtypes`.
 """
 import numpy as np
+
+try:  # optional: only bfloat16 needs it
+    import ml_dtypes as _ml_dtypes
+except ImportError:
+    _ml_dtypes = None
 
 from .messages import plain
 
@@ -47,6 +58,18 @@ class DType:
         return (from_any, (self.name,))
 
 
+class _MissingDType(DType):
+    """A dtype whose storage package is not installed: a clear error on first use."""
+    __slots__ = ("_why",)
+
+    def __init__(self, name, category, itemsize, why):
+        self.name, self.category, self.itemsize, self._why = name, category, itemsize, why
+
+    @property
+    def np(self):
+        raise ImportError(self._why)
+
+
 bool_ = DType("bool", np.bool_, 0)
 uint8 = DType("uint8", np.uint8, 1)
 int8 = DType("int8", np.int8, 1)
@@ -59,14 +82,24 @@ uint64 = DType("uint64", np.uint64, 1)
 float16 = DType("float16", np.float16, 2)
 float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
+if _ml_dtypes is not None:
+    bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, 2)
+else:
+    bfloat16 = _MissingDType("bfloat16", 2, 2, "tinytensor.bfloat16 needs the ml_dtypes package "
+                             "(NumPy has no bfloat16): pip install ml_dtypes "
+                             "(or pip install tinytensor[bf16])")
 
+# the dtypes NumPy stores natively; SUPPORTED adds bfloat16 where ml_dtypes is installed
 ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64)
+SUPPORTED = ALL + ((bfloat16,) if _ml_dtypes is not None else ())
+# NumPy dtype of bfloat16 arrays (kind "V", not "f": test floatness with is_floating_np)
+BF16_NP = bfloat16.np if _ml_dtypes is not None else None
 # torch's "shell" unsigned dtypes: no promotion with other integer or bool dtypes
 _UNPROMOTABLE = (uint16, uint32, uint64)
-_BY_NUMPY = {d.np: d for d in ALL}
-_BY_NAME = {d.name: d for d in ALL}
+_BY_NUMPY = {d.np: d for d in SUPPORTED}
+_BY_NAME = {d.name: d for d in SUPPORTED}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
-                 "int": int32, "short": int16, "bool_": bool_})
+                 "int": int32, "short": int16, "bool_": bool_, "bfloat16": bfloat16})
 
 _default_float = float32
 _INT64_MAX = 2 ** 63 - 1
@@ -85,6 +118,18 @@ def set_default_dtype(dtype):
     _default_float = dtype
 
 
+def is_floating_np(np_dtype):
+    """True for a floating NumPy/CuPy dtype, bfloat16 included (its kind is "V")."""
+    return np_dtype.kind == "f" or np_dtype == BF16_NP
+
+
+def finfo(np_dtype):
+    """np.finfo that also knows bfloat16 (np.finfo refuses it)."""
+    if np_dtype == BF16_NP:
+        return _ml_dtypes.finfo(np_dtype)
+    return np.finfo(np_dtype)
+
+
 def from_numpy_dtype(np_dtype):
     """The tinytensor dtype of a NumPy/CuPy array dtype (errors on unsupported ones)."""
     d = _BY_NUMPY.get(np_dtype)
@@ -99,7 +144,7 @@ def from_numpy_dtype(np_dtype):
     if np_dtype.kind == "f":
         return float64
     raise TypeError(f"unsupported array dtype {np_dtype}; tinytensor supports "
-                    + ", ".join(d.name for d in ALL))
+                    + ", ".join(d.name for d in SUPPORTED))
 
 
 def from_any(dtype):
@@ -111,7 +156,7 @@ def from_any(dtype):
             return _BY_NAME[dtype.replace("tinytensor.", "").replace("torch.", "")]
         except KeyError:
             raise TypeError(f"unknown dtype {plain(dtype)!r}; expected one of "
-                            + ", ".join(d.name for d in ALL)) from None
+                            + ", ".join(d.name for d in SUPPORTED)) from None
     if dtype is float:
         return _default_float
     if dtype is int:
@@ -140,7 +185,9 @@ def promote(a, b):
                            "floating dtypes); cast one operand with .to(dtype)")
     if a.category != b.category:
         return a if a.category > b.category else b
-    if a.np.kind != b.np.kind:  # uint8 with a signed dtype: the signed dtype that holds both
+    if a.itemsize == b.itemsize == 2 and a.category == 2:  # bfloat16 with float16, as torch
+        return float32
+    if a.category == 1 and a.np.kind != b.np.kind:  # uint8 with a signed dtype: the signed dtype that holds both
         signed = a if a.np.kind == "i" else b
         return int16 if signed.itemsize == 1 else signed
     return a if a.itemsize >= b.itemsize else b

@@ -87,6 +87,10 @@ def parser():
                     help="run each training step (forward, backward, clipping, AdamW) as one "
                          "program compiled by tt.compile(backend='c'); same loss curve as eager, "
                          "up to rounding; needs a C compiler")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                    help="fp32, or mixed precision: forward and loss under tt.autocast in "
+                         "bfloat16 or float16 (weights stay float32); fp16 also scales the loss "
+                         "with nn.GradScaler (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0,
                     help="seed for initialisation, data and sampling (default: %(default)s)")
     return ap

@@ -4,7 +4,7 @@ import warnings
 
 from ..core.tensor import Tensor
 from . import guards, interpret
-from .capture import capture, flatten_tensors, known_tensors, own, rebuild
+from .capture import capture, flatten_tensors, known_tensors, own, owner, rebuild
 from .passes import run_all
 
 LIMIT = 8  # compiled signatures per function; past it, new signatures run eagerly
@@ -113,12 +113,13 @@ class _Entry:
         for k, write in meta["writes"]:  # copies into the parameters' and state's own arrays
             write(outs[k])
         handed = set()
+        inputs = {id(owner(a)) for a in arrays}
         n = meta["n_results"]
         template = flatten_tensors(meta["tree"])
-        results = [Tensor._make(own(a, handed, arrays), t._device, False)
+        results = [Tensor._make(own(a, handed, inputs), t._device, False)
                    for a, t in zip(outs[:n], template)]
         for p, k in meta["grads"]:
-            p.grad = None if k is None else Tensor._make(own(outs[k], handed, arrays), p._device, False)
+            p.grad = None if k is None else Tensor._make(own(outs[k], handed, inputs), p._device, False)
         return rebuild(meta["tree"], results)
 
 

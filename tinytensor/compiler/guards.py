@@ -37,6 +37,8 @@ def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None):
     parts.append(("grad mode", STATE.grad_enabled))
     parts.append(("fused kernels", tuple(fusion.enabled(f) for f in fusion.FAMILIES)))
     parts.append(("default dtype", get_default_dtype().name))
+    ac = STATE.autocast  # the casts autocast inserts are baked into the captured program
+    parts.append(("autocast", None if ac is None else (ac.device_type, ac.dtype.name)))
     return parts
 
 

@@ -30,7 +30,7 @@ import re
 from numpy import may_share_memory as _may_share
 
 from ..device import array_context, device_of_array
-from ..dtypes import _BY_NUMPY, from_numpy_dtype
+from ..dtypes import _BY_NUMPY, from_numpy_dtype, is_floating_np
 from ..messages import OpError
 from .grad_mode import STATE, check_anomaly
 from .node import Node
@@ -101,14 +101,15 @@ class Function:
         if out.__class__ is not tuple:
             if device is None:
                 device = device_of_array(out)
-            r = make(out, device, grad_on and out.dtype.kind == "f")
+            r = make(out, device, grad_on and (out.dtype.kind == "f" or is_floating_np(out.dtype)))
             results = [r]
             outs = (out,)
         else:
             outs = out
             if device is None:
                 device = device_of_array(outs[0])
-            results = [make(a, device, grad_on and a.dtype.kind == "f") for a in outs]
+            results = [make(a, device, grad_on and (a.dtype.kind == "f" or is_floating_np(a.dtype)))
+                       for a in outs]  # the second test only for non-NumPy floats (bfloat16)
         # a view op shares the version counter only when it really returned a view (reshape
         # of a non-contiguous array copies); CuPy arrays are taken as views, conservatively
         if cls.is_view and inputs and (device.type != "cpu" or _may_share(arrays[0], outs[0])):

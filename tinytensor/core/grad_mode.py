@@ -5,6 +5,7 @@ import inspect
 
 import numpy as np
 
+from ..dtypes import is_floating_np
 from ..messages import plain
 
 
@@ -16,6 +17,7 @@ class _State:
     anomaly = False
     order = 0             # derivative order of the backward being recorded (0: forward)
     capture = None        # the compiler's capture in progress (compiler/capture.py), or None
+    autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
 
 
 STATE = _State()
@@ -156,7 +158,7 @@ class AnomalyError(RuntimeError):
 
 def check_anomaly(node, arrays, phase):
     for i, a in enumerate(arrays):
-        if a is None or a.dtype.kind != "f":
+        if a is None or not (a.dtype.kind == "f" or is_floating_np(a.dtype)):
             continue
         xp = np if isinstance(a, (np.ndarray, np.generic)) else __import__("cupy")
         if not bool(xp.isfinite(a).all()):

@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
 from ..dtypes import int8, int16, uint8, uint64
+from ..dtypes import BF16_NP, bfloat16
 from ..device import CPU, device_of_array, get_device, to_device_array
 from .grad_mode import STATE
 from .methods import TensorMethods, ops
@@ -103,6 +104,8 @@ class Tensor(TensorMethods):
         return self._device.type == "cuda"
 
     def is_floating_point(self):
+        if self.data.dtype == BF16_NP:  # ml_dtypes' bfloat16 has kind "V"
+            return True
         return self.data.dtype.kind == "f"
 
     @property
@@ -233,6 +236,9 @@ class Tensor(TensorMethods):
     def half(self):
         return self.to(float16)
 
+    def bfloat16(self):
+        return self.to(bfloat16)
+
     def long(self):
         return self.to(int64)
 
@@ -256,7 +262,7 @@ class Tensor(TensorMethods):
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.data.dtype.kind != "f":
+        if requires_grad and self.data.dtype.kind != "f" and self.data.dtype != BF16_NP:
             raise RuntimeError(f"requires_grad_: only floating-point tensors can require "
                                f"gradients, this one is {self.dtype.name}")
         if not requires_grad and self.grad_fn is not None:

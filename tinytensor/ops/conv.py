@@ -22,6 +22,7 @@ import numbers
 import numpy as np
 
 from ..core.function import Function
+from ..amp import cast_inputs
 from ..core.tensor import Tensor
 from ..messages import OpError, plain
 from .elementwise import float_operand
@@ -285,6 +286,7 @@ def _unbatch(y, added):
 # ---------------------------------------------------------------- conv
 def conv(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, op="conv"):
     """N-d convolution (cross-correlation, as torch); n = weight.ndim - 2 spatial dims."""
+    input, weight, bias = cast_inputs("conv", input, weight, bias)
     n = (weight.ndim - 2) if isinstance(weight, Tensor) else 0
     x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
     _check_weight(x, weight, groups, op, transposed=False)
@@ -364,6 +366,7 @@ def _want(weight, n, op):
 def conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                    dilation=1, op="conv_transpose"):
     """N-d transposed convolution: the gradient of conv with respect to its input."""
+    input, weight, bias = cast_inputs("conv_transpose", input, weight, bias)
     n = (weight.ndim - 2) if isinstance(weight, Tensor) else 0
     x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
     _check_weight(x, weight, groups, op, transposed=True)

@@ -18,6 +18,7 @@ the backward recomputes p from them a chunk of rows at a time (CPU here; CUDA in
 """
 import numpy as np
 
+from ..amp import cast_inputs
 from ..core.function import Function
 from ..kernels import cuda_cross_entropy, fusion as _fusion
 from ..kernels._common import acc_dtype, const, cuda_ok, is_cpu, row_chunks, xp_of
@@ -264,6 +265,7 @@ def _fused(input, target, weight, ignore_index, reduction, label_smoothing):
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """Cross-entropy from logits (N, C[, d...]) with class-index or probability targets."""
+    input, target, weight = cast_inputs("cross_entropy", input, target, weight)
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")

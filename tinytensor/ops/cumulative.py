@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..dtypes import BF16_NP, finfo
+
 from ..core.function import Function
 from ..core.tensor import Tensor
 from .elementwise import _xp, abs_, cast, clone, exp, float_operand, log, where
@@ -46,8 +48,8 @@ def _dim(x, dim, op):
 class Cumprod(Function):
     @staticmethod
     def forward(ctx, x, dim):
-        if x.dtype == np.float16:  # like torch: accumulate half in float32
-            out = x.cumprod(axis=dim, dtype=np.float32).astype(np.float16)
+        if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
+            out = x.cumprod(axis=dim, dtype=np.float32).astype(x.dtype)
         else:  # dtype: NumPy would widen int32 to int64
             out = x.cumprod(axis=dim, dtype=x.dtype)
         ctx.save_for_backward(x, out)
@@ -162,7 +164,7 @@ class Logcumsumexp(Function):
     def _grad(g, x, y, dim, m):
         """dx_i = sum_{j >= i} g_j exp(x_i - y_j), summed in log space for the positive and the
         negative g separately (torch's formula, so the edge values at -inf are torch's)."""
-        lowest = float(np.finfo(x.dtype if isinstance(x, np.ndarray) else x.dtype.np).min)
+        lowest = float(finfo(x.dtype if isinstance(x, np.ndarray) else x.dtype.np).min)
         log_abs = m.log(m.abs(g))
         log_pos = m.where(g > 0, log_abs, lowest)
         log_neg = m.where(g < 0, log_abs, lowest)

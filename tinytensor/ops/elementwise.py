@@ -9,7 +9,8 @@ import numbers
 
 import numpy as np
 
-from ..dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, result_type
+from ..dtypes import (bool_, from_any, from_numpy_dtype, get_default_dtype, is_floating_np,
+                      result_type)
 from ..core.function import Function
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
@@ -76,10 +77,10 @@ def binary_operands(a, b, op):
         if b.__class__ is Tensor:
             if a.data.dtype == b.data.dtype:
                 return a, b
-        elif b.__class__ in _NUMBERS and (a.data.dtype.kind == "f" or (
+        elif b.__class__ in _NUMBERS and (is_floating_np(a.data.dtype) or (
                 b.__class__ is int and a.data.dtype.kind in "iu")):
             return a, as_tensor_like(_int_scalar(b, a.data.dtype, op), a)
-    elif a.__class__ in _NUMBERS and b.__class__ is Tensor and (b.data.dtype.kind == "f" or (
+    elif a.__class__ in _NUMBERS and b.__class__ is Tensor and (is_floating_np(b.data.dtype) or (
             a.__class__ is int and b.data.dtype.kind in "iu")):
         return as_tensor_like(_int_scalar(a, b.data.dtype, op), b), b
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
@@ -108,7 +109,7 @@ def float_operand(x, op):
     """Math functions on integer/bool tensors compute in the default float dtype."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    if x.data.dtype.kind != "f":
+    if not is_floating_np(x.data.dtype):
         return cast(x, get_default_dtype())
     return x
 
@@ -319,7 +320,7 @@ def div(a, b, rounding_mode=None):
     if rounding_mode is not None:
         return _rounded_div(a, b, rounding_mode)
     a, b = binary_operands(a, b, "div")
-    if a.data.dtype.kind != "f":  # true division of integers gives floats
+    if not is_floating_np(a.data.dtype):  # true division of integers gives floats
         a, b = float_operand(a, "div"), float_operand(b, "div")
     return Div.apply(a, b)
 
@@ -345,11 +346,11 @@ def pow(x, exponent):
     if isinstance(exponent, np.generic) and isinstance(exponent, numbers.Number):
         exponent = exponent.item()  # a Python number keeps x's dtype, as in torch; np.float64 would not
     if isinstance(x, Tensor) and _is_scalar(exponent) and not isinstance(exponent, bool):
-        if x.data.dtype.kind != "f" and not isinstance(exponent, float) and exponent < 0:
+        if not is_floating_np(x.data.dtype) and not isinstance(exponent, float) and exponent < 0:
             raise RuntimeError(f"pow: integers to negative integer powers are not allowed, as in "
                                f"torch: {x.dtype.name} tensor ** {exponent}; use a float exponent "
                                f"({float(exponent)}) or a float tensor")
-        if x.data.dtype.kind != "f" and isinstance(exponent, float):
+        if not is_floating_np(x.data.dtype) and isinstance(exponent, float):
             x = float_operand(x, "pow")
         return PowScalar.apply(x, exponent=exponent)
     a, b = binary_operands(x, exponent, "pow")
@@ -626,7 +627,7 @@ class Abs(Function):
 
 
 def abs_(x):
-    if x.data.dtype.kind != "f":
+    if not is_floating_np(x.data.dtype):
         return Tensor._make(abs(x.data), x.device, False)
     return Abs.apply(x)
 
@@ -1229,7 +1230,7 @@ class _Rounding(Function):
 
     @classmethod
     def call(cls, x):
-        if x.data.dtype.kind != "f":
+        if not is_floating_np(x.data.dtype):
             return x  # integers are already whole
         return cls.apply(x)
 

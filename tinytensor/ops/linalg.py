@@ -2,8 +2,9 @@
 import numpy as np
 
 from ..core.function import Function
-from ..dtypes import promote
+from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
+from ..amp import cast_inputs
 from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
@@ -14,6 +15,8 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if a.dtype == BF16_NP:  # accumulate in float32 as torch does, round once at the end
+            return (a.astype(np.float32) @ b.astype(np.float32)).astype(BF16_NP)
         return a @ b
 
     @staticmethod
@@ -27,7 +30,7 @@ class MatMul(Function):
 
 
 def matmul(a, b):
-    a, b = binary_operands(a, b, "matmul")
+    a, b = binary_operands(*cast_inputs("matmul", a, b), "matmul")
     if a.ndim == 0 or b.ndim == 0:
         raise OpError(f"matmul: both arguments need at least one dimension, got shapes "
                          f"{tuple(a.shape)} and {tuple(b.shape)}{_where()}")
@@ -164,6 +167,7 @@ class Einsum(Function):
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    operands = cast_inputs("einsum", *operands)
     dt = operands[0].dtype
     for x in operands[1:]:
         dt = promote(dt, x.dtype)

@@ -6,6 +6,7 @@ Written as compositions of primitive ops, so every order of gradient comes for f
 import numpy as np
 
 from ..messages import plain
+from ..amp import cast_inputs
 from ..core.tensor import Tensor
 from .elementwise import (abs_, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
                           where)
@@ -60,6 +61,7 @@ def _check_targets(logits, target, op):
 
 def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of class indices `target` under log-probabilities `logp`."""
+    logp, target, weight = cast_inputs("nll_loss", logp, target, weight)
     _check_reduction(reduction, "nll_loss")
     if target.data.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
@@ -89,6 +91,7 @@ def _picked(logp, target, weight, ignore_index, op):
 
 
 def mse_loss(input, target, reduction="mean"):
+    input, target = cast_inputs("mse_loss", input, target)
     _check_reduction(reduction, "mse_loss")
     if input.shape != target.shape:
         raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
@@ -102,6 +105,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 
     -log(sigmoid(x)) is softplus(-x), whose derivative -sigmoid(-x) is smooth at 0 (a
     relu/abs split has a kink there that breaks the gradient at x == 0)."""
+    input, target, weight, pos_weight = cast_inputs("binary_cross_entropy_with_logits", input,
+                                                    target, weight, pos_weight)
     _check_reduction(reduction, "binary_cross_entropy_with_logits")
     if input.shape != target.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: input shape {tuple(input.shape)} and "
@@ -140,6 +145,7 @@ def _check_same_shape(input, target, op):
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """BCE on probabilities. Each log is clamped at -100, as torch does, so a probability of
     exactly 0 or 1 gives a finite loss (100 per element) rather than inf."""
+    input, target, weight = cast_inputs("binary_cross_entropy", input, target, weight)
     op = "binary_cross_entropy"
     _check_reduction(reduction, op)
     _check_same_shape(input, target, op)
@@ -162,6 +168,7 @@ def _xlogx(t):
 def kl_div(input, target, reduction="mean", log_target=False):
     """KL(target || exp(input)) pointwise, with `input` log-probabilities; 'batchmean'
     divides the sum by the batch size (the first dimension), the true KL divergence."""
+    input, target = cast_inputs("kl_div", input, target)
     op = "kl_div"
     if reduction not in _REDUCTIONS + ("batchmean",):
         raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS + ('batchmean',)}, "
@@ -177,6 +184,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
 
 
 def l1_loss(input, target, reduction="mean"):
+    input, target = cast_inputs("l1_loss", input, target)
     _check_reduction(reduction, "l1_loss")
     _check_same_shape(input, target, "l1_loss")
     return _reduce(abs_(input - target), reduction)
@@ -184,6 +192,7 @@ def l1_loss(input, target, reduction="mean"):
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta == 0 is the L1 loss."""
+    input, target = cast_inputs("smooth_l1_loss", input, target)
     op = "smooth_l1_loss"
     _check_reduction(reduction, op)
     _check_same_shape(input, target, op)
@@ -199,6 +208,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss times delta."""
+    input, target = cast_inputs("huber_loss", input, target)
     op = "huber_loss"
     _check_reduction(reduction, op)
     _check_same_shape(input, target, op)
@@ -214,6 +224,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     dividing first keeps the result in [-1, 1]. torch clamps the norms in place without
     recording the clamp, so the gradient flows through each norm as if unclamped; adding
     the clamp's offset as a constant does the same."""
+    x1, x2 = cast_inputs("cosine_similarity", x1, x2)
     x1, x2 = broadcast_tensors(float_operand(x1, "cosine_similarity"),
                                float_operand(x2, "cosine_similarity"))
     dim = norm_dim(dim, x1.ndim, "cosine_similarity")

@@ -2,6 +2,7 @@
 
 softmax and log_softmax are in ops/softmax.py, layer_norm and rms_norm in ops/norms.py,
 each beside its fused form and the rule that picks one."""
+from ..amp import cast_inputs
 from .random_ops import dropout_mask
 from .elementwise import mul
 from .linalg import matmul
@@ -22,6 +23,7 @@ def dropout(x, p=0.5, training=True):
 
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    x, weight, bias = cast_inputs("linear", x, weight, bias)
     if weight.ndim not in (1, 2) or x.ndim == 0 or x.shape[-1] != weight.shape[-1]:
         raise ValueError(f"linear: input shape {tuple(x.shape)} does not match weight shape "
                          f"{tuple(weight.shape)} (need a 1-d or 2-d weight whose last dimension, "

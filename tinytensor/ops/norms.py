@@ -11,7 +11,9 @@ import numbers
 
 import numpy as np
 
+from ..amp import cast_inputs
 from ..core.function import Function
+from ..dtypes import finfo
 from ..kernels import cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from ..messages import plain
@@ -248,6 +250,7 @@ def _why_not_fused(x, weight, bias):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    x, weight, bias = cast_inputs("layer_norm", x, weight, bias)
     x = float_operand(x, "layer_norm")
     dims = _norm_dims(x, normalized_shape, "layer_norm")
     _check_affine(weight, x.shape[dims[0]:], "weight", "layer_norm")
@@ -266,11 +269,12 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
+    x, weight = cast_inputs("rms_norm", x, weight)
     x = float_operand(x, "rms_norm")
     dims = _norm_dims(x, normalized_shape, "rms_norm")
     _check_affine(weight, x.shape[dims[0]:], "weight", "rms_norm")
     if eps is None:
-        eps = float(np.finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
+        eps = float(finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
     why = _fusion.choose("layer_norm", _why_not_fused, x, weight, None)
     if why is None:
         return FusedRMSNorm.apply(x, *([weight] if weight is not None else []), nd=len(dims),

@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from ..dtypes import BF16_NP, is_floating_np
 from ..messages import plain
 from ..core.function import Function
 from ..core.tensor import Tensor
@@ -58,8 +59,8 @@ def _expand_back(g, in_shape, dims, keepdim):
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
-        if x.dtype == np.float16:  # like torch: accumulate half in float32
-            return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(np.float16)
+        if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
+            return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.sum(axis=dims, keepdims=keepdim)
 
     @staticmethod
@@ -85,11 +86,13 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "mean")
     if dtype is not None:
         x = cast(x, dtype)
-    if x.data.dtype.kind != "f":
+    if not is_floating_np(x.data.dtype):
         raise TypeError(f"mean: input dtype {x.dtype.name} is not floating; pass dtype= or "
                         "convert with .float()")
-    if x.data.dtype == np.float16:  # like torch: the sum of halves would overflow at 65504
-        return cast(mean(cast(x, "float32"), dims, keepdim), "float16")
+    if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
+        # like torch: in float32, as the sum of halves would overflow at 65504 and a bfloat16
+        # running sum stops growing once it is 256 times the next term
+        return cast(mean(cast(x, "float32"), dims, keepdim), x.dtype)
     count = 1
     for d in dims:
         count *= x.shape[d]
@@ -264,9 +267,10 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "var")
     x = float_operand(x, "var")
-    if x.data.dtype == np.float16:  # squares of halves overflow: compute in float32, as torch
+    if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
+        # squares of halves overflow, bfloat16 sums stall: compute in float32, as torch
         return cast(var(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
-                        correction=correction), "float16")
+                        correction=correction), x.dtype)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     n = 1
@@ -316,9 +320,9 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     """Standard deviation, sqrt(var(...)); the gradient where it is 0 is 0, as in PyTorch."""
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "std")
     x = float_operand(x, "std")
-    if x.data.dtype == np.float16:
+    if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
         return cast(std(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
-                        correction=correction), "float16")
+                        correction=correction), x.dtype)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     return Std.apply(x, dims=dims, keepdim=keepdim, correction=correction)
@@ -395,8 +399,8 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     if not isinstance(p, numbers.Real) or p <= 0:  # numbers.Real: also np.float32(3)
         raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {plain(p)!r}")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
-    if x.data.dtype == np.float16:  # powers of halves overflow: compute in float32, as torch
-        return cast(norm(cast(x, "float32"), p, dims, keepdim), "float16")
+    if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:  # in float32, as torch
+        return cast(norm(cast(x, "float32"), p, dims, keepdim), x.dtype)
     return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
 
 
@@ -415,8 +419,8 @@ def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
 class Cumsum(Function):
     @staticmethod
     def forward(ctx, x, dim):
-        if x.dtype == np.float16:  # like torch: accumulate half in float32
-            return x.cumsum(axis=dim, dtype=np.float32).astype(np.float16)
+        if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
+            return x.cumsum(axis=dim, dtype=np.float32).astype(x.dtype)
         return x.cumsum(axis=dim)
 
     @staticmethod

@@ -9,6 +9,7 @@ create_graph) and `backward_arrays` on raw arrays (first order). Graphs show whi
 """
 import numpy as np
 
+from ..amp import cast_inputs
 from ..core.function import Function
 from ..kernels import cuda_softmax, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
@@ -188,6 +189,7 @@ def _why_not_fused(x, dim):
 
 
 def _pick(x, dim, dtype, op, fused, reference):
+    x, = cast_inputs(op, x)
     x = float_operand(x, op) if dtype is None else x.to(dtype)
     dim = norm_dim(dim, x.ndim, op)
     if x.ndim == 0:  # as torch: a one-element row (1 / 0); the array code needs an axis

@@ -10,7 +10,13 @@ With args.compile the whole step (forward, backward, gradient clipping, AdamW) r
 one program from tt.compile(backend="c"): captured on the first step, replayed after.
 The loss is read after the step there (the compiled function cannot read it into Python
 midway), so a non-finite loss stops the run one update later, still before a checkpoint.
+
+With args.precision bf16 or fp16 the forward and the loss run under tt.autocast (matrix
+products in the low precision, losses in float32, as torch's autocast lists say); the weights,
+gradients and AdamW stay float32. fp16 also scales the loss (nn.GradScaler): a step whose
+gradients overflowed is skipped and the scale lowered, and the scaler's state is checkpointed.
 """
+import contextlib
 import json
 import math
 import os
@@ -178,6 +184,10 @@ def _run(args, dist):
     if getattr(args, "compile", False) and tt.device(args.device).type != "cpu":
         raise SystemExit(f"train --compile: compiles for the CPU (C backend); got --device "
                          f"{args.device}")
+    precision = getattr(args, "precision", "fp32")
+    if precision != "fp32" and getattr(args, "compile", False):
+        raise SystemExit(f"train: --precision {precision} and --compile do not combine yet (the "
+                         "compiled step is captured in float32)")
     if dist and args.batch_size % world:
         raise SystemExit(f"train --distributed: --batch-size {args.batch_size} must be divisible "
                          f"by the {world} ranks (each trains on an equal slice of every batch)")
@@ -186,6 +196,15 @@ def _run(args, dist):
     state = load_resume(args.resume, args.steps) if args.resume else None
     task = make_task(args)
     model, opt = build(args, task)
+    low = {"bf16": "bfloat16", "fp16": "float16"}.get(precision)
+    if low is not None and getattr(tt, low, None) is None:
+        raise SystemExit(f"train: --precision {precision} needs tt.{low}, which this tinytensor lacks")
+
+    def autocast():
+        if low is None:
+            return contextlib.nullcontext()
+        return tt.autocast(tt.device(args.device).type, dtype=getattr(tt, low))
+    scaler = nn.GradScaler(tt.device(args.device).type, enabled=precision == "fp16")
     config = dict(model.config.to_dict(), task=type(task).__name__)
     start, history, good = 0, {"train": [], "val": []}, None
     if state is not None:
@@ -194,6 +213,8 @@ def _run(args, dist):
                              "pass the same --model and size flags")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
+        if state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
         start, history, good = state["step"], state["history"], (args.resume, state["step"])
         if "rng" in state:  # continue the data stream (and dropout) where it stopped
             task.rng.bit_generator.state = state["rng"]["data"]
@@ -233,16 +254,19 @@ def _run(args, dist):
                 stop(step, f"the training loss is {value}")
         else:
             mine = {k: dist.shard_rows(v) for k, v in batch.items()} if dist else batch
-            loss = trained(**mine).loss
+            with autocast():
+                loss = trained(**mine).loss
             value = loss.item()
             if dist:  # equal slices: the mean of the ranks' means is the global batch's mean
                 value = dist.all_reduce(tt.tensor([value], dtype=tt.float64), op="mean").item()
             if not math.isfinite(value):
                 stop(step, f"the training loss is {value}")
             opt.zero_grad()
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)   # clip the true gradients (a no-op unless fp16)
             nn.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            scaler.step(opt)       # under fp16: skipped when a gradient overflowed
+            scaler.update()
         seen += batch["input_ids"].numel()
         history["train"].append((step, value))
         bar.set(loss=value, tok_s=int(seen / (time.perf_counter() - t0)))
@@ -259,7 +283,8 @@ def _run(args, dist):
                    "cpu": tt.random.generator(tt.device("cpu")).bit_generator.state}
             if lead:
                 nn.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                         "config": config, "history": history, "rng": rng}, ckpt)
+                         "config": config, "history": history, "rng": rng,
+                         "scaler": scaler.state_dict()}, ckpt)
             good = (ckpt, step)
     bar.close()
     if not lead:

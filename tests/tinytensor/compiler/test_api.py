@@ -155,3 +155,31 @@ def test_tt_grad_inside_a_compiled_step_is_recorded_not_frozen():
         got = grad_of_cube(tt.tensor(x)).numpy()
         xs = np.array(x, np.float32)
         np.testing.assert_allclose(got, 3 * (w.detach().numpy() * xs) ** 2 * xs, rtol=1e-6)
+
+
+def test_a_result_that_is_a_view_of_an_argument_is_handed_out_as_a_copy():
+    # a replay must not give the caller the argument's own memory: writing into the result
+    # would change the argument (eager's reshape would share it, but eager is not a program
+    # that the next call reruns on the same memory)
+    step = tt.compile(lambda x: (x.reshape(-1), x[1:].reshape(-1), x * 1.0))
+    x = tt.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    step(x)
+    for r in step(x):
+        assert not np.may_share_memory(r.data, x.data)
+    np.testing.assert_array_equal(step(x)[1].data, [3, 4, 5])
+
+
+def test_autocast_is_part_of_the_signature():
+    import tinytensor as tt
+    w = tt.randn(8, 8)
+
+    @tt.compile
+    def f(x):
+        return x @ w
+
+    x = tt.randn(4, 8)
+    assert f(x).dtype == tt.float32
+    with tt.autocast("cpu", dtype=tt.float16):
+        assert f(x).dtype == tt.float16   # recaptured with the casts, not the float32 program
+    assert f(x).dtype == tt.float32
+    assert len(f.programs) == 2

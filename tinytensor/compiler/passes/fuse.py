@@ -11,6 +11,13 @@ loop over its output shape, so every member must produce that shape; smaller inp
 A value defined in a group and used outside it (or a program output) stays an output of
 the kernel. 0-d constants move into the kernel body (codegen bakes them in as literals).
 
+Before grouping, a matmul whose only reader transposes its last two dims (a Linear's
+weight gradient: (x.mT @ g).mT, back to the weight's (out, in) layout) is rewritten to
+compute the transposed product directly, g.mT @ x: a contiguous result, where the
+transposed view would cost the next kernel a strided copy. Every CBLAS computes a
+row-major product as the column-major product of the swapped operands, so both forms are
+the same BLAS call on the same memory: the same bits.
+
 Not fused (yet): reductions, matmul and movement ops other than `expand` stay separate
 instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
 has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
@@ -21,7 +28,9 @@ import math
 
 from ...core import primitives as P
 from ...ops import elementwise as E
-from ..ir import Instr, Program
+from ...ops.linalg import MatMul
+from ...ops.movement import Permute
+from ..ir import Instr, Program, Value
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -68,6 +77,7 @@ def nbytes(v):
 
 def run(program):
     """`program` with its elementwise chains replaced by fused kernels."""
+    program = transposed_products(program)
     instrs = program.instrs
     producer = {v.id: k for k, ins in enumerate(instrs) for v in ins.outputs}
     uses = {}
@@ -104,6 +114,58 @@ def run(program):
             members[k] = [k]
 
     return program.replace(instrs=_schedule(program, group, members, uses, outputs))
+
+
+def _swaps_last_two(ins):
+    dims = ins.attrs.get("dims", ()) if ins.fn is Permute else ()
+    n = len(dims)
+    return n >= 2 and tuple(dims) == tuple(range(n - 2)) + (n - 1, n - 2)
+
+
+def transposed_products(program):
+    """`program` with each `permute(a @ b)` that swaps the last two dims, where the product
+    has no other reader, computed as `b.mT @ a.mT` (a transposed input that is itself a
+    swap reads the swap's source instead)."""
+    instrs = program.instrs
+    uses, producer = {}, {}
+    for k, ins in enumerate(instrs):
+        for v in ins.inputs:
+            uses.setdefault(v.id, []).append(k)
+        for v in ins.outputs:
+            producer[v.id] = ins
+    outputs = {v.id for v in program.outputs}
+    rewrite = {}   # index of the matmul -> index of the permute that reads it
+    for k, ins in enumerate(instrs):
+        if ins.fn is MatMul and len(ins.outputs) == 1 and ins.inputs[0].ndim >= 2 \
+                and ins.inputs[1].ndim >= 2 and ins.outputs[0].id not in outputs:
+            readers = uses.get(ins.outputs[0].id, [])
+            if len(readers) == 1 and _swaps_last_two(instrs[readers[0]]):
+                rewrite[k] = readers[0]
+    if not rewrite:
+        return program
+    drop = set(rewrite.values())
+    out = []
+    for k, ins in enumerate(instrs):
+        if k in drop:
+            continue
+        if k not in rewrite:
+            out.append(ins)
+            continue
+        swap = instrs[rewrite[k]]
+        operands = []
+        for v in reversed(ins.inputs):
+            src = producer.get(v.id)
+            if src is not None and _swaps_last_two(src):
+                operands.append(src.inputs[0])
+                continue
+            t = Value(v.shape[:-2] + (v.shape[-1], v.shape[-2]), v.dtype)
+            dims = tuple(range(v.ndim - 2)) + (v.ndim - 1, v.ndim - 2)
+            out.append(Instr(op="permute", fn=Permute, inputs=[v], outputs=[t],
+                             attrs={"dims": dims}, scope=ins.scope, role=ins.role))
+            operands.append(t)
+        out.append(Instr(op=ins.op, fn=MatMul, inputs=operands, outputs=list(swap.outputs),
+                         attrs=dict(ins.attrs), scope=ins.scope, role=ins.role))
+    return program.replace(instrs=out)
 
 
 def _acyclic(merged, instrs, producer):
