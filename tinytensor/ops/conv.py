@@ -24,6 +24,7 @@ import numpy as np
 from ..core.function import Function
 from ..amp import cast_inputs
 from ..core.tensor import Tensor
+from ..dtypes import BF16_NP
 from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
@@ -105,18 +106,26 @@ def _col2im(col, spatial, kernel, stride, pads, dilation):
     return _unpad(xpad, pads, spatial)
 
 
+def _matmul(a, b):
+    """a @ b, in float32 for bfloat16 (NumPy would widen ml_dtypes values anyway; torch
+    accumulates in float32 too); the callers round the result back to the input dtype."""
+    if a.dtype == BF16_NP:
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    return _xp(a).matmul(a, b)
+
+
 def conv_arrays(x, w, stride, pads, dilation, groups):
     N, C, O, kernel = x.shape[0], x.shape[1], w.shape[0], w.shape[2:]
     col, out = _im2col(x, kernel, stride, pads, dilation)
     col = col.reshape(N, groups, -1, math.prod(out))
-    y = _xp(x).matmul(w.reshape(groups, O // groups, -1), col)
-    return y.reshape((N, O) + out)
+    y = _matmul(w.reshape(groups, O // groups, -1), col)
+    return y.reshape((N, O) + out).astype(x.dtype, copy=False)
 
 
 def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
     N, O, out, kernel = g.shape[0], g.shape[1], g.shape[2:], w.shape[2:]
     wm = w.reshape(groups, O // groups, -1)
-    gcol = _xp(g).matmul(wm.swapaxes(-1, -2), g.reshape(N, groups, O // groups, -1))
+    gcol = _matmul(wm.swapaxes(-1, -2), g.reshape(N, groups, O // groups, -1)).astype(g.dtype, copy=False)
     gcol = gcol.reshape((N, w.shape[1] * groups) + tuple(kernel) + tuple(out))
     return _col2im(gcol, input_size, kernel, stride, pads, dilation)
 
@@ -125,8 +134,8 @@ def conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups):
     N, C, O = x.shape[0], x.shape[1], g.shape[1]
     col, out = _im2col(x, kernel_size, stride, pads, dilation)
     col = col.reshape(N, groups, -1, math.prod(out))
-    gw = _xp(x).matmul(g.reshape(N, groups, O // groups, -1), col.swapaxes(-1, -2)).sum(axis=0)
-    return gw.reshape((O, C // groups) + tuple(kernel_size))
+    gw = _matmul(g.reshape(N, groups, O // groups, -1), col.swapaxes(-1, -2)).sum(axis=0)
+    return gw.reshape((O, C // groups) + tuple(kernel_size)).astype(x.dtype, copy=False)
 
 
 # ---------------------------------------------------------------- the three Functions

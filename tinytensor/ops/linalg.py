@@ -136,6 +136,10 @@ class Einsum(Function):
         ctx.save_for_backward(*xs)
         xp = np if isinstance(xs[0], np.ndarray) else __import__("cupy")
         eq = ",".join(terms) + "->" + output
+        if xs[0].dtype == BF16_NP:  # NumPy's einsum refuses bfloat16: float32 inside, round once
+            out = Einsum.forward(ctx, *[x.astype(np.float32) for x in xs], terms=terms, output=output)
+            ctx.save_for_backward(*xs)
+            return out.astype(BF16_NP)
         return xp.einsum(eq, *xs, optimize=len(xs) > 2) if xp is np else xp.einsum(eq, *xs)
 
     @staticmethod
