@@ -6,19 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from .text_fixtures import bert_dir, gpt2_dir, tokenizers
+from .text_fixtures import bert, gpt2, tokenizers  # noqa: F401 (bert, gpt2: fixtures)
 
 import models  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory):
-    return gpt2_dir(str(tmp_path_factory.mktemp("gpt2")))
-
-
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory):
-    return bert_dir(str(tmp_path_factory.mktemp("bert")))
 
 
 def test_encode_decode_match_the_tokenizers_library(gpt2):

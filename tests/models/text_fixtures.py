@@ -68,3 +68,13 @@ def bert_dir(directory, pooling="mean", normalize=True):
                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
                 pad_token_id=0).save_hf(directory)
     return directory
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    return gpt2_dir(str(tmp_path_factory.mktemp("gpt2")))
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory):
+    return bert_dir(str(tmp_path_factory.mktemp("bert")))

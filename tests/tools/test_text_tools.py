@@ -4,7 +4,7 @@ pooling config."""
 import numpy as np
 import pytest
 
-from tests.models.text_fixtures import bert_dir, gpt2_dir
+from tests.models.text_fixtures import bert, bert_dir, gpt2  # noqa: F401 (bert, gpt2: fixtures)
 
 import models  # noqa: E402
 import tinytensor as tt  # noqa: E402
@@ -13,16 +13,6 @@ from tools.lib import text  # noqa: E402
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory):
-    return gpt2_dir(str(tmp_path_factory.mktemp("gpt2")))
-
-
-@pytest.fixture(scope="module")
-def bert(tmp_path_factory):
-    return bert_dir(str(tmp_path_factory.mktemp("bert")))
 
 
 def test_streamed_pieces_are_the_greedy_continuation(gpt2):

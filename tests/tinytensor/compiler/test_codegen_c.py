@@ -125,15 +125,22 @@ MATH = {  # name: (tinytensor function, reference on the wider dtype)
 }
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", sorted(MATH))
-def test_math_functions_are_within_twice_eagers_error(name, dtype):
+def math_case(name, dtype):
+    """(f, x, ref_fn): the function under test with a second op, so that it gets a kernel of
+    its own, its wide-range inputs (log's made non-negative plus its edge values), and the
+    reference to measure errors against."""
     op, ref_fn = MATH[name]
     x = wide(dtype)
     if name == "log":
         x = np.abs(x)
         x[:3] = [-1.0, -0.0, -np.inf]
-    f = lambda t: op(t) * 1.0   # with a second op, so the function gets a kernel of its own
+    return (lambda t: op(t) * 1.0), x, ref_fn
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(MATH))
+def test_math_functions_are_within_twice_eagers_error(name, dtype):
+    f, x, ref_fn = math_case(name, dtype)
     with np.errstate(all="ignore"):
         (got,), _, _ = compiled(f, x)
         (want,) = eager(f, x)

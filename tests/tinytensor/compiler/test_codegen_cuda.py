@@ -28,7 +28,7 @@ from tinytensor.ops import elementwise as E
 
 from ._programs import bits, eager, fused_instrs, program_of
 from .helpers import captured, gpt, lm_step, mlp, mse_step
-from .test_codegen_c import MATH, exact_ops, specials, ulp_error, wide
+from .test_codegen_c import MATH, exact_ops, math_case, specials, ulp_error, wide
 
 ARCHS = ("sm_80", "sm_90")
 COMPILERS = (["nvcc"] if _cuda.find_nvcc() else []) + (["nvrtc"] if _cuda.nvrtc_version() is not None else [])
@@ -308,12 +308,7 @@ def test_gpu_broadcasts_and_non_contiguous_inputs():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", sorted(MATH))
 def test_gpu_math_functions_are_within_twice_eagers_error(name, dtype):
-    op, ref_fn = MATH[name]
-    x = wide(dtype)
-    if name == "log":
-        x = np.abs(x)
-        x[:3] = [-1.0, -0.0, -np.inf]
-    f = lambda t: op(t) * 1.0
+    f, x, ref_fn = math_case(name, dtype)
     program, inputs, (want,) = _on_gpu(f, x)
     (got,) = [a.get() for a in cuda.build(program)(inputs)]
     with np.errstate(all="ignore"):

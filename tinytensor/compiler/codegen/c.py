@@ -200,7 +200,13 @@ def kernel_source(instr, cname):
 def program_source(program):
     """The whole translation unit: the header, then one function per fused instruction.
     Returns (source, {instr index: function name})."""
-    parts = ['#include "tt_math.h"', ""]
+    return translation_unit(program, ['#include "tt_math.h"', ""], kernel_source)
+
+
+def translation_unit(program, head, kernel_source):
+    """`head` (a list of lines), then `kernel_source(instr, name)` for every fused
+    instruction; shared by the C and the CUDA backends. Returns (source, {index: name})."""
+    parts = list(head)
     names = {}
     for k, ins in enumerate(program.instrs):
         if ins.op == "fused":

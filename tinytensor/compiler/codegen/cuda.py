@@ -97,14 +97,7 @@ def kernel_source(instr, cname):
 def program_source(program):
     """The whole CUDA translation unit: PRELUDE, then one kernel per fused instruction.
     Returns (source, {instr index: kernel name})."""
-    parts = [PRELUDE]
-    names = {}
-    for k, ins in enumerate(program.instrs):
-        if ins.op == "fused":
-            names[k] = f"{ins.attrs['name']}_{k}"
-            parts.append(kernel_source(ins, names[k]))
-            parts.append("")
-    return "\n".join(parts), names
+    return c.translation_unit(program, [PRELUDE], kernel_source)
 
 
 # ---------------------------------------------------------------- the runner
