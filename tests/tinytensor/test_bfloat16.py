@@ -112,6 +112,27 @@ def test_matmul_accumulates_in_float32_and_rounds_once():
     _close(tt.matmul(a.reshape(2, 8, 512), b), torch.matmul(ta.reshape(2, 8, 512), tb), atol=0.1)
 
 
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_norms_of_a_low_precision_input_with_float32_weights_keep_the_input_dtype(low):
+    # torch's mixed-dtype layer_norm computes in float32 and rounds once to the input's dtype;
+    # its composite rms_norm does the same: the result is the input's dtype, not float32
+    x32 = np.random.default_rng(8).standard_normal((4, 32)).astype(np.float32)
+    w32 = np.random.default_rng(9).standard_normal(32).astype(np.float32)
+    x, tx = tt.tensor(x32).to(getattr(tt, low)), torch.tensor(x32).to(getattr(torch, low))
+    w, b = tt.tensor(w32, requires_grad=True), tt.tensor(w32 / 2)
+    tw, tb = torch.tensor(w32, requires_grad=True), torch.tensor(w32 / 2)
+    tf = torch.nn.functional
+    ours, theirs = F.layer_norm(x, (32,), w, b), tf.layer_norm(tx, (32,), tw, tb)
+    assert ours.dtype.name == low
+    assert ours.detach().float().numpy().tobytes() == theirs.detach().float().numpy().tobytes()  # one rounding
+    ours.float().sum().backward()
+    theirs.float().sum().backward()
+    assert w.grad.dtype is tt.float32
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-2, atol=1e-2)
+    _close(F.rms_norm(x, (32,), w.detach()), tf.rms_norm(tx, (32,), tw.detach()), atol=0.05)
+    assert F.rms_norm(tt.tensor(x32), (32,), w.detach().double()).dtype is tt.float32  # torch: input's dtype
+
+
 def test_fused_cpu_kernels_accept_bfloat16():
     x, tx = _pair(4, 6, 32, seed=6)
     w, tw = _pair(32, seed=7)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
-from ..dtypes import finfo
+from ..dtypes import finfo, float32, promote
 from ..kernels import cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from ..messages import plain
@@ -249,12 +249,20 @@ def _why_not_fused(x, weight, bias):
     return None
 
 
+def _low_precision_with_float32_params(x, weight, bias):
+    params = [p for p in (weight, bias) if p is not None]
+    return x.dtype.itemsize == 2 and params and all(p.dtype is float32 for p in params)
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     x, weight, bias = cast_inputs("layer_norm", x, weight, bias)
     x = float_operand(x, "layer_norm")
     dims = _norm_dims(x, normalized_shape, "layer_norm")
     _check_affine(weight, x.shape[dims[0]:], "weight", "layer_norm")
     _check_affine(bias, x.shape[dims[0]:], "bias", "layer_norm")
+    if _low_precision_with_float32_params(x, weight, bias):
+        # torch's mixed-dtype layer_norm: computed in float32, rounded once to the input's dtype
+        return layer_norm(x.to(float32), normalized_shape, weight, bias, eps).to(x.dtype)
     why = _fusion.choose("layer_norm", _why_not_fused, x, weight, bias)
     if why is None:
         params = [p for p in (weight, bias) if p is not None]
@@ -275,6 +283,11 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     _check_affine(weight, x.shape[dims[0]:], "weight", "rms_norm")
     if eps is None:
         eps = float(finfo(x.dtype.np).eps)  # torch's default for F.rms_norm
+    if weight is not None and weight.dtype is not x.dtype and weight.dtype.is_floating_point:
+        # as torch's composite rms_norm: computed in the wider of (x's compute dtype, weight's),
+        # the result in the input's dtype
+        compute = promote(float32 if x.dtype.itemsize < 4 else x.dtype, weight.dtype)
+        return rms_norm(x.to(compute), normalized_shape, weight.to(compute), eps).to(x.dtype)
     why = _fusion.choose("layer_norm", _why_not_fused, x, weight, None)
     if why is None:
         return FusedRMSNorm.apply(x, *([weight] if weight is not None else []), nd=len(dims),
