@@ -2,8 +2,8 @@
 (named so that `nn.checkpoint` stays the checkpoint *files*).
 
 Forward runs `fn` under no_grad and keeps only its inputs; backward reruns `fn` with grad
-enabled on detached copies of them, with the CPU random generator set back to where it was
-for the forward (so dropout draws the same masks), backpropagates through that graph and
+enabled on detached copies of them, with the random generators (the CPU's and each input
+device's) set back to where they were for the forward (so dropout draws the same masks), backpropagates through that graph and
 hands the inputs' gradients on. Memory: one block's activations at a time instead of all of
 them, for one extra forward per recomputed call.
 
@@ -16,7 +16,7 @@ import contextlib
 import tinytensor as tt
 from tinytensor import Tensor
 from tinytensor.autograd import Function, run_backward
-from tinytensor.random import generator
+from tinytensor.random import generator, get_rng_state, set_rng_state
 
 
 def recompute(fn, *args, preserve_rng_state=True):
@@ -82,16 +82,9 @@ class _Recompute(Function):
 
 
 def _rng_states(tensors):
+    """The generator and its state of the CPU and of each device among the inputs."""
     devices = {tt.device("cpu")} | {t.device for t in tensors}
-    states = {}
-    for dev in devices:
-        if dev.type != "cpu":
-            raise NotImplementedError(
-                f"nn.recompute: replaying the random generator of {dev} is not supported yet; "
-                "pass preserve_rng_state=False if fn draws no random numbers (no dropout)")
-        g = generator(dev)
-        states[dev] = (g, g.bit_generator.state)
-    return states
+    return {dev: (generator(dev), get_rng_state(dev)) for dev in devices}
 
 
 @contextlib.contextmanager
@@ -107,10 +100,10 @@ def _replayed(states):
             raise RuntimeError("nn.recompute: tt.manual_seed was called between the forward and "
                                "the backward of a recomputed call, so its dropout masks cannot "
                                "be replayed")
-        now[g] = g.bit_generator.state
-        g.bit_generator.state = state
+        now[dev] = get_rng_state(dev)
+        set_rng_state(dev, state)
     try:
         yield
     finally:
-        for g, state in now.items():
-            g.bit_generator.state = state
+        for dev, state in now.items():
+            set_rng_state(dev, state)

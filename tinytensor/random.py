@@ -1,4 +1,8 @@
-"""Random number generators, one per device, all seeded by `manual_seed`."""
+"""Random number generators, one per device, all seeded by `manual_seed`, with a state that
+can be read and set back (`get_rng_state` / `set_rng_state`: what nn.recompute replays and
+the compiler checks)."""
+import os
+
 import numpy as np
 
 _seed = None
@@ -21,17 +25,83 @@ def initial_seed():
 
 
 def generator(device):
-    """The generator of `device`: a NumPy Generator on CPU, a CuPy RandomState on CUDA."""
+    """The generator of `device`: a NumPy Generator on CPU, a `CudaGenerator` on CUDA."""
     g = _generators.get(device)
     if g is None:
         if device.type == "cpu":
             g = np.random.default_rng(_seed)
         else:
-            cp = device.xp
-            with cp.cuda.Device(device.index):
-                g = cp.random.RandomState(None if _seed is None else _seed + 1000003 * (device.index + 1))
+            seed = None if _seed is None else _seed + 1000003 * (device.index + 1)
+            g = CudaGenerator(device, seed)
         _generators[device] = g
     return g
+
+
+def get_rng_state(device):
+    """The state of `device`'s generator, for `set_rng_state` (a NumPy bit-generator state
+    dict on CPU, (seed, draws) on CUDA)."""
+    g = generator(device)
+    return g.bit_generator.state if device.type == "cpu" else g.state
+
+
+def set_rng_state(device, state):
+    """Put `device`'s generator back to `state` (from `get_rng_state` on the same device):
+    the draws after it repeat those that followed when the state was read."""
+    g = generator(device)
+    if device.type == "cpu":
+        g.bit_generator.state = state
+    else:
+        g.state = state
+
+
+def _splitmix64(x):
+    """A well-mixed 64-bit key from (seed, draw) so neighbouring draws get unrelated streams."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+class CudaGenerator:
+    """CUDA random numbers whose state is two ints, (seed, draws): each draw is a fresh
+    cuRAND Philox stream keyed by both. CuPy's RandomState keeps its position inside cuRAND
+    with no way to read or set it, so a single long stream could not be rewound (which
+    nn.recompute needs to replay dropout); Philox makes a new stream cheap to start.
+    Methods are the subset of CuPy's RandomState that tinytensor's random ops call."""
+
+    def __init__(self, device, seed=None):
+        self.device = device
+        self.seed = int.from_bytes(os.urandom(8), "little") if seed is None else int(seed)
+        self.draws = 0
+
+    @property
+    def state(self):
+        return (self.seed, self.draws)
+
+    @state.setter
+    def state(self, state):
+        seed, draws = state
+        self.seed, self.draws = int(seed), int(draws)
+
+    def next_key(self):
+        """The cuRAND seed of the next draw (advances the state)."""
+        key = _splitmix64(_splitmix64(self.seed) ^ self.draws) >> 1  # cuRAND takes < 2**63 here
+        self.draws += 1
+        return key
+
+    def _stream(self):
+        cp = self.device.xp
+        with cp.cuda.Device(self.device.index):
+            return cp.random.RandomState(self.next_key(), method=cp.cuda.curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+
+    def random_sample(self, shape):
+        return self._stream().random_sample(shape)
+
+    def standard_normal(self, shape):
+        return self._stream().standard_normal(shape)
+
+    def randint(self, low, high, size):
+        return self._stream().randint(low, high, size=size)
 
 
 def uniform(device, shape, dtype):

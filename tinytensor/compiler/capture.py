@@ -64,7 +64,8 @@ def capture(fn, args, kwargs=None, name=None):
             raise CaptureError(f"tt.compile: {name}: the .grad of {named[id(t)][1]} has a graph "
                                "of its own (from a create_graph backward); detach it first")
     before = {k: (t._version[0], id(t.data), t.grad) for k, (t, _) in named.items()}
-    _random.generator(CPU)  # made now, so its state before the step can be compared
+    for dev in {CPU} | {t.device for t in arg_tensors}:
+        _random.generator(dev)  # made now, so its state before the step can be compared
     rng_before = _rng_state()
 
     tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
@@ -242,8 +243,7 @@ def _shape_label(t):
 
 
 def _rng_state():
-    return {dev: g.bit_generator.state for dev, g in _random._generators.items()
-            if dev.type == "cpu"}
+    return {dev: _random.get_rng_state(dev) for dev in list(_random._generators)}
 
 
 def _check_random(name, tape, before):
@@ -256,13 +256,13 @@ def _check_random(name, tape, before):
     draws = [(node, node.attrs) for node in tape.nodes if getattr(node.fn, "random", False)]
     try:
         for dev, state in before.items():
-            _random._generators[dev].bit_generator.state = state
+            _random.set_rng_state(dev, state)
         for node, attrs in draws:
             node.fn.forward(_Ctx(), **attrs)
         replayed = _rng_state()
     finally:
         for dev, state in after.items():
-            _random._generators[dev].bit_generator.state = state
+            _random.set_rng_state(dev, state)
     if replayed != after:
         raise CaptureError(
             f"tt.compile: {name} drew random numbers outside a recorded op (tt.rand, tt.randn, "
