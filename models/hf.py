@@ -305,14 +305,14 @@ def save_hf(model, directory):
         # what transformers writes for a bfloat16 model ("torch_dtype" before 4.56)
         config["dtype"] = config["torch_dtype"] = "bfloat16"
     nn.save(tensors, os.path.join(directory, "model.safetensors"))
-    _write_json(config, os.path.join(directory, "config.json"))
+    write_json(config, os.path.join(directory, "config.json"))
 
 
 def _floating_dtypes(arrays):
     return {a.dtype for a in arrays if tt.dtypes.is_floating_np(a.dtype)}
 
 
-def _write_json(value, path):
+def write_json(value, path):
     """As nn.save writes a file: into a temporary of its own (unique, locked) in the same
     directory, fsync'ed, renamed over `path`, then the directory fsync'ed; so exports running
     at once never share a temporary file, and a crash leaves the old file or the new one."""

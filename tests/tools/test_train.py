@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import nn
+import tinytensor as tt
 from tools import train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--batch-size", "4",
@@ -24,6 +25,32 @@ def test_each_kind_of_model_trains_and_writes_its_outputs(model, tmp_path):
     for name in ("checkpoint.safetensors", "loss.svg", "summary.json"):
         assert (tmp_path / name).exists()
     assert json.loads((tmp_path / "summary.json").read_text())["model"] == model
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_decoders_leave_a_huggingface_directory_that_generate_reads(model, tmp_path, capsys):
+    pytest.importorskip("tokenizers")
+    import models
+    from tools import generate
+    train.main(["--model", model, "--steps", "2", "--context", "16", "--out", str(tmp_path)] + TINY)
+    hf = tmp_path / "hf"
+    assert "HuggingFace directory" in capsys.readouterr().out
+    tok = models.Tokenizer.from_dir(str(hf))
+    text = "def f(x):\n    return x  # \u00e9"
+    assert tok(text, padding=False)["input_ids"][0].tolist() == list(text.encode())  # ids are the bytes
+    trained = nn.load(str(tmp_path / "checkpoint.safetensors"))["model"]
+    loaded = models.from_hf(str(hf))
+    for name, t in loaded.state_dict().items():
+        np.testing.assert_array_equal(t.numpy(), trained[name].numpy(), err_msg=name)
+    generate.main([str(hf), "def ", "--max-new-tokens", "5"])
+    ids = loaded.generate(tt.tensor([list(b"def ")]), 5)[0].tolist()
+    assert capsys.readouterr().out == bytes(ids).decode("utf-8", "replace") + "\n"
+
+
+def test_masked_and_seq2seq_models_leave_no_huggingface_directory(tmp_path):
+    for model in ("bert", "transformer"):
+        train.main(["--model", model, "--steps", "2", "--context", "16", "--out", str(tmp_path / model)] + TINY)
+        assert not (tmp_path / model / "hf").exists()
 
 
 def test_resume_continues_from_the_checkpoint(tmp_path):

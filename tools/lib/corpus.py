@@ -50,3 +50,31 @@ def load_tokens(path=None, max_bytes=2_000_000):
 
 def decode(tokens):
     return bytes(int(t) for t in tokens).decode("utf-8", errors="replace")
+
+
+def _byte_chars():
+    """GPT-2's printable stand-in for each byte (what the `tokenizers` ByteLevel step maps
+    bytes to): printable Latin-1 bytes stand for themselves, the rest for chr(256 + k)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def byte_tokenizer_json():
+    """A HuggingFace tokenizer.json whose token ids are the byte values, as this corpus
+    tokenizes (a byte-level BPE with no merges), so a model trained here can be loaded with
+    its tokenizer by models.Tokenizer / tools/generate.py, or by transformers."""
+    vocab = {c: b for b, c in _byte_chars().items()}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+            "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None,
+            "decoder": byte_level,
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": False, "vocab": vocab, "merges": []}}

@@ -8,11 +8,13 @@
 Each task makes batches (`sample`), measures held-out quality (`evaluate`) and shows a
 few outputs (`show`).
 """
+import os
+
 import numpy as np
 
 import tinytensor as tt
 
-from tools.lib.corpus import decode
+from tools.lib.corpus import byte_tokenizer_json, decode
 
 
 class LanguageModeling:
@@ -50,12 +52,22 @@ class LanguageModeling:
         out = model.generate(prompt, n_tokens, do_sample=True, temperature=0.8, top_k=40, seed=seed)
         return decode(out[0].tolist())
 
+    def export(self, model, directory):
+        """Write `model` and a tokenizer for its byte tokens as a HuggingFace directory, so
+        tools/generate.py (or transformers) continues text with it."""
+        from models.hf import write_json
+        model.save_hf(directory)
+        write_json(byte_tokenizer_json(), os.path.join(directory, "tokenizer.json"))
+        write_json({"tokenizer_class": "PreTrainedTokenizerFast", "padding_side": "left"},
+                   os.path.join(directory, "tokenizer_config.json"))
+
 
 class MaskedLM(LanguageModeling):
     """Bytes plus a [MASK] token (id 256)."""
     vocab_size = 257
     mask_token_id = 256
     metric = "val MLM loss"
+    export = None  # a masked LM does not continue text
 
     def _masked(self, windows, seed):
         from models import mask_tokens

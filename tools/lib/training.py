@@ -295,13 +295,18 @@ def _run(args, dist):
         series[task.metric] = history["val"]
     write_curves_svg(curve, series, title=f"{args.model}: {what}", ylabel="loss (nats/token)")
     print("sample:\n" + task.show(model, args.device, args.sample_tokens, args.seed))
+    hf_dir = None
+    if getattr(task, "export", None):
+        hf_dir = os.path.join(args.out, "hf")
+        task.export(model, hf_dir)
     val = history["val"]
     summary = {"model": args.model, "metric": task.metric, "start": val[0][1], "end": val[-1][1],
                "steps": args.steps, "seconds": round(time.perf_counter() - t0, 1)}
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(f"{task.metric} {summary['start']:.3f} -> {summary['end']:.3f}; checkpoint {ckpt}; "
-          f"loss curve {curve}")
+          f"loss curve {curve}" + (f"; HuggingFace directory {hf_dir} (tools/generate.py reads it)"
+                                   if hf_dir else ""))
     return summary
 
 
