@@ -1,5 +1,6 @@
 """Text generation for decoder-only models: greedy, temperature, top-k and top-p sampling,
-with a KV cache so each new token costs one position, not a re-run of the prefix.
+and beam search (models.beam, as HF's generate(num_beams=...)), with a KV cache so each new
+token costs one position, not a re-run of the prefix.
 `check_generation_args` validates the arguments of this and of models.seq2seq's generation."""
 import contextlib
 import inspect
@@ -10,64 +11,109 @@ import numpy as np
 
 import tinytensor as tt
 
+from .beam import beam_search
+
 
 def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, top_p=None,
-             do_sample=False, eos_token_id=None, seed=None, use_cache=True, attention_mask=None):
+             do_sample=False, eos_token_id=None, seed=None, use_cache=True, attention_mask=None,
+             num_beams=1, length_penalty=1.0, early_stopping=False, num_return_sequences=1,
+             pad_token_id=None):
     """Append up to `max_new_tokens` tokens to `input_ids` (B, T); returns (B, T + new).
 
     Greedy unless do_sample=True. A row that produced `eos_token_id` (an int or a list of
-    ints) keeps emitting the id it produced. Bad arguments raise ValueError (see
-    check_generation_args for the allowed values).
+    ints) is filled with pad_token_id afterwards, or without one keeps emitting the id it
+    produced. Bad arguments raise ValueError (see check_generation_args for the allowed values).
     `seed` makes sampling reproducible without touching the global generator.
+
+    num_beams > 1 runs beam search token for token as HF's generate(num_beams=...) (with
+    do_sample: beam sampling), and returns (B * num_return_sequences, T + n), n <= max_new_tokens:
+    each row's best finished hypotheses, best first, the shorter ones filled with pad_token_id
+    (0 or None: the first EOS id). length_penalty and early_stopping are HF's; see models.beam.
     """
     if input_ids.ndim != 2:
         raise ValueError(f"generate: input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
     eos = check_generation_args("generate", vocab_size(model), max_new_tokens=max_new_tokens,
                                 do_sample=do_sample, temperature=temperature, top_k=top_k,
-                                top_p=top_p, use_cache=use_cache, eos_token_id=eos_token_id)
+                                top_p=top_p, use_cache=use_cache, eos_token_id=eos_token_id,
+                                num_beams=num_beams, num_return_sequences=num_return_sequences,
+                                length_penalty=length_penalty, early_stopping=early_stopping,
+                                pad_token_id=pad_token_id)
     rng = np.random.default_rng(seed)
-    ids = input_ids
-    B = ids.shape[0]
-    done = np.zeros(B, dtype=bool)
-    ended = np.zeros(B, dtype=np.int64)  # the eos id each finished row keeps emitting
-    cache = model.new_cache() if use_cache else None
-    mask = attention_mask
-    max_len = getattr(getattr(model, "config", None), "n_positions", None)
-    takes_positions = "position_ids" in inspect.signature(model.forward).parameters
+    B = input_ids.shape[0]
     with evaluating(model):  # dropout off; each layer's own mode comes back afterwards
         with tt.no_grad():
-            step_input = ids
+            if num_beams > 1:
+                # each input row becomes num_beams consecutive rows (HF's repeat_interleave)
+                rows = tt.as_tensor(np.repeat(np.arange(B), num_beams), device=input_ids.device)
+                mask = attention_mask[rows] if attention_mask is not None else None
+                out = beam_search(_Stepper(model, mask, use_cache, input_ids.device),
+                                  input_ids.numpy().astype(np.int64), num_beams, max_new_tokens,
+                                  eos, pad_token_id, length_penalty, early_stopping,
+                                  num_return_sequences, do_sample, temperature, top_k, top_p, rng)
+                return tt.tensor(out, dtype=tt.int64, device=input_ids.device)
+            stepper = _Stepper(model, attention_mask, use_cache, input_ids.device)
+            ids = input_ids
+            done = np.zeros(B, dtype=bool)
+            ended = np.zeros(B, dtype=np.int64)  # the eos id each finished row keeps emitting
             for _ in range(max_new_tokens):
-                step_mask = mask
-                if max_len is not None and (cache.length if cache else 0) + step_input.shape[1] > max_len:
-                    # past the context: slide the window, re-reading its second half afresh
-                    keep = max(1, max_len // 2) if cache is not None else max_len
-                    cache = model.new_cache() if cache is not None else None
-                    step_input = ids[:, -keep:]
-                if mask is not None:
-                    step_mask = mask[:, -((cache.length if cache else 0) + step_input.shape[1]):]
-                kw = {}
-                if mask is not None and takes_positions:
-                    # a left-padded row's positions start at its first real token (as HF's generate)
-                    m = step_mask.to(tt.int64)
-                    pos = m.cumsum(-1) - 1
-                    pos = tt.where(m > 0, pos, tt.ones_like(pos))
-                    kw["position_ids"] = pos[:, -step_input.shape[1]:]   # (B, T_step)
-                out = model(step_input, attention_mask=step_mask, cache=cache, **kw)
-                logits = out.logits[:, -1].float().numpy().astype(np.float64)  # (B, vocab)
+                logits = stepper.next_logits(ids).astype(np.float64)  # (B, vocab)
                 nxt = _choose(logits, temperature, top_k, top_p, do_sample, rng)
                 if eos:
-                    nxt = np.where(done, ended, nxt)
+                    nxt = np.where(done, ended if pad_token_id is None else pad_token_id, nxt)
                     ended = np.where(done, ended, nxt)
                     done |= np.isin(nxt, eos)
                 new = tt.tensor(nxt.reshape(B, 1), dtype=tt.int64, device=ids.device)
                 ids = tt.cat([ids, new], dim=1)
-                if mask is not None:
-                    mask = tt.cat([mask, tt.ones(B, 1, dtype=mask.dtype, device=mask.device)], dim=1)
-                step_input = new if use_cache else ids
                 if eos and done.all():
                     break
     return ids
+
+
+class _Stepper:
+    """Runs the model on the tokens so far and returns the next-token logits. With a cache
+    only the positions it lacks are fed; past the context (config.n_positions) the window
+    slides, re-reading its second half afresh (without a cache: the last n_positions)."""
+
+    def __init__(self, model, attention_mask, use_cache, device):
+        self.model, self.mask, self.device = model, attention_mask, device
+        self.cache = model.new_cache() if use_cache else None
+        self.start = 0  # the sequence position of the first token the cache holds
+        self.max_len = getattr(getattr(model, "config", None), "n_positions", None)
+        self.takes_positions = "position_ids" in inspect.signature(model.forward).parameters
+
+    def next_logits(self, ids):  # ids (N, t) Tensor or int64 numpy -> (N, vocab) float32 numpy
+        t = ids.shape[1]
+        if self.cache is None:
+            past, first = 0, max(0, t - self.max_len) if self.max_len is not None else 0
+        else:
+            if self.max_len is not None and t - self.start > self.max_len:
+                # past the context: slide the window, re-reading its second half afresh
+                self.cache = self.model.new_cache()
+                self.start = t - max(1, self.max_len // 2)
+            past = self.cache.length
+            first = self.start + past
+        step_input = ids[:, first:]
+        if not isinstance(step_input, tt.Tensor):
+            step_input = tt.tensor(np.ascontiguousarray(step_input), dtype=tt.int64, device=self.device)
+        kw = {}
+        if self.mask is not None:
+            if self.mask.shape[1] < t:  # the generated tokens are real ones
+                grow = tt.ones(self.mask.shape[0], t - self.mask.shape[1], dtype=self.mask.dtype,
+                               device=self.mask.device)
+                self.mask = tt.cat([self.mask, grow], dim=1)
+            kw["attention_mask"] = step_mask = self.mask[:, first - past:t]
+            if self.takes_positions:
+                # a left-padded row's positions start at its first real token (as HF's generate)
+                m = step_mask.to(tt.int64)
+                pos = m.cumsum(-1) - 1
+                pos = tt.where(m > 0, pos, tt.ones_like(pos))
+                kw["position_ids"] = pos[:, -step_input.shape[1]:]   # (N, T_step)
+        out = self.model(step_input, cache=self.cache, **kw)
+        return out.logits[:, -1].float().numpy()
+
+    def select(self, index):  # the rows of the next step are these rows of this one
+        if self.cache is not None:
+            self.cache.select(index)
 
 
 def vocab_size(model):

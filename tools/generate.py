@@ -3,8 +3,10 @@ generated; the tokenizer is the directory's tokenizer.json (pip install 'tinyten
 
     python tools/generate.py path/to/gpt2 "The meaning of life is" --max-new-tokens 40
     python tools/generate.py path/to/gpt2 "Once upon a time" --temperature 0.8 --top-p 0.95 --seed 0
+    python tools/generate.py path/to/gpt2 "The meaning of life is" --num-beams 4
 
-Greedy unless --temperature or --top-p is given.
+Greedy unless --temperature or --top-p is given. With --num-beams the best beam-search
+hypothesis is printed once the search ends (no beam is the best before), not token by token.
 """
 import argparse
 import sys
@@ -19,7 +21,9 @@ def main(argv=None):
     p.add_argument("--max-new-tokens", type=int, default=40, help="tokens to add (default: 40)")
     p.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
     p.add_argument("--top-p", type=float, default=None, help="sample from the top-p nucleus")
-    p.add_argument("--num-beams", type=int, default=1, help="beam search (encoder-decoders only, for now)")
+    p.add_argument("--num-beams", type=int, default=1, metavar="N",
+                   help="beam search over N beams (default: 1, none); prints the best "
+                        "continuation when the search ends, not token by token")
     p.add_argument("--seed", type=int, default=None, help="make sampling reproducible")
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:i]")
     args = p.parse_args(argv)

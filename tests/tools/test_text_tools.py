@@ -41,12 +41,23 @@ def test_stream_holds_back_a_character_split_across_byte_tokens():
     assert pieces == ["a", "é"] and stream.close() == "aé" and pieces == ["a", "é"]
 
 
-def test_sampling_is_reproducible_and_beams_are_refused_for_decoder_only(gpt2):
+def test_sampling_is_reproducible(gpt2):
     model, tok = text.load(gpt2)
     kw = dict(max_new_tokens=6, temperature=0.8, top_p=0.9, seed=3)
     assert text.generate_text(model, tok, "a dog", **kw) == text.generate_text(model, tok, "a dog", **kw)
-    with pytest.raises(NotImplementedError, match=r"generate_text: beam search \(num_beams=3\).*GPT"):
-        text.generate_text(model, tok, "a dog", num_beams=3)
+
+
+def test_beam_search_text_is_the_best_hypothesis_shown_once_at_the_end(gpt2, capsys):
+    model, tok = text.load(gpt2)
+    ids = tok("a dog")["input_ids"]
+    best = model.generate(ids, 6, num_beams=3, eos_token_id=tok.eos_token_id)[0, ids.shape[1]:]
+    expected = tok.decode(best, skip_special_tokens=True)
+    assert expected != text.generate_text(model, tok, "a dog", max_new_tokens=6)  # not greedy's
+    pieces = []
+    assert text.generate_text(model, tok, "a dog", 6, num_beams=3, on_text=pieces.append) == expected
+    assert pieces == [expected]
+    generate_cli.main([gpt2, "a dog", "--max-new-tokens", "6", "--num-beams", "3"])
+    assert capsys.readouterr().out == "a dog" + expected + "\n"
 
 
 def test_generate_cli_prints_prompt_then_continuation(gpt2, capsys):

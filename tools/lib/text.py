@@ -16,21 +16,21 @@ def load(directory, device=None):
 def generate_text(model, tok, prompt, max_new_tokens=40, temperature=None, top_p=None, num_beams=1,
                   seed=None, on_text=None):
     """The continuation of `prompt` (greedy, or sampled when a temperature or top_p is given);
-    `on_text(piece)` gets each piece of text as soon as its token is chosen."""
-    if num_beams != 1:
-        raise NotImplementedError(
-            f"generate_text: beam search (num_beams={num_beams}) is written for encoder-decoder "
-            f"models only (models.generate_seq2seq); {type(model).__name__} decodes greedily or by "
-            "sampling")
+    `on_text(piece)` gets each piece of text as soon as its token is chosen. With num_beams > 1
+    it is the best beam-search hypothesis (beam sampling with a temperature or top_p), passed
+    to on_text whole when the search ends: until then no beam is known to be the best."""
     if not hasattr(model, "new_cache"):
         raise TypeError(f"generate_text: {type(model).__name__} is not a decoder-only language "
                         "model (GPT, Llama)")
     ids = tok(prompt, add_special_tokens=False)["input_ids"]
     stream = TextStream(tok, on_text)
-    sample = bool(temperature) or top_p is not None
-    out = models.generate(_Watched(model, stream.push), ids, max_new_tokens, do_sample=sample,
-                          temperature=temperature or 1.0, top_p=top_p, seed=seed,
-                          eos_token_id=tok.eos_token_id)
+    kw = dict(do_sample=bool(temperature) or top_p is not None, temperature=temperature or 1.0,
+              top_p=top_p, seed=seed, eos_token_id=tok.eos_token_id)
+    if num_beams != 1:
+        out = models.generate(model, ids, max_new_tokens, num_beams=num_beams, **kw)
+        stream.tokens = out[0, ids.shape[1]:].tolist()
+        return stream.close()
+    out = models.generate(_Watched(model, stream.push), ids, max_new_tokens, **kw)
     for token in out[0, ids.shape[1] + len(stream.tokens):].tolist():  # the last step's token
         stream.push(token)
     return stream.close()
