@@ -51,7 +51,7 @@ def next_token_loss(logits, labels):
 
 class GenerateMixin:
     def generate(self, input_ids, max_new_tokens=20, **kwargs):
-        """Greedy, sampled or beam-search continuation with a KV cache (see models.generation.generate); see models.generation.generate."""
+        """Greedy, sampled or beam-search continuation with a KV cache; see models.generation.generate."""
         from .generation import generate
         return generate(self, input_ids, max_new_tokens, **kwargs)
 
