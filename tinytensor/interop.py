@@ -4,18 +4,26 @@ In: `tt.from_dlpack(x)` for anything exporting `__dlpack__` (torch, NumPy, CuPy,
 Out: `Tensor.__dlpack__` / `__dlpack_device__` (core/tensor.py), so `torch.from_dlpack(t)`,
 `np.from_dlpack(t)` and `cupy.from_dlpack(t)` share a tensor's memory.
 
+bfloat16 travels too, although NumPy's DLPack refuses ml_dtypes' bfloat16: _dlpack_capsule.py
+rewrites and reads those capsules itself (DLPack type code 4, 16 bits, 1 lane).
+
 Writes through the other library are not seen by tinytensor's version counter (torch has
 the same blind spot), so do not modify a tensor that autograd saved for backward.
 """
 import numpy as np
 
+from ._dlpack_capsule import CPU_DEVICES as _CPU_DEVICES, import_bf16
 from .core import Tensor
 from .device import CPU, cupy_module, device_of_array
-from .dtypes import ALL
+from .dtypes import BF16_NP, SUPPORTED
 
-_CPU_DEVICES = {1: "CPU", 3: "CUDA host (pinned)"}       # DLPack device types NumPy reads
-_CUDA_DEVICES = {2: "CUDA", 13: "CUDA managed"}           # ... and those CuPy reads
-_EXACT = {d.np for d in ALL}
+_CUDA_DEVICES = {2: "CUDA", 13: "CUDA managed"}  # DLPack device types CuPy reads
+_EXACT = {d.np for d in SUPPORTED}
+
+
+def _shape(x):
+    shape = getattr(x, "shape", None)
+    return "?" if shape is None else tuple(int(n) for n in shape)
 
 
 def from_dlpack(x):
@@ -34,15 +42,19 @@ def from_dlpack(x):
     else:
         raise TypeError(f"tt.from_dlpack: {what} lives on DLPack device type {kind} (index "
                         f"{index}); tinytensor reads CPU (1) and CUDA (2) memory")
+    if xp is np and BF16_NP is not None and isinstance(x, np.ndarray) and x.dtype == BF16_NP:
+        return Tensor._make(x, CPU, False)  # NumPy cannot export it, and needs no DLPack to share it
     try:
         arr = xp.from_dlpack(x)
     except BufferError as e:  # the producer refused to export (requires grad, ...)
         raise BufferError(f"tt.from_dlpack: {what} refused to export: {e}") from None
     except (RuntimeError, TypeError, ValueError) as e:  # NumPy/CuPy cannot represent it
-        raise TypeError(f"tt.from_dlpack: cannot read {what} of dtype "
-                        f"{getattr(x, 'dtype', '?')}: {e}") from None
+        arr = import_bf16(x, what) if xp is np else None  # bfloat16 is the one dtype NumPy lacks
+        if arr is None:
+            raise TypeError(f"tt.from_dlpack: cannot read {what} of shape {_shape(x)} and dtype "
+                            f"{getattr(x, 'dtype', '?')}: {e}") from None
     if arr.dtype not in _EXACT:  # converting would copy, which from_dlpack promises not to do
         raise TypeError(f"tt.from_dlpack: {what} has dtype {arr.dtype}, which has no tinytensor "
-                        "dtype (" + ", ".join(d.name for d in ALL) + "), so its memory cannot be "
+                        "dtype (" + ", ".join(d.name for d in SUPPORTED) + "), so its memory cannot be "
                         "shared; cast it first or copy it with tt.tensor(x)")
     return Tensor._make(arr, CPU if xp.__name__ == "numpy" else device_of_array(arr), False)

@@ -193,6 +193,9 @@ class Tensor(TensorMethods):
                               "export t.contiguous() instead")
         kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
                                     ("dl_device", dl_device), ("copy", copy)) if v is not None}
+        if self.data.dtype == BF16_NP and self._device is CPU:  # NumPy's DLPack refuses this user dtype
+            from .._dlpack_capsule import export_bf16
+            return export_bf16(self.data, **kwargs)
         return self.data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
