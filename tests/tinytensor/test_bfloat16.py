@@ -172,3 +172,10 @@ def test_without_ml_dtypes_bfloat16_names_the_package():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "ERR" in r.stdout and "pip install ml_dtypes" in r.stdout, r.stdout
+
+
+def test_repr_prints_bfloat16_like_torch():
+    for values in ([1.0, 1.0], [1.5, 2.0], [1e9, 3.0], [-0.25, float("inf")]):
+        ours = repr(tt.tensor(values, dtype=tt.bfloat16)).replace("tinytensor.", "")
+        theirs = repr(torch.tensor(values, dtype=torch.bfloat16)).replace("torch.", "")
+        assert ours == theirs

@@ -353,6 +353,8 @@ class Tensor(TensorMethods):
             if arr.ndim > 1 or dt.name not in default_shown:
                 extras.insert(0, f"size={tuple(arr.shape)}")
         elif dt.category == 2:
+            if arr.dtype == BF16_NP:  # NumPy's printer does not see ml_dtypes' bfloat16 as a float
+                arr = arr.astype(np.float32)  # exact: every bfloat16 is a float32
             finite = arr[np.isfinite(arr)].astype(np.float64)  # float16 would overflow at 1e8
             is_int = finite.size == 0 or np.all(finite == np.round(finite))
             big = finite.size and (np.abs(finite).max() >= 1e8 or
