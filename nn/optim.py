@@ -277,7 +277,8 @@ class Optimizer:
 
 
 def _write_param(p, a):
-    p.data[...] = a  # into the parameter's own array: it keeps its identity and memory
+    if a is not p.data:  # a compiled runner may have computed it in place already
+        p.data[...] = a  # into the parameter's own array: it keeps its identity and memory
     p._version[0] += 1
 
 
@@ -287,6 +288,7 @@ class _Captured:
 
     def __init__(self, opt, capture, gi, p, name):
         self.opt, self.capture, self.gi, self.p, self.name = opt, capture, gi, p, name
+        self._inputs = {}   # state key -> the input tensor reading it (where update writes back)
 
     def group(self):
         return self.opt.param_groups[self.gi]
@@ -309,7 +311,8 @@ class _Captured:
         def read():
             a = self.state_dict().get(key)
             return p.device.xp.zeros_like(p.data) if a is None and zeros_if_missing else a
-        return self.capture.input(read, f"{self.name}.{key}")
+        t = self._inputs[key] = self.capture.input(read, f"{self.name}.{key}")
+        return t
 
     def update(self, key, new):
         p = self.p
@@ -318,9 +321,9 @@ class _Captured:
             state = self.state_dict()
             if state.get(key) is None:
                 state[key] = a.copy()  # never the program's own memory
-            else:
+            elif state[key] is not a:  # (a compiled runner may have computed it in place)
                 state[key][...] = a
-        self.capture.assign(new, write)
+        self.capture.assign(new, write, into=self._inputs.get(key))
 
     def each_call(self, fn):
         """fn() now, and before every replay reads its inputs."""

@@ -88,7 +88,7 @@ class CompiledFunction:
             parts = [(label, v) for label, v in parts if label not in drop]
             key = guards.key(parts)
         program, self.counts = run_all(program)
-        self._cache[key] = _Entry(program, meta, self._backend(program))
+        self._cache[key] = _Entry(program, meta, self._backend(program, meta["write_back"]))
         self._last = parts
         return result
 
@@ -132,17 +132,19 @@ def _in_args(t, args, kwargs):
 
 
 def _backend(name):
-    """A function program -> runner(list of input arrays) -> list of output arrays."""
+    """A function (program, write_back) -> runner(list of input arrays) -> list of output
+    arrays; write_back ({output index: input index}) says which outputs a runner may compute
+    straight into an input's array (capture's meta)."""
     if name not in BACKENDS:
         raise ValueError(f"tt.compile: unknown backend {name!r}; expected one of {BACKENDS}")
     if name == "numpy":
-        return lambda program: functools.partial(interpret.run, program)
+        return lambda program, write_back: functools.partial(interpret.run, program)
     if name == "cuda":
         # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
         from .codegen import cuda as codegen_cuda
         from .passes import fuse  # likewise
-        return lambda program: codegen_cuda.build(fuse.run(program))
+        return lambda program, write_back: codegen_cuda.build(fuse.run(program))
     # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
     from .codegen import c as codegen_c
     from .passes import fuse  # likewise
-    return lambda program: codegen_c.build(fuse.run(program))
+    return lambda program, write_back: codegen_c.build(fuse.run(program), write_back)

@@ -53,6 +53,7 @@ def capture(fn, args, kwargs=None, name=None):
     ((param, output index or None to clear it) for every .grad the step changed), "params"
     (the parameters, in input order), "before_call" (functions a replay calls first: an
     optimizer's step count), "writes" ((output index, write) per assigned value, in order),
+    "write_back" ({output index: input index} where a write overwrites an input's array),
     "cleared" (ids of parameters whose entry .grad the step cleared before reading it).
     """
     kwargs = kwargs or {}
@@ -100,8 +101,10 @@ def capture(fn, args, kwargs=None, name=None):
     results = flatten_tensors(result)
     outputs = [b.value(t) for t in results]
     grads = []
-    writes = []
-    for new, write in b.assigned:
+    writes, write_back = [], {}
+    for new, write, into in b.assigned:
+        if into is not None:
+            write_back[len(outputs)] = into
         writes.append((len(outputs), write))
         outputs.append(new)
     for t, old in entry_grads.values():
@@ -125,7 +128,7 @@ def capture(fn, args, kwargs=None, name=None):
     read_grads = {id(x[1]) for x in b.bindings if x[0] == "grad"}
     meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
             "params": [x[1] for x in b.bindings if x[0] == "param"],
-            "before_call": list(tape.before_call), "writes": writes,
+            "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
             "cleared": tape.cleared - read_grads}
     return program, result, meta
 
@@ -157,7 +160,7 @@ class _CaptureTape(Tape):
         self.role = None            # "optimizer" while an optimizer step records its ops
         self.roles = {}             # node index -> role, where not read off the derivative order
         self.inputs = []            # (tensor, fn): inputs a replay reads as fn()
-        self.assigns = []           # (node count then, target tensor or None, new tensor, write)
+        self.assigns = []           # (node count then, target tensor or None, new tensor, write, into)
         self.assigned = {}          # id(target's version cell) -> bumps the assignments made
         self.before_call = []       # functions a replay calls before reading its inputs
         self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
@@ -179,11 +182,15 @@ class _CaptureTape(Tape):
         self.inputs.append((t, fn))
         return t
 
-    def assign(self, new, write, target=None):
+    def assign(self, new, write, target=None, into=None):
         """`write(new's array)` now and after every replay; `target` is the parameter it
-        updates in place (its version is bumped, as an eager optimizer step bumps it)."""
+        updates in place (its version is bumped, as an eager optimizer step bumps it).
+        `into` (default: target) is the tensor whose array `write` overwrites, when the
+        program reads it as an input: a runner may then compute the new value straight into
+        that array (codegen/runner.py checks that nothing reads the old value afterwards),
+        and `write` must do nothing when handed the very array it would write into."""
         write(new.data)
-        self.assigns.append((len(self.nodes), target, new, write))
+        self.assigns.append((len(self.nodes), target, new, write, target if into is None else into))
         if target is not None:
             cell = id(target._version)
             self.assigned[cell] = self.assigned.get(cell, 0) + 1
@@ -285,7 +292,7 @@ class _Builder:
                 self._input(t, "input", f"arg{i}", ("arg", i))
         for t, fn in tape.inputs:
             self._input(t, "input", t.name, ("call", fn))
-        self.assigned = []          # (Value, write) of each assignment, in order
+        self.assigned = []          # (Value, write, input index or None) of each assignment, in order
         assigns = iter(tape.assigns)
         pending = next(assigns, None)
         for k, (node, results) in enumerate(zip(tape.nodes, tape.outputs)):
@@ -322,9 +329,11 @@ class _Builder:
             self._assign(*pending[1:])
             pending = next(assigns, None)
 
-    def _assign(self, target, new, write):
+    def _assign(self, target, new, write, into):
         v = self.value(new)
-        self.assigned.append((v, write))
+        dest = self.values.get(id(into)) if into is not None else None
+        index = next((i for i, x in enumerate(self.inputs) if x is dest), None)
+        self.assigned.append((v, write, index))
         if target is not None:  # ops after the update read the new value, as eager does
             self.values[id(target)] = v
 

@@ -189,9 +189,7 @@ def host_runner(program, tmp_path):
     subprocess.run([cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-o", str(lib_path),
                     str(path)], check=True, capture_output=True, timeout=60)
     lib = ctypes.CDLL(str(lib_path))
-    steps = [c._kernel_step(ins, getattr(lib, f"host_{names[k]}")) if k in names else c._numpy_step(ins)
-             for k, ins in enumerate(program.instrs)]
-    return c.Runner(program, steps, source)
+    return c.Runner(program, {k: getattr(lib, f"host_{name}") for k, name in names.items()}, source)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

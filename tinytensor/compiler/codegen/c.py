@@ -1,8 +1,8 @@
 """C backend: each fused kernel becomes one C function, the program one shared object.
 
-`build(program)` returns a runner: `runner(list of input arrays) -> list of outputs`.
-Fused instructions run their generated C function; every other instruction runs its
-Function's NumPy forward, exactly as eager does.
+`build(program)` returns a runner (codegen/runner.py): `runner(list of input arrays) -> list
+of outputs`. Fused instructions run their generated C function; every other instruction
+runs its Function's NumPy forward, exactly as eager does.
 
 A kernel is one loop nest over its output shape (static: the source is specialized on
 it). Dimensions along which every operand is contiguous or broadcast alike are collapsed,
@@ -31,7 +31,7 @@ import numpy as np
 from ...core import primitives as P
 from ...ops import elementwise as E
 from .. import cache_disk
-from ..interpret import run_instr
+from .runner import Runner
 
 FLAGS = ["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fPIC", "-shared"]
@@ -217,71 +217,13 @@ def translation_unit(program, head, kernel_source):
 
 
 # ---------------------------------------------------------------- the runner
-def build(program):
-    """A runner for `program`: call it with the input arrays, get the output arrays."""
+def build(program, write_back=None):
+    """A runner for `program`: call it with the input arrays, get the output arrays.
+    write_back: {output index: input index} that the runner may compute in place."""
     source, names = program_source(program)
     lib = None
     if names:
         with open(HEADER) as f:
             header = f.read()
         lib = cache_disk.load(source, FLAGS, include_dir=os.path.dirname(HEADER), extra=header)
-    steps = [_kernel_step(ins, getattr(lib, names[k])) if k in names else _numpy_step(ins)
-             for k, ins in enumerate(program.instrs)]
-    return Runner(program, steps, source)
-
-
-class Runner:
-    """Runs a built program: `runner(inputs) -> outputs` (lists of arrays)."""
-
-    def __init__(self, program, steps, source):
-        self.program, self.steps, self.source = program, steps, source
-        self._inputs = [v.id for v in program.inputs]
-        self._consts = {v.id: np.asarray(a) for v, a in program.consts.items()}
-        self._outputs = [v.id for v in program.outputs]
-
-    def __call__(self, inputs):
-        if len(inputs) != len(self._inputs):
-            raise ValueError(f"compiled program: expected {len(self._inputs)} inputs, got {len(inputs)}")
-        env = dict(self._consts)
-        env.update(zip(self._inputs, inputs))
-        for step in self.steps:
-            step(env)
-        return [env[i] for i in self._outputs]
-
-
-def _kernel_step(ins, fn):
-    fn.restype = None
-    fn.argtypes = [ctypes.c_void_p]
-    outs = [(v.id, tuple(v.shape), v.dtype.np) for v in ins.outputs]
-    ins_ = [(v.id, v.dtype.np) for v in ins.inputs]
-    ptrs = (ctypes.c_void_p * (len(outs) + len(ins_)))()
-    addr = ctypes.addressof(ptrs)
-    empty, contiguous = np.empty, np.ascontiguousarray
-
-    def step(env):
-        k = 0
-        for i, shape, dt in outs:
-            a = env[i] = empty(shape, dt)
-            ptrs[k] = a.ctypes.data
-            k += 1
-        keep = []   # contiguous copies must outlive the call
-        for i, dt in ins_:
-            a = env[i]
-            if a.__class__ is not np.ndarray or not a.flags.c_contiguous or a.dtype != dt:
-                a = contiguous(a, dtype=dt)
-                keep.append(a)
-            ptrs[k] = a.ctypes.data
-            k += 1
-        fn(addr)
-    return step
-
-
-def _numpy_step(ins):
-    # the interpreter's own step: attribute inputs, saved side outputs and 0-d results
-    # are handled in one place for every backend
-    in_ids = [v.id for v in ins.inputs]
-    out_ids = [v.id for v in ins.outputs]
-
-    def step(env):
-        env.update(zip(out_ids, run_instr(ins, [env[i] for i in in_ids])))
-    return step
+    return Runner(program, {k: getattr(lib, name) for k, name in names.items()}, source, write_back)

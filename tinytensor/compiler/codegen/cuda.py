@@ -20,6 +20,7 @@ import math
 
 from ...device import cupy_module
 from . import c
+from .runner import numpy_step
 
 OPTIONS = ("--std=c++17", "--fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true")
 BLOCK = 256
@@ -142,7 +143,7 @@ class Runner:
         consts = {v.id: cupy.asarray(a) for v, a in self.program.consts.items()}
         module = cupy.RawModule(code=self.source, options=OPTIONS) if self.names else None
         steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy) if k in self.names
-                 else c._numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
+                 else numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
         return consts, steps
 
 

@@ -50,30 +50,47 @@ def nbytes(v):
     return math.prod(v.shape) * v.dtype.itemsize
 
 
-def plan(program):
-    """The MemoryPlan of `program`'s intermediates (static shapes only)."""
+def aliases(program):
+    """{value id: ids of the values whose memory it may be part of}, for the values that
+    share memory with others: views (of input 0) and arrays forward saved (any input)."""
+    roots = {}
+    for ins in program.instrs:
+        own = len(ins.outputs) - len(ins.saved)
+        for n, v in enumerate(ins.outputs):
+            if n >= own or (n == 0 and getattr(ins.fn, "is_view", False) and ins.inputs):
+                srcs = ins.inputs[:1] if n < own else ins.inputs
+                roots[v.id] = tuple({r for s in srcs for r in roots.get(s.id, (s.id,))})
+    return roots
+
+
+def plan(program, placed=None):
+    """The MemoryPlan of `program`'s intermediates (static shapes only): every instruction's
+    outputs, or only those of the instructions `placed(instr)` accepts (what a runner
+    actually writes into the arena)."""
     keep = {v.id for v in program.outputs} | {v.id for v in program.inputs}
     keep |= {v.id for v in program.consts}
-    base = {}            # view value id -> the id of the buffer it reads
+    roots = aliases(program)
     buffers = {}
+
+    def roots_of(vid):
+        return roots.get(vid, (vid,))
+
     for k, ins in enumerate(program.instrs):
         for v in ins.inputs:
-            b = buffers.get(base.get(v.id, v.id))
-            if b is not None:
-                b.end = k
-        if getattr(ins.fn, "is_view", False) and ins.inputs:
-            root = base.get(ins.inputs[0].id, ins.inputs[0].id)
-            base[ins.outputs[0].id] = root
-            if root in keep:
-                keep.add(ins.outputs[0].id)   # a view of a caller's tensor: not ours either
-            continue
+            for r in roots_of(v.id):
+                if r in buffers:
+                    buffers[r].end = k
         for v in ins.outputs:
-            if v.id not in keep:
+            if v.id in roots:
+                if any(r in keep for r in roots[v.id]):
+                    keep.add(v.id)   # a view of a caller's tensor: not ours either
+            elif v.id not in keep and (placed is None or placed(ins)):
                 size = -(-nbytes(v) // ALIGN) * ALIGN
                 buffers[v.id] = Buffer(v, size, k, k)
     # an output that is a view of an intermediate keeps that intermediate out of the arena
     for v in program.outputs:
-        buffers.pop(base.get(v.id, v.id), None)
+        for r in roots_of(v.id):
+            buffers.pop(r, None)
     placed = []
     for b in sorted(buffers.values(), key=lambda b: (-b.size, b.start)):
         live = sorted((p for p in placed if p.start <= b.end and b.start <= p.end),

@@ -1,0 +1,170 @@
+"""The C runner: intermediates live in the planned arena (no allocation for them per call),
+an op that hands back its input's memory cannot make the arena give a wrong answer, and an
+optimizer's new values are computed into the parameters' and state's own arrays."""
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+import nn
+import tinytensor as tt
+from tinytensor.compiler.codegen import runner as R
+from tinytensor.core.function import Function
+
+from .helpers import gpt, lm_step
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                                reason="needs a C compiler")
+
+
+def _runner(step):
+    (entry,) = step._cache.values()
+    return entry.runner
+
+
+def test_planned_intermediates_are_arena_views_made_once():
+    m = gpt()
+    ids = tt.tensor(np.random.default_rng(0).integers(0, 32, (2, 8)))
+    step = tt.compile(lm_step, backend="c")
+    step(m, ids)
+    r = _runner(step)
+    assert r.plan.peak > 0 and r.arena.nbytes == r.plan.peak and r.arena.ctypes.data % 64 == 0
+    seen = {}
+
+    def spy(k, fn):
+        def run(env):
+            fn(env)
+            for v in r.program.instrs[k].outputs:
+                if v.id in planned:
+                    seen.setdefault(v.id, set()).add(env[v.id].ctypes.data)
+        return run
+    planned = {b.value.id for b in r.plan.buffers}
+    r.steps = [(spy(k, s), gone) for k, (s, gone) in enumerate(r.steps)]
+    for _ in range(2):
+        m.zero_grad()
+        step(m, ids)
+    assert set(seen) == planned
+    for vid, ptrs in seen.items():
+        assert len(ptrs) == 1                                    # the same memory every call
+        (p,) = ptrs
+        assert r.arena.ctypes.data <= p < r.arena.ctypes.data + r.arena.nbytes
+
+
+class _SneakyView(Function):
+    """A reshape that does not declare itself a view (no is_view): its result is its input's
+    memory, which the plan believes dead after this op."""
+    name = "sneaky_view"
+
+    @staticmethod
+    def forward(ctx, a):
+        return a.reshape(a.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _sneaky(x):
+    y = (x * 2.0 + 1.0).exp()          # a fused kernel: its output is an arena slot
+    z = _SneakyView.apply(y)           # the plan thinks y's slot is free from here on
+    w = (x * 3.0 - 0.5).tanh()         # a later kernel free to reuse y's slot
+    return tt.matmul(z, w.mT) + tt.matmul(w, z.mT)
+
+
+def _compiled(fn, *args, **patches):
+    """tt.compile(fn, backend='c') compiled on `args` with runner.py's names patched."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in patches.items():
+            mp.setattr(R, name, value)
+        step = tt.compile(fn, backend="c")
+        step(*args)
+    return step
+
+
+def test_an_undeclared_view_of_an_arena_slot_is_copied_out_not_overwritten():
+    x = tt.tensor(np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32))
+    # the same generated kernels with every intermediate in memory of its own: the truth
+    want = _compiled(_sneaky, x, placed_in_arena=lambda ins: False)(x).numpy()
+    step = _compiled(_sneaky, x)
+    assert _runner(step).plan.peak < _runner(step).plan.total   # the plan does reuse memory here
+    for _ in range(3):
+        assert step(x).numpy().tobytes() == want.tobytes()
+    # and the check is what saves it: trusting the plan gives a wrong answer
+    checked = R.numpy_step
+    blind = _compiled(_sneaky, x, numpy_step=lambda ins, bounds=(0, 0): checked(ins))
+    assert blind(x).numpy().tobytes() != want.tobytes()
+
+
+def test_adamw_writes_new_values_into_the_parameters_and_state_arrays():
+    m1, m2 = gpt(), gpt()
+    ids = tt.tensor(np.random.default_rng(2).integers(0, 32, (2, 8)))
+
+    def train(m, opt, ids):
+        loss = m(ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    o1 = nn.optim.AdamW(m1.parameters(), lr=1e-2, weight_decay=0.1)
+    o2 = nn.optim.AdamW(m2.parameters(), lr=1e-2, weight_decay=0.1)
+    step = _compiled(train, m1, o1, ids)
+    copying = _compiled(train, m2, o2, ids, in_place=lambda program, kernels, write_back: {})
+    step(m1, o1, ids)
+    arrays = [p.data for p in m1.parameters()]
+    state = [a for s in o1.state.values() for a in s.values() if isinstance(a, np.ndarray)]
+    r = _runner(step)
+    n_params = len(arrays)
+    assert len(r.in_place) == 3 * n_params                 # each parameter, exp_avg, exp_avg_sq
+    step(m1, o1, ids)
+    assert all(p.data is a for p, a in zip(m1.parameters(), arrays))
+    assert all(a is b for a, b in zip(state, [a for s in o1.state.values() for a in s.values()
+                                              if isinstance(a, np.ndarray)]))
+    assert _runner(copying).in_place == {}
+    for _ in range(2):
+        copying(m2, o2, ids)
+    for (name, p1), p2 in zip(m1.named_parameters(), m2.parameters()):   # computing in place changes no bit
+        assert p1.data.tobytes() == p2.data.tobytes(), name
+
+
+def test_in_place_is_refused_when_the_old_value_is_read_after_the_kernel():
+    from tinytensor.compiler.capture import capture
+    from tinytensor.compiler.passes import fuse
+
+    def f(x):
+        y = x * 2.0 + 1.0                  # kernel 1 makes y
+        s = tt.matmul(x, x)                # ... and x is read again after it
+        return y, s
+    x = tt.tensor(np.ones((4, 4), np.float32))
+    program, _, _ = capture(f, (x,))
+    program = fuse.run(program)
+    kernels = {k: None for k, ins in enumerate(program.instrs) if ins.op == "fused"}
+    first_kernel = min(kernels)
+    assert any(ins.op == "matmul" for ins in program.instrs[first_kernel + 1:])
+    assert R.in_place(program, kernels, {0: 0}) == {}
+    assert R.in_place(program, kernels, {}) == {}
+
+
+def test_a_runner_refuses_to_run_twice_at_once():
+    x = tt.tensor(np.ones(8, np.float32))
+    step = tt.compile(lambda x: (x * 2.0).exp(), backend="c")
+    step(x)
+    r = _runner(step)
+    inside = threading.Event()
+    release = threading.Event()
+    first = r.steps[0][0]
+
+    def slow(env):
+        inside.set()
+        release.wait(5)
+        first(env)
+    r.steps[0] = (slow, r.steps[0][1])
+    t = threading.Thread(target=step, args=(x,))
+    t.start()
+    inside.wait(5)
+    try:
+        with pytest.raises(RuntimeError, match="called again while it runs"):
+            step(x)
+    finally:
+        release.set()
+        t.join(5)

@@ -1,0 +1,195 @@
+"""The C backend's runner: executes a built program's schedule, its intermediates in one
+arena laid out by the memory plan (passes/plan.py).
+
+Fused kernels write their outputs straight into arena slots, and float matmuls into theirs
+through `np.matmul(..., out=)`: those slots are views made once, at build time, so a
+replay allocates nothing for them and its peak memory is the planned one. Every other
+instruction runs its Function's NumPy forward, as eager does, into memory of its own,
+freed as soon as its last reader has run.
+
+Safety: an op that is not a declared view (`Function.is_view`) but hands back memory of
+its input (a no-op reshape, `astype(copy=False)`) would alias an arena slot that the plan
+is about to reuse; the runner checks each such result against the arena's address range
+and copies it out when it overlaps, so the plan can never give a silent wrong answer.
+Results handed to the caller never live in the arena. An optimizer's new parameter and
+state values are computed straight into the arrays they replace, where `in_place` proves
+nothing reads the old values afterwards (the caller's write then finds nothing to copy). A runner is not re-entrant (one
+arena per runner): calling it again while it runs, from another thread, is an error.
+"""
+import ctypes
+import threading
+
+import numpy as np
+
+from ..interpret import _dead_after, run_instr
+from ..passes import plan as plan_pass
+
+_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def placed_in_arena(ins):
+    """Instructions whose outputs the runner writes into arena slots."""
+    if ins.op == "fused":
+        return True
+    return (ins.op == "matmul" and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 2
+            and all(v.ndim >= 2 for v in ins.inputs)
+            and all(v.dtype.np == ins.outputs[0].dtype.np for v in ins.inputs)
+            and ins.outputs[0].dtype.np in _FLOAT)
+
+
+class Runner:
+    """Runs a built program: `runner(inputs) -> outputs` (lists of arrays). `kernels` maps
+    instruction index -> the loaded C function of that fused instruction."""
+
+    def __init__(self, program, kernels, source, write_back=None):
+        self.program, self.source = program, source
+        self.plan = plan_pass.plan(program, placed=placed_in_arena)
+        self.in_place = in_place(program, kernels, write_back or {})
+        self.arena, slots = _arena(self.plan)
+        lo = self.arena.ctypes.data if self.arena.size else 0
+        self._bounds = (lo, lo + self.arena.size)
+        dead = _dead_after(program)
+        self.steps = []
+        for k, ins in enumerate(program.instrs):
+            if k in kernels:
+                step = _kernel_step(ins, kernels[k], slots, self.in_place)
+            elif ins.op == "matmul" and ins.outputs[0].id in slots:
+                step = _matmul_step(ins, slots[ins.outputs[0].id])
+            else:
+                step = numpy_step(ins, self._bounds)
+            self.steps.append((step, dead[k]))
+        self._inputs = [v.id for v in program.inputs]
+        self._consts = {v.id: np.asarray(a) for v, a in program.consts.items()}
+        self._outputs = [v.id for v in program.outputs]
+        self._lock = threading.Lock()
+
+    def __call__(self, inputs):
+        if len(inputs) != len(self._inputs):
+            raise ValueError(f"compiled program: expected {len(self._inputs)} inputs, got {len(inputs)}")
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("compiled program: called again while it runs (another thread, or "
+                               "from inside itself); a program has one arena, so calls take turns")
+        try:
+            env = dict(self._consts)
+            env.update(zip(self._inputs, inputs))
+            for step, gone in self.steps:
+                step(env)
+                for i in gone:
+                    del env[i]
+            return [env[i] for i in self._outputs]
+        finally:
+            self._lock.release()
+
+
+def in_place(program, kernels, write_back):
+    """{output value id: input value id} for each output of `write_back` ({output index:
+    input index}) that a fused kernel can compute straight into the input's array: the
+    kernel is the last reader of that input (and of every view of it), reads it at the very
+    element it writes (same shape), and no other output goes into the same array. The rest
+    are computed into memory of their own and copied by the caller's write, as before."""
+    roots = plan_pass.aliases(program)
+    made = {v.id: (k, ins) for k, ins in enumerate(program.instrs) for v in ins.outputs}
+    last = {}
+    for k, ins in enumerate(program.instrs):
+        for v in ins.inputs:
+            for r in roots.get(v.id, (v.id,)):
+                last[r] = k
+    out_ids = [v.id for v in program.outputs]
+    chosen, taken = {}, set()
+    for k, j in sorted(write_back.items()):
+        out, dest = program.outputs[k], program.inputs[j]
+        where = made.get(out.id)
+        if where is None or where[0] not in kernels or dest.id in taken or dest.id in out_ids:
+            continue
+        p, ins = where
+        if out_ids.count(out.id) > 1 or out.id in chosen or tuple(out.shape) != tuple(dest.shape) \
+                or out.dtype.np != dest.dtype.np or last.get(dest.id, -1) > p:
+            continue
+        if any(dest.id in roots.get(v.id, (v.id,)) and (v.id != dest.id or tuple(v.shape) != tuple(out.shape))
+               for v in ins.inputs):
+            continue  # read through a view, or broadcast: other elements than the one written
+        chosen[out.id] = dest.id
+        taken.add(dest.id)
+    return chosen
+
+
+def _arena(memory):
+    """One aligned block of memory.peak bytes and a view per planned buffer (value id -> array)."""
+    raw = np.empty(memory.peak + plan_pass.ALIGN, np.uint8)
+    shift = (-raw.ctypes.data) % plan_pass.ALIGN
+    arena = raw[shift:shift + memory.peak]
+    slots = {}
+    for b in memory.buffers:
+        v = b.value
+        n = plan_pass.nbytes(v)
+        slots[v.id] = arena[b.offset:b.offset + n].view(v.dtype.np).reshape(tuple(v.shape))
+    return arena, slots
+
+
+def _kernel_step(ins, fn, slots, in_place):
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p]
+    n_out = len(ins.outputs)
+    fixed = [slots.get(v.id) for v in ins.outputs]        # arena outputs: same memory every call
+    fresh = [(k, v.id, tuple(v.shape), v.dtype.np, in_place.get(v.id))
+             for k, v in enumerate(ins.outputs) if fixed[k] is None]
+    outs = [(v.id, a) for v, a in zip(ins.outputs, fixed) if a is not None]
+    ins_ = [(k, v.id, v.dtype.np) for k, v in enumerate(ins.inputs, start=n_out)]
+    ptrs = (ctypes.c_void_p * (n_out + len(ins_)))()
+    for k, a in enumerate(fixed):
+        if a is not None:
+            ptrs[k] = a.ctypes.data
+    addr = ctypes.addressof(ptrs)
+    empty, contiguous = np.empty, np.ascontiguousarray
+
+    def step(env):
+        for k, i, shape, dt, dest in fresh:
+            a = env.get(dest) if dest is not None else None
+            if a is None or a.__class__ is not np.ndarray or not a.flags.c_contiguous \
+                    or not a.flags.writeable or a.dtype != dt or a.shape != shape:
+                a = empty(shape, dt)
+            env[i] = a
+            ptrs[k] = a.ctypes.data
+        for i, a in outs:
+            env[i] = a
+        keep = []   # contiguous copies must outlive the call
+        for k, i, dt in ins_:
+            a = env[i]
+            if a.__class__ is not np.ndarray or not a.flags.c_contiguous or a.dtype != dt:
+                a = contiguous(a, dtype=dt)
+                keep.append(a)
+            ptrs[k] = a.ctypes.data
+        fn(addr)
+    return step
+
+
+def _matmul_step(ins, out):
+    a_id, b_id = (v.id for v in ins.inputs)
+    o_id = ins.outputs[0].id
+    matmul = np.matmul
+
+    def step(env):
+        env[o_id] = matmul(env[a_id], env[b_id], out=out)
+    return step
+
+
+def numpy_step(ins, bounds=(0, 0)):
+    """Run `ins` by its Function's forward (the interpreter's step); results that start inside
+    `bounds` (the arena's address range) are copied out."""
+    # attribute inputs, saved side outputs and 0-d results are handled by run_instr, in one
+    # place for every backend
+    in_ids = [v.id for v in ins.inputs]
+    out_ids = [v.id for v in ins.outputs]
+    own = len(ins.outputs) - len(ins.saved)        # forward's results, before the saved ones
+    check = not getattr(ins.fn, "is_view", False) and bounds[1] > bounds[0]
+    lo, hi = bounds
+
+    def step(env):
+        outs = run_instr(ins, [env[i] for i in in_ids])
+        if check:
+            for k in range(own):
+                a = outs[k]
+                if a.__class__ is np.ndarray and a.size and lo <= a.ctypes.data < hi:
+                    outs[k] = a.copy()   # memory of an arena slot the plan will reuse
+        env.update(zip(out_ids, outs))
+    return step
