@@ -6,6 +6,8 @@ same outputs (checked by the interpreter in tests), never mutating its input.
     fold      instructions on scalar constants only -> constants (never parameters)
     simplify  x*1, x/1, x-0, x+(-0.0), reshape∘reshape, permute∘permute, no-op
               reshape/permute/expand/cast
+    remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
+              backward instead of keeping them from the forward (last: cse would undo it)
 
 Random ops (`Function.random`) are never dropped, merged or folded: each draw advances the
 generator, and the replay must draw exactly what eager draws.
@@ -15,7 +17,7 @@ import importlib
 
 import numpy as np
 
-DEFAULT = ("dce", "cse", "fold", "simplify", "dce")
+DEFAULT = ("dce", "cse", "fold", "simplify", "dce", "remat")
 
 
 def run_all(program, names=DEFAULT):
