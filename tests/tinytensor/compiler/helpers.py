@@ -54,3 +54,16 @@ def assert_bitwise(got, want):
 
 def interpreted(program, arrays):
     return interpret.run(program, arrays)
+
+
+def train_run(make, opt_cls, batches, step, opts):
+    """Losses and final parameters of one run, with the learning rate decaying each step
+    (a schedule must not recompile: lr is a program input)."""
+    m = make()
+    opt = opt_cls(m.parameters(), **opts)
+    losses = []
+    for i, batch in enumerate(batches):
+        for g in opt.param_groups:
+            g["lr"] = 1e-2 * (1 - i / len(batches))
+        losses.append(float(step(m, opt, *batch).data))
+    return losses, [p.data.copy() for p in m.parameters()], m, opt

@@ -9,7 +9,7 @@ import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 
-from .test_optimizer_capture import _train  # lr decays each step: a schedule must not recompile
+from .helpers import train_run as _train  # lr decays each step: a schedule must not recompile
 
 
 @pytest.fixture(autouse=True)

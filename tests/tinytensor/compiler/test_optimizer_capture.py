@@ -8,7 +8,7 @@ import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 
-from .helpers import gpt, mlp
+from .helpers import gpt, mlp, train_run as _train
 
 
 def train_step(m, opt, *batch):
@@ -35,19 +35,6 @@ def _mlp_batches(n, seed=1):
 def _gpt_batches(n, seed=1):
     rng = np.random.default_rng(seed)
     return [(tt.tensor(rng.integers(0, 32, (2, 16))),) for _ in range(n)]
-
-
-def _train(make, opt_cls, batches, step, opts):
-    """Losses and final parameters of one run, with the learning rate decaying each step
-    (a schedule must not recompile: lr is a program input)."""
-    m = make()
-    opt = opt_cls(m.parameters(), **opts)
-    losses = []
-    for i, batch in enumerate(batches):
-        for g in opt.param_groups:
-            g["lr"] = 1e-2 * (1 - i / len(batches))
-        losses.append(float(step(m, opt, *batch).data))
-    return losses, [p.data.copy() for p in m.parameters()], m, opt
 
 
 OPTIMIZERS = [
