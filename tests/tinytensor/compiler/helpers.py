@@ -19,6 +19,23 @@ def gpt(seed=0, drop=0.0):
                                        resid_pdrop=drop, embd_pdrop=drop, attn_pdrop=drop))
 
 
+def training_step(loss_fn, create_graph=False):
+    """step(m, opt, *batch): loss_fn(m, *batch), zero_grad, backward, opt.step(); returns the
+    loss. create_graph=True is the backward the capture records (each op's `backward` in
+    ops), the eager reference a compiled step equals bit for bit with fusion off."""
+    def step(m, opt, *batch):
+        loss = loss_fn(m, *batch)
+        opt.zero_grad()
+        loss.backward(create_graph=create_graph)
+        opt.step()
+        return loss
+    return step
+
+
+def lm_loss(m, ids):
+    return m(ids, labels=ids).loss
+
+
 def mse_step(m, x, y):
     loss = ((m(x) - y) ** 2).mean()
     loss.backward()

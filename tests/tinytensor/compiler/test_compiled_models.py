@@ -9,7 +9,7 @@ import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 
-from .helpers import train_run as _train  # lr decays each step: a schedule must not recompile
+from .helpers import train_run as _train, training_step  # lr decays each step: a schedule must not recompile
 
 
 @pytest.fixture(autouse=True)
@@ -65,22 +65,8 @@ def _loss(m, ids, mask, labels):
     return m(ids, attention_mask=mask, labels=labels).loss
 
 
-def train_step(m, opt, *batch):
-    loss = _loss(m, *batch)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
-
-
-def reference_step(m, opt, *batch):
-    """The backward the capture records: each op's `backward` in ops, as create_graph
-    records it (run with fusion off: the fused kernels' reference decompositions)."""
-    loss = _loss(m, *batch)
-    opt.zero_grad()
-    loss.backward(create_graph=True)
-    opt.step()
-    return loss
+train_step = training_step(_loss)
+reference_step = training_step(_loss, create_graph=True)   # run with fusion off
 
 
 def _adamw(make, batches, step):

@@ -8,15 +8,9 @@ import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 
-from .helpers import gpt, mlp, train_run as _train
+from .helpers import gpt, lm_loss, mlp, train_run as _train, training_step
 
 
-def train_step(m, opt, *batch):
-    loss = _loss(m, *batch)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
 
 
 def _loss(m, *batch):
@@ -24,6 +18,9 @@ def _loss(m, *batch):
         return m(batch[0], labels=batch[0]).loss
     x, y = batch
     return ((m(x) - y) ** 2).mean()
+
+
+train_step = training_step(_loss)
 
 
 def _mlp_batches(n, seed=1):
@@ -101,12 +98,7 @@ def test_gpt_tiny_20_adamw_steps_match_eager():
 
     # against eager with the backward the capture records (each op's `backward` in ops,
     # as create_graph records it, and the fused kernels' reference decompositions): bitwise
-    def reference_step(m, opt, ids):
-        loss = m(ids, labels=ids).loss
-        opt.zero_grad()
-        loss.backward(create_graph=True)
-        opt.step()
-        return loss
+    reference_step = training_step(lm_loss, create_graph=True)
     state = fusion.set_fusion(False)
     try:
         same_backward = _train(gpt, nn.optim.AdamW, batches, reference_step, opts)

@@ -12,7 +12,7 @@ import tinytensor as tt
 from tinytensor.compiler.codegen import runner as R
 from tinytensor.core.function import Function
 
-from .helpers import gpt, lm_step
+from .helpers import gpt, lm_loss, lm_step, training_step
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                                 reason="needs a C compiler")
@@ -99,13 +99,7 @@ def test_an_undeclared_view_of_an_arena_slot_is_copied_out_not_overwritten():
 def test_adamw_writes_new_values_into_the_parameters_and_state_arrays():
     m1, m2 = gpt(), gpt()
     ids = tt.tensor(np.random.default_rng(2).integers(0, 32, (2, 8)))
-
-    def train(m, opt, ids):
-        loss = m(ids, labels=ids).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    train = training_step(lm_loss)
     o1 = nn.optim.AdamW(m1.parameters(), lr=1e-2, weight_decay=0.1)
     o2 = nn.optim.AdamW(m2.parameters(), lr=1e-2, weight_decay=0.1)
     step = _compiled(train, m1, o1, ids)
