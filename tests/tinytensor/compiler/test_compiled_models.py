@@ -127,10 +127,12 @@ def _assert_matches_reference(backend, compiled, reference):
             assert a.tobytes() == b.tobytes() and g.tobytes() == h.tobytes(), name
         return
     # the C kernels' exp/log/tanh are within twice NumPy's error, not its bits
-    # (test_codegen_c); measured: losses 2.3e-7 relative, parameters 6.5e-7 apart
+    # (test_codegen_c), and softmax's exp now runs in a fused row kernel; measured: losses
+    # 2.3e-7 relative, parameters 3.0e-6 apart at most (one T5 cross-attention k entry whose
+    # gradient sits near AdamW's eps, which turns rounding into lr-sized steps)
     assert _rel(compiled[0], reference[0]) < 1e-6
     for (name, _), a, b, (g, h) in zip(named, compiled[1], reference[1], grads):
-        np.testing.assert_allclose(a, b, rtol=0, atol=2e-6, err_msg=name)
+        np.testing.assert_allclose(a, b, rtol=0, atol=6e-6, err_msg=name)
         np.testing.assert_allclose(g, h, rtol=0, atol=2e-5 * np.abs(h).max(), err_msg=name)
 
 

@@ -23,22 +23,23 @@ def test_writes_text_picture_sources_and_a_table(tmp_path, monkeypatch):
     rows = explain.explain_stages(stages(), tmp_path)
     names = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
     assert names == sorted(["0_captured.txt", "0_captured.svg", "1_fused.txt", "1_fused.svg",
-                            "fused_mul_exp_add_tanh_0.c", "stats.md"])
+                            "fused_mul_exp_add_tanh_sum_0.c", "stats.md"])
     svg = (tmp_path / "1_fused.svg").read_text()
     n = 16 * 32
-    # the kernel's cluster: its name, FLOPs (4 ops per element), bytes (reads x, writes tanh)
-    assert "fused_mul_exp_add_tanh" in svg and f"{4 * n} FLOPs, {2 * 4 * n} bytes" in svg
+    # the kernel's cluster: its name, FLOPs (4 ops per element and the 0-d sum), bytes
+    # (reads x, writes the 0-d sum: the reduction is fused too)
+    assert "fused_mul_exp_add_tanh_sum" in svg and f"{4 * n + 1} FLOPs, {4 * n + 4} bytes" in svg
     assert "h.0.mlp" in svg
-    assert "tt_expf" in (tmp_path / "1_fused_kernels" / "fused_mul_exp_add_tanh_0.c").read_text()
+    assert "tt_expf" in (tmp_path / "1_fused_kernels" / "fused_mul_exp_add_tanh_sum_0.c").read_text()
     # captured: mul, exp, add, tanh each read and write an array (mul and add also a 0-d
     # constant), the sum reads one and writes a 0-d result; at most two intermediates live
     full = 4 * n
     assert rows[0] == {"stage": "captured", "nodes": 5, "kernels": 0,
                        "bytes moved": 9 * full + 3 * 4, "planned peak": 2 * full}
-    # fused: the kernel reads x and writes one array, which the sum reads
-    assert rows[1] == {"stage": "fused", "nodes": 2, "kernels": 1,
-                       "bytes moved": 3 * full + 4, "planned peak": full}
-    assert "| fused | 2 | 1 |" in (tmp_path / "stats.md").read_text()
+    # fused: one kernel reads x and writes the 0-d result; no intermediate is left
+    assert rows[1] == {"stage": "fused", "nodes": 1, "kernels": 1,
+                       "bytes moved": full + 4, "planned peak": 0}
+    assert "| fused | 1 | 1 |" in (tmp_path / "stats.md").read_text()
 
 
 def test_without_dot_it_writes_the_dot_source(tmp_path, monkeypatch):

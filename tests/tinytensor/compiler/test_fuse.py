@@ -37,24 +37,50 @@ def test_a_chain_with_a_broadcast_bias_becomes_one_kernel():
 def test_a_value_used_outside_the_group_stays_an_output():
     def f(x):
         a = (x * 3.0).exp()
-        return a.sum() + 0.0, (a + 1.0).relu()
+        return a.transpose(0, 1), (a + 1.0).relu()
 
     program, fused = fused_and_checked(f, X)
     (k,) = fused_instrs(fused)
     a = next(ins.outputs[0] for ins in program.instrs if ins.op == "exp")
-    assert a in k.outputs and len(k.outputs) == 2   # a (read by sum) and the relu result
+    assert a in k.outputs and len(k.outputs) == 2   # a (read by the transpose) and the relu result
+
+
+def test_a_row_reduction_joins_its_producers_and_the_consumers_it_broadcasts_to():
+    def f(x):
+        a = x.exp() * 2.0           # (4, 8)
+        s = a.sum(1, keepdim=True)  # per row, broadcast back by the division
+        return (a / s).tanh()
+
+    program, fused = fused_and_checked(f, X)
+    (k,) = fused.instrs
+    assert [i.op for i in k.attrs["body"].instrs] == ["exp", "mul", "sum", "div", "tanh"]
 
 
 def test_no_fusion_through_a_reduction_that_would_make_a_cycle():
-    def f(x):
-        a = x.exp() * 2.0          # (4, 8)
-        s = a.sum(1, keepdim=True)  # a reduction of a: not fusible
-        return (a / s).tanh()       # joining a's group would need s inside it: a cycle
+    w = rng.standard_normal((1, 1)).astype(np.float32)
 
-    program, fused = fused_and_checked(f, X)
+    def f(x, w):
+        a = x.exp() * 2.0
+        t = a.sum(1, keepdim=True) @ w   # the row sums leave through a matmul...
+        return (a / t).tanh()            # ...and come back: this cannot join a's kernel
+
+    program, fused = fused_and_checked(f, X, w)
     ops = [ins.op if ins.op != "fused" else [i.op for i in ins.attrs["body"].instrs]
            for ins in fused.instrs]
-    assert ops == [["exp", "mul"], "sum", ["div", "tanh"]]
+    assert ops == [["exp", "mul", "sum"], "matmul", ["div", "tanh"]]
+
+
+def test_a_sum_over_leading_dims_or_of_another_row_shape_does_not_join():
+    def f(x):
+        a = x.exp() * 2.0                          # (4, 8)
+        return a.sum(0, keepdim=True) + 1.0, (a.sum(1) * 3.0).tanh()
+
+    program, fused = fused_and_checked(f, X)
+    kernels = sorted([i.op for i in k.attrs["body"].instrs] for k in fused_instrs(fused))
+    # the column sum stays NumPy's; the non-keepdim row sum (shape (4,)) cannot broadcast
+    # back over (4, 8), but its own per-row consumers join it
+    assert kernels == [["exp", "mul", "sum", "mul", "tanh"]]
+    assert [i.op for i in fused.instrs if i.op != "fused"] == ["sum", "add"]
 
 
 def test_matmul_and_shape_changes_split_kernels():

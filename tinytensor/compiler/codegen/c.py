@@ -30,8 +30,9 @@ import numpy as np
 
 from ...core import primitives as P
 from ...ops import elementwise as E
+from ...ops.reduce import Amax, Sum
 from .. import cache_disk
-from .runner import Runner
+from .runner import Runner, in_place
 
 FLAGS = ["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fPIC", "-shared"]
@@ -155,18 +156,30 @@ def _collapse(loop, operand_strides):
     return dims, strides
 
 
-def kernel_source(instr, cname):
+def _pointers(operands, n_out, restrict):
+    """The declarations of p0, p1, ... (outputs, then const inputs) from b. `restrict`
+    promises the compiler no two of them overlap; a kernel that writes an output over one
+    of its inputs (an optimizer update in place, codegen/runner.py) is built without it."""
+    qualifier = "*restrict " if restrict else "*"
+    lines = []
+    for k, v in enumerate(operands):
+        t = CTYPE[v.dtype.name]
+        const = "const " if k >= n_out else ""
+        lines.append(f"    {const}{t} {qualifier}p{k} = ({const}{t} *)b[{k}];")
+    return lines
+
+
+def kernel_source(instr, cname, restrict=True):
     """C source of one function `void cname(void *const *b)`; b = outputs, then inputs."""
     body = instr.attrs["body"]
+    if is_row_kernel(body):
+        return _row_kernel_source(body, cname, restrict)
     loop = tuple(body.outputs[0].shape)
     operands = list(body.outputs) + list(body.inputs)
     dims, strides = _collapse(loop, [_broadcast_strides(v.shape, loop) for v in operands])
     nd = len(dims)
     lines = [f"{_CLONES}void {cname}(void *const *b) {{"]
-    for k, v in enumerate(operands):
-        t = CTYPE[v.dtype.name]
-        const = "const " if k >= len(body.outputs) else ""
-        lines.append(f"    {const}{t} *restrict p{k} = ({const}{t} *)b[{k}];")
+    lines += _pointers(operands, len(body.outputs), restrict)
     idx = [f"i{d}" for d in range(nd - 1)] + ["j"]
     indent = "    "
     for d in range(nd):
@@ -197,10 +210,287 @@ def kernel_source(instr, cname):
     return "\n".join(lines)
 
 
-def program_source(program):
-    """The whole translation unit: the header, then one function per fused instruction.
-    Returns (source, {instr index: function name})."""
-    return translation_unit(program, ['#include "tt_math.h"', ""], kernel_source)
+# ---------------------------------------------------------------- row kernels
+# A fused body with sums or maxima over the trailing dims F[r:] of its shape F (see
+# passes/fuse.py) is one loop over the rows F[:r]; per row, one loop over the row's n
+# elements per reduction, then one that writes the elements of the outputs of shape F.
+# Ops of shape F are computed inside those loops, again in each loop that needs them (no
+# row-sized temporary: a row of any length, and the same bits every time); ops on per-row
+# values once per row, between the loops.
+#
+# Sums reproduce NumPy's order, so that a sum over a contiguous row is bitwise NumPy's:
+# np.add.reduce starts from 0 and adds numpy's pairwise_sum of the row
+# (numpy/_core/src/umath/loops_utils.h.src): blocks of at most 128 elements summed with 8
+# accumulators, combined by splitting n in halves rounded down to multiples of 8. The
+# generated loop computes the row's elements a block (a leaf of that recursion) at a time
+# into a 128-element buffer, sums it with `tt_pairwise_block`, and `tt_pairwise_tree`
+# replays the recursion over the block sums. A max starts from -inf and keeps the first
+# nan (np.maximum.reduce propagates nan).
+REDUCE = (Sum, Amax)
+PW_BLOCK = 128
+
+PAIRWISE = "\n".join(
+    f"""static inline {t} tt_pairwise_block{sfx}(const {t} *a, int64_t n) {{   /* n <= 128 */
+    if (n < 8) {{
+        {t} res = 0;
+        for (int64_t i = 0; i < n; i++) res += a[i];
+        return res;
+    }}
+    {t} r0 = a[0], r1 = a[1], r2 = a[2], r3 = a[3], r4 = a[4], r5 = a[5], r6 = a[6], r7 = a[7];
+    int64_t i;
+    for (i = 8; i < n - (n % 8); i += 8) {{
+        r0 += a[i + 0]; r1 += a[i + 1]; r2 += a[i + 2]; r3 += a[i + 3];
+        r4 += a[i + 4]; r5 += a[i + 5]; r6 += a[i + 6]; r7 += a[i + 7];
+    }}
+    {t} res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+    for (; i < n; i++) res += a[i];
+    return res;
+}}
+/* the sum of n elements whose blocks (leaves of the recursion, in order) sum to *leaf */
+static {t} tt_pairwise_tree{sfx}(const {t} **leaf, int64_t n) {{
+    if (n <= 128) return *(*leaf)++;
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    const {t} left = tt_pairwise_tree{sfx}(leaf, n2);
+    return left + tt_pairwise_tree{sfx}(leaf, n - n2);
+}}""" for t, sfx in (("float", "f"), ("double", "")))
+
+
+def is_row_kernel(body):
+    return any(ins.fn in REDUCE for ins in body.instrs)
+
+
+def pairwise_leaves(n):
+    """(start, length) of each block NumPy's pairwise sum of n elements adds directly."""
+    if n <= PW_BLOCK:
+        return [(0, n)]
+    n2 = n // 2
+    n2 -= n2 % 8
+    return pairwise_leaves(n2) + [(n2 + a, m) for a, m in pairwise_leaves(n - n2)]
+
+
+def _contiguous(shape):
+    return _broadcast_strides(shape, shape)
+
+
+class RowKernel:
+    """What a row kernel reads and writes, per row: shared by the C and CUDA backends.
+    Operand k (outputs, then inputs, as in the buffer list) is read or written at
+    `row_base[key] + inner offset`; keys are ("f", k) for elements of shape F and
+    ("r", k, S) for per-row values of shape S."""
+
+    def __init__(self, body):
+        red = next(ins for ins in body.instrs if ins.fn in REDUCE)
+        F = self.F = tuple(red.inputs[0].shape)
+        r = self.r = len(F) - len(red.attrs["dims"])
+        self.body, self.R, self.N = body, F[:r], F[r:]
+        self.n = math.prod(self.N)
+        self.nrows = math.prod(self.R)
+        self.operands = list(body.outputs) + list(body.inputs)
+        self.index = {v.id: k for k, v in enumerate(self.operands) if k >= len(body.outputs)}
+        self.full = {v.id for ins in body.instrs if ins.fn not in REDUCE
+                     for v in ins.outputs if tuple(v.shape) == F}
+        keys = {}   # key -> strides over F (("f", k)) or over S (("r", k, S))
+        for ins in body.instrs:
+            shape = F if ins.fn in REDUCE else tuple(ins.outputs[0].shape)
+            for v in ins.inputs:
+                if v.id in self.index:
+                    k = self.index[v.id]
+                    key = ("f", k) if shape == F else ("r", k, shape)
+                    keys[key] = _broadcast_strides(v.shape, shape)
+        for k, v in enumerate(body.outputs):
+            shape = tuple(v.shape)
+            keys[("f", k) if v.id in self.full else ("r", k, shape)] = _contiguous(shape)
+        self.keys = list(keys)
+        self.outer_dims, outer = (_collapse(self.R, [keys[key][:r] for key in self.keys]) if r
+                                  else ([], [[] for _ in self.keys]))   # one row: a full reduction
+        self.outer = dict(zip(self.keys, outer))
+        full_keys = [key for key in self.keys if key[0] == "f"]
+        dims, inner = _collapse(self.N, [keys[key][r:] for key in full_keys])
+        self.inner_dims, self.inner = dims, dict(zip(full_keys, inner))
+        self.itype = "int64_t"
+        self.pragma = []   # lines before each loop over a row's elements (the CUDA backend's)
+        self.kept = {}     # value id of shape F -> a row buffer holding it (filled by a sum's loop)
+
+    def base(self, key):
+        """The variable holding the row's offset into operand `key`: one per distinct
+        stepping over the rows (most operands share one), which keeps GPU registers free."""
+        return f"o{self._steps.index(tuple(self.outer[key]))}"
+
+    def row_offsets(self, idx):
+        """Declarations of the operands' offsets at the row of outer indices `idx`."""
+        self._steps = list(dict.fromkeys(tuple(self.outer[key]) for key in self.keys))
+        out = []
+        for n, st in enumerate(self._steps):
+            terms = [f"{i} * {s}" if s != 1 else i for i, s in zip(idx, st) if s]
+            out.append(f"const {self.itype} o{n} = {' + '.join(terms) or '0'};")
+        return out
+
+    def inner_offset(self, key, j="j"):
+        st, dims = self.inner[key], self.inner_dims
+        if len(dims) == 1:
+            return j if st[0] == 1 else (f"{j} * {st[0]}" if st[0] else "0")
+        terms, below = [], 1
+        for d in reversed(range(len(dims))):
+            if st[d]:
+                t = j if below == 1 else f"{j} / {below}"
+                t = f"({t} % {dims[d]})" if d else f"({t})"
+                terms.append(t if st[d] == 1 else f"{t} * {st[d]}")
+            below *= dims[d]
+        return " + ".join(terms) or "0"
+
+    def lines(self, sum_phase):
+        """The statements of one row (its operand offsets already declared).
+        `sum_phase(acc, t, element_lines, element)` returns the lines that set the
+        accumulator `acc` (of C type t) to the sum of `element` over j in [0, n)."""
+        body = self.body
+        names = {v.id: _lit(np.asarray(a).reshape(()).item(), CTYPE[v.dtype.name])
+                 for v, a in body.consts.items()}
+        made = {}        # full value id -> its instruction and number
+        out = []
+        for ins in body.instrs:                 # per-row loads
+            shape = None if ins.fn in REDUCE else tuple(ins.outputs[0].shape)
+            if shape is None or shape == self.F:
+                continue
+            for v in ins.inputs:
+                if v.id in self.index:
+                    key = ("r", self.index[v.id], shape)
+                    name = f"y{self.keys.index(key)}"
+                    if (v.id, shape) not in names:
+                        names[(v.id, shape)] = name
+                        out.append(f"const {CTYPE[v.dtype.name]} {name} = "
+                                   f"p{key[1]}[{self.base(key)}];")
+        for n, ins in enumerate(body.instrs):
+            t = CTYPE[ins.outputs[0].dtype.name]
+            v = ins.outputs[0]
+            if v.id in self.full:
+                made[v.id] = (n, ins)
+                continue
+            if ins.fn in REDUCE:
+                pre, elem = self._elements(ins.inputs[0], made, names)
+                acc = f"v{n}"
+                if ins.fn is Sum:
+                    out += sum_phase(acc, t, pre, elem)
+                    if getattr(sum_phase, "keeps_row", False) and self.n <= PW_BLOCK and ins.inputs[0].id in made:
+                        self.kept[ins.inputs[0].id] = f"w{n}"   # the whole row: later loops read it
+                else:
+                    first_nan = f"({acc} != {acc}) ? {acc} : "
+                    step = f"{acc} = {first_nan}((e > {acc} || e != e) ? e : {acc});"
+                    out += [f"{t} {acc} = -INFINITY;", *self.pragma,
+                            f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
+                            *("    " + x for x in pre), f"    const {t} e = {elem};",
+                            f"    {step}", "}"]
+                names[v.id] = acc
+                continue
+            shape = tuple(v.shape)
+            args = [names[(a.id, shape)] if a.id in self.index else names[a.id] for a in ins.inputs]
+            names[v.id] = f"v{n}"
+            out.append(f"const {t} v{n} = {EMIT[ins.fn](args, ins, t)};  /* {ins.op} */")
+        full_out = [(k, v) for k, v in enumerate(body.outputs) if v.id in self.full]
+        if full_out:
+            pre, elems = self._elements([v for _, v in full_out], made, names)
+            out += [*self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{", *("    " + x for x in pre)]
+            for (k, v), e in zip(full_out, elems):
+                out.append(f"    p{k}[{self.base(('f', k))} + {self.inner_offset(('f', k))}] = {e};")
+            out.append("}")
+        for k, v in enumerate(body.outputs):
+            if v.id not in self.full:
+                out.append(f"p{k}[{self.base(('r', k, tuple(v.shape)))}] = {names[v.id]};")
+        return out
+
+    def _elements(self, wanted, made, names):
+        """(lines, expression(s)) computing the values `wanted` (one Value or a list) at
+        element j of the row, from the loads and the ops of shape F they need."""
+        many = isinstance(wanted, list)
+        wanted = wanted if many else [wanted]
+        need, stack = set(), [v.id for v in wanted]
+        while stack:
+            i = stack.pop()
+            if i in made and i not in need and i not in self.kept:
+                need.add(i)
+                stack += [a.id for a in made[i][1].inputs]
+        local = dict(names)
+        local.update({i: f"{buf}[j]" for i, buf in self.kept.items()})
+        lines, loads = [], []
+        for i in sorted(need, key=lambda i: made[i][0]):
+            for a in made[i][1].inputs:
+                if a.id in self.index and a.id not in loads:
+                    loads.append(a.id)
+        for v in wanted:
+            if v.id in self.index and v.id not in loads:
+                loads.append(v.id)
+        for vid in loads:
+            k = self.index[vid]
+            name = f"x{k}"
+            local[vid] = name
+            lines.append(f"const {CTYPE[self.operands[k].dtype.name]} {name} = "
+                         f"p{k}[{self.base(('f', k))} + {self.inner_offset(('f', k))}];")
+        for i in sorted(need, key=lambda i: made[i][0]):
+            n, ins = made[i]
+            t = CTYPE[ins.outputs[0].dtype.name]
+            lines.append(f"const {t} v{n} = {EMIT[ins.fn]([local[a.id] for a in ins.inputs], ins, t)};"
+                         f"  /* {ins.op} */")
+            local[i] = f"v{n}"
+        exprs = [local[v.id] for v in wanted]
+        return lines, exprs if many else exprs[0]
+
+
+def _pairwise_sum_phase(rk):
+    def phase(acc, t, pre, elem):
+        sfx = "f" if t == "float" else ""
+        zero = _lit(0.0, t)
+        leaves = pairwise_leaves(rk.n)
+        fill = [*("        " + x for x in pre), f"        w[i] = {elem};"]
+        if len(leaves) == 1:   # the row fits one block: its buffer, w<acc>, outlives the sum
+            w = f"w{acc[1:]}"
+            return [f"{t} {w}[{rk.n}];", f"for ({rk.itype} j = 0; j < {rk.n}; j++) {{",
+                    *(x[4:] for x in fill[:-1]), f"    {w}[j] = {elem};", "}",
+                    f"const {t} {acc} = {zero} + tt_pairwise_block{sfx}({w}, {rk.n});"]
+        lo = ", ".join(str(a) for a, _ in leaves)
+        ln = ", ".join(str(m) for _, m in leaves)
+        return [f"{t} {acc};", "{",
+                f"    static const int32_t lo[{len(leaves)}] = {{{lo}}}, len[{len(leaves)}] = {{{ln}}};",
+                f"    {t} leaf[{len(leaves)}];",
+                f"    for (int L = 0; L < {len(leaves)}; L++) {{",
+                f"        {t} w[{PW_BLOCK}];",
+                f"        for ({rk.itype} i = 0; i < len[L]; i++) {{", f"            const {rk.itype} j = lo[L] + i;",
+                *("    " + x for x in fill), "        }",
+                f"        leaf[L] = tt_pairwise_block{sfx}(w, len[L]);", "    }",
+                f"    const {t} *next = leaf;",
+                f"    {acc} = {zero} + tt_pairwise_tree{sfx}(&next, {rk.n});", "}"]
+    phase.keeps_row = True   # a row of one block stays in its buffer, w<acc number>
+    return phase
+
+
+def _row_kernel_source(body, cname, restrict=True):
+    rk = RowKernel(body)
+    lines = [f"{_CLONES}void {cname}(void *const *b) {{"]
+    lines += _pointers(rk.operands, len(body.outputs), restrict)
+    idx = [f"i{d}" for d in range(len(rk.outer_dims))]
+    indent = "    "
+    for i, d in zip(idx, rk.outer_dims):
+        lines.append(f"{indent}for (int64_t {i} = 0; {i} < {d}; {i}++) {{")
+        indent += "    "
+    for x in rk.row_offsets(idx) + rk.lines(_pairwise_sum_phase(rk)):
+        lines.append(indent + x)
+    for _ in idx:
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def program_source(program, in_place=()):
+    """The whole translation unit: the header, then one function per fused instruction
+    (those at the indices `in_place` without `restrict`). Returns (source, {instr index:
+    function name})."""
+    head = ['#include "tt_math.h"', ""]
+    if any(ins.op == "fused" and is_row_kernel(ins.attrs["body"]) for ins in program.instrs):
+        head += [PAIRWISE, ""]
+    in_place = set(in_place)
+    kernels = {id(ins): k for k, ins in enumerate(program.instrs)}
+    return translation_unit(program, head, lambda ins, name: kernel_source(
+        ins, name, restrict=kernels[id(ins)] not in in_place))
 
 
 def translation_unit(program, head, kernel_source):
@@ -220,7 +510,10 @@ def translation_unit(program, head, kernel_source):
 def build(program, write_back=None):
     """A runner for `program`: call it with the input arrays, get the output arrays.
     write_back: {output index: input index} that the runner may compute in place."""
-    source, names = program_source(program)
+    fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
+    aliased = in_place(program, fused, write_back or {})
+    source, names = program_source(program, {k for k in fused if any(
+        v.id in aliased for v in program.instrs[k].outputs)})
     lib = None
     if names:
         with open(HEADER) as f:

@@ -47,6 +47,8 @@ PRELUDE = """\
 def kernel_source(instr, cname):
     """CUDA source of `extern "C" __global__ void cname(outputs..., inputs...)`."""
     body = instr.attrs["body"]
+    if c.is_row_kernel(body):
+        return _row_kernel_source(body, cname)
     loop = tuple(body.outputs[0].shape)
     n = math.prod(loop)
     operands = list(body.outputs) + list(body.inputs)
@@ -91,6 +93,51 @@ def kernel_source(instr, cname):
                      f"  /* {ins.op} */")
     for k, v in enumerate(body.outputs):
         lines.append(f"{ind}p{k}[i] = {names[v.id]};")
+    lines += ["    }", "}"]
+    return "\n".join(lines)
+
+
+def _params(body):
+    params = []
+    for k, v in enumerate(list(body.outputs) + list(body.inputs)):
+        const = "const " if k >= len(body.outputs) else ""
+        params.append(f"{const}{CTYPE[v.dtype.name]} *__restrict__ p{k}")
+    return ", ".join(params)
+
+
+def _kahan_sum_phase(rk):
+    # compensated: no per-thread row buffer (the kernels keep to registers), and an error
+    # that does not grow with the row's length; the compensation restarts at inf or nan
+    def phase(acc, t, pre, elem):
+        zero = c._lit(0.0, t)
+        return [f"{t} {acc} = {zero}, {acc}_c = {zero};", *rk.pragma,
+                f"for ({rk.itype} j = 0; j < {rk.n}; j++) {{", *("    " + x for x in pre),
+                f"    const {t} y = {elem} - {acc}_c;", f"    const {t} s = {acc} + y;",
+                f"    {acc}_c = s - s == {zero} ? (s - {acc}) - y : {zero};", f"    {acc} = s;", "}"]
+    return phase
+
+
+def _row_kernel_source(body, cname):
+    """A row kernel (c.RowKernel): one thread per row, over the rows by a grid-stride loop.
+    Simple and register-only, but a thread reads its row alone (uncoalesced across the
+    warp): a block-per-row kernel is what long rows on a GPU want."""
+    rk = c.RowKernel(body)
+    idx_t = "long long" if math.prod(rk.F) > 2**31 - 1 - BLOCK * MAX_BLOCKS else "int"
+    rk.itype = idx_t
+    rk.pragma = ["#pragma unroll 1"]   # unrolled, the loops keep several elements' values live
+    lines = [f'extern "C" __global__ void {cname}({_params(body)}) {{',
+             f"    const {idx_t} step = ({idx_t})blockDim.x * gridDim.x;",
+             f"    for ({idx_t} row = ({idx_t})blockIdx.x * blockDim.x + threadIdx.x; row < {rk.nrows}; "
+             f"row += step) {{"]
+    ind = "        "
+    dims = rk.outer_dims
+    idx = [f"i{d}" for d in range(len(dims))]
+    if dims:
+        lines.append(f"{ind}{idx_t} r = row;")
+        for d in reversed(range(len(dims))):
+            lines.append(f"{ind}const {idx_t} i{d} = r % {dims[d]}; r /= {dims[d]};" if d
+                         else f"{ind}const {idx_t} i0 = r;")
+    lines += [ind + x for x in rk.row_offsets(idx) + rk.lines(_kahan_sum_phase(rk))]
     lines += ["    }", "}"]
     return "\n".join(lines)
 

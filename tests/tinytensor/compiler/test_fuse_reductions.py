@@ -1,0 +1,214 @@
+"""Row reductions fuse with what they read and what reads them: softmax, log_softmax with
+the NLL of cross_entropy, layer norm and RMS norm, forward and backward, each come out of
+capture (reference ops and their decompositions) as a few row kernels. Sums are NumPy's
+pairwise order, so programs of exactly-rounded ops stay bitwise equal to eager; with exp
+and log, within twice eager's error against float64."""
+import numpy as np
+import pytest
+
+import tinytensor as tt
+import tinytensor.functional as F
+from tinytensor.compiler.codegen import c, cuda
+from tinytensor.compiler.passes import fuse
+
+from ._programs import bits, fused_instrs, interpreted, program_of
+from .helpers import captured
+from .test_codegen_cuda import ARCHS, COMPILERS, compile_report, host_runner
+
+LENGTHS = (1, 7, 129, 1000)
+DTYPES = (np.float32, np.float64)
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TINYTENSOR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "tt_cache"))
+
+
+def rows(n, dtype, seed=0, lead=(3, 2)):
+    return (np.random.default_rng(seed).standard_normal(lead + (n,)) * 3).astype(dtype)
+
+
+def assert_bitwise(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(bits(g), bits(w))
+
+
+# ---------------------------------------------------------------- sums and maxima themselves
+def sums(x):
+    a = x * 1.5 - 0.25
+    return (a.sum(-1, keepdim=True) * 0.5, a.sum(-1) + 1.0, (a * a).sum((1, 2)) - 2.0,
+            a.amax(-1, keepdim=True) * 2.0, (a - a.amax(-1, keepdim=True)).abs() + 0.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS + (4097,))
+def test_sums_and_maxima_over_rows_are_numpys_bits(n, dtype):
+    x = rows(n, dtype)
+    x.reshape(-1)[:3] = [-0.0, np.float32(1e30), -1e-30]   # signed zero, large and tiny terms
+    program, inputs = program_of(sums, x)
+    fused = fuse.run(program).verify()
+    # one kernel per row shape: over (3, 2) rows of n, and over 3 rows of 2 * n
+    assert len(fused_instrs(fused)) == 2 and all(i.op == "fused" for i in fused.instrs)
+    assert_bitwise(c.build(fused)(inputs), interpreted(program, inputs))
+
+
+def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
+    x = rows(33, np.float32)
+    x[1, 0, 5] = np.nan
+
+    def f(x):
+        return (x * 2.0).sum() + 1.0, (x * 2.0).amax(-1) * 1.0
+
+    program, inputs = program_of(f, x)
+    fused = fuse.run(program)
+    assert len(fused_instrs(fused)) == 2
+    got, want = c.build(fused)(inputs), interpreted(program, inputs)
+    assert_bitwise(got, want)
+    assert np.isnan(got[1][1, 0]) and np.isnan(got[0])
+
+
+def test_pairwise_leaves_are_numpys_recursion():
+    assert c.pairwise_leaves(128) == [(0, 128)]
+    assert c.pairwise_leaves(129) == [(0, 64), (64, 65)]
+    for n in (129, 1000, 4097, 50257):
+        leaves = c.pairwise_leaves(n)
+        assert sum(m for _, m in leaves) == n and all(m <= 128 for _, m in leaves)
+        assert [a for a, _ in leaves] == list(np.cumsum([0] + [m for _, m in leaves[:-1]]))
+
+
+# ---------------------------------------------------------------- the composite ops, fwd + bwd
+def _weights(n, dtype):
+    rng = np.random.default_rng(7)
+    return (1.0 + 0.1 * rng.standard_normal(n)).astype(dtype), (0.1 * rng.standard_normal(n)).astype(dtype)
+
+
+def softmax_step(x, g):
+    y = F.softmax(x * 0.5, -1)
+    (y * g).sum().backward()
+    return y
+
+
+def log_softmax_step(x, g):
+    y = F.log_softmax(x, -1)
+    (y * g).sum().backward()
+    return y
+
+
+def cross_entropy_step(x, t):
+    loss = F.cross_entropy(x, t)     # log_softmax, then the NLL of the targets
+    loss.backward()
+    return loss
+
+
+def layer_norm_step(x, g, w, b):
+    y = F.layer_norm(x, (x.shape[-1],), w, b)
+    (y * g).sum().backward()
+    return y
+
+
+def rms_norm_step(x, g, w):
+    y = F.rms_norm(x, (x.shape[-1],), w)
+    (y * g).sum().backward()
+    return y
+
+
+def case(name, n, dtype):
+    """(step, input arrays, which of them require grad)."""
+    x, g = rows(n, dtype, 1), rows(n, dtype, 2)
+    w, b = _weights(n, dtype)
+    if name == "cross_entropy":
+        x = x.reshape(-1, n)
+        return cross_entropy_step, [x, np.arange(x.shape[0]) % n], [True, False]
+    return {"softmax": (softmax_step, [x, g], [True, False]),
+            "log_softmax": (log_softmax_step, [x, g], [True, False]),
+            "layer_norm": (layer_norm_step, [x, g, w, b], [True, False, True, True]),
+            "rms_norm": (rms_norm_step, [x, g, w], [True, False, True])}[name]
+
+
+# kernels each captured step comes out as, for rows longer than one: the forward and the
+# backward of one row shape are one kernel; cross_entropy's NLL picks its terms by gather
+# and scatter_add, which stay NumPy's between kernels
+KERNELS = {"softmax": 1, "log_softmax": 1, "cross_entropy": 4, "layer_norm": 1, "rms_norm": 1}
+EXACT = ("layer_norm", "rms_norm")     # no exp or log: the compiled step is eager's bits
+
+
+def compiled_case(name, n, dtype):
+    step, arrays, grad = case(name, n, dtype)
+    tensors = tuple(tt.tensor(a, requires_grad=r) for a, r in zip(arrays, grad))
+    program, want, inputs = captured(step, tensors)
+    fused = fuse.run(program).verify()
+    return fused, c.build(fused)(inputs), want, (step, arrays, grad)
+
+
+def reference(step, arrays, grad):
+    """The step run eagerly in float64: its result and the gradients, as arrays."""
+    tensors = [tt.tensor(a.astype(np.float64) if a.dtype.kind == "f" else a, requires_grad=r)
+               for a, r in zip(arrays, grad)]
+    out = step(*tensors)
+    return [out.data] + [t.grad.data for t in tensors if t.requires_grad]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_composites_forward_and_backward_fuse_into_few_kernels(name, n, dtype):
+    fused, got, want, spec = compiled_case(name, n, dtype)
+    kernels = fused_instrs(fused)
+    if n > 1:
+        assert len(kernels) == KERNELS[name], [k.attrs["name"] for k in kernels]
+    assert not {"softmax", "log_softmax", "layer_norm", "rms_norm"} & {i.op for i in fused.instrs}
+    # every reduction over rows is in a kernel (the loss's sum of everything, alone, is NumPy's)
+    assert not [i for i in fused.instrs if fuse.row_reduction(i) and fuse.row_reduction(i)[1] > 0]
+    if name in EXACT:
+        assert_bitwise(got, want)
+        return
+    ref = reference(*spec)
+    for g, w, r in zip(got, want, ref):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if dtype == np.float64:   # the reference is eager itself: a few ulps of the values
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15 * max(1.0, float(np.abs(w).max())))
+            continue
+        scale = max(float(np.abs(r).max()), 1e-30)
+        err_c = float(np.abs(g - r).max()) / scale
+        err_e = float(np.abs(w - r).max()) / scale
+        assert err_c <= 2 * err_e + 1e-7, f"{name} n={n}: compiled error {err_c:.3g}, eager {err_e:.3g}"
+
+
+def test_softmax_forward_and_backward_are_one_kernel_with_the_scale_before_it():
+    fused, _, _, _ = compiled_case("softmax", 129, np.float32)
+    (k,) = fused_instrs(fused)
+    ops = [i.op for i in k.attrs["body"].instrs]
+    assert ops[:6] == ["mul", "amax", "sub", "exp", "sum", "div"]   # y = softmax(x * 0.5)
+    assert ops[6:].count("sum") == 1 and "sub" in ops[6:]            # gy - y * sum(gy)
+    assert {v.shape for v in k.outputs} == {(3, 2, 129)}   # y, y * g for the loss, x's gradient
+
+
+# ---------------------------------------------------------------- the CUDA backend's row kernels
+def _cuda_programs():
+    return {name: compiled_case(name, 129, np.float32)[0] for name in sorted(KERNELS)}
+
+
+@pytest.mark.skipif(not COMPILERS, reason="neither nvcc nor NVRTC (cupy + nvidia-cuda-nvrtc) found")
+@pytest.mark.parametrize("compiler", COMPILERS or ["none"])
+def test_cuda_row_kernels_compile_without_spills(compiler, tmp_path):
+    for name, program in _cuda_programs().items():
+        source, names = cuda.program_source(program)
+        assert "row < " in source, name
+        for arch in ARCHS:
+            rep = compile_report(source, names.values(), arch, compiler, tmp_path)
+            assert sorted(rep) == sorted(names.values())
+            assert not [k for k, r in rep.items() if r["spill_stores"] or r["spill_loads"] or r["stack"]]
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_cuda_row_kernels_on_the_host_match_eager(name, tmp_path):
+    # one thread per row over a 3 x 7 grid: 6 rows, so some threads get none, and the
+    # compensated sum is within a few ulps of NumPy's pairwise one
+    step, arrays, grad = case(name, 129, np.float32)
+    tensors = tuple(tt.tensor(a, requires_grad=r) for a, r in zip(arrays, grad))
+    program, want, inputs = captured(step, tensors)
+    got = host_runner(fuse.run(program), tmp_path)(inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6 * max(1.0, float(np.abs(w).max())))
