@@ -169,3 +169,25 @@ def test_a_runner_refuses_to_run_twice_at_once():
     finally:
         release.set()
         t.join(5)
+
+
+def test_a_result_is_reused_only_once_the_caller_let_go_of_it():
+    x = tt.tensor(np.arange(8, dtype=np.float32))
+    step = tt.compile(lambda x: (x * 2.0).exp(), backend="c")
+    step(x)
+    r = _runner(step)
+    first = r([x.data])[0]
+    held = first.copy()
+    second = r([x.data * 0.5])[0]            # `first` is still held: new memory
+    assert second.ctypes.data != first.ctypes.data
+    assert first.tobytes() == held.tobytes()
+    view = second[2:]
+    address = second.ctypes.data
+    del second
+    third = r([x.data])[0]                   # a view still holds the memory: new memory again
+    assert third.ctypes.data != address and view.base is not None
+    address = third.ctypes.data
+    del third
+    fourth = r([x.data])[0]                  # nothing holds it: the same memory, right values
+    assert fourth.ctypes.data == address
+    assert fourth.tobytes() == held.tobytes()   # what the first call (same input) gave

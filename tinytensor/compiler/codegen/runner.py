@@ -11,13 +11,17 @@ Safety: an op that is not a declared view (`Function.is_view`) but hands back me
 its input (a no-op reshape, `astype(copy=False)`) would alias an arena slot that the plan
 is about to reuse; the runner checks each such result against the arena's address range
 and copies it out when it overlaps, so the plan can never give a silent wrong answer.
-Results handed to the caller never live in the arena. An optimizer's new parameter and
+Results handed to the caller never live in the arena; the memory of a result the caller
+has dropped (its reference count says nobody else holds it, not even a view) is reused
+for the same result at the next call, which spares a fresh allocation (and its page
+faults) per result per call. An optimizer's new parameter and
 state values are computed straight into the arrays they replace, where `in_place` proves
 nothing reads the old values afterwards (the caller's write then finds nothing to copy). A runner is not re-entrant (one
 arena per runner): calling it again while it runs, from another thread, is an error.
 """
 import ctypes
 import threading
+from sys import getrefcount
 
 import numpy as np
 
@@ -25,6 +29,9 @@ from ..interpret import _dead_after, run_instr
 from ..passes import plan as plan_pass
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+# references to a spare result when nobody else holds it: the spare list, the local name,
+# getrefcount's own argument (CPython); any view, Tensor or list of the caller adds one
+_HELD_BY_US = 3
 
 
 def placed_in_arena(ins):
@@ -53,8 +60,8 @@ class Runner:
         for k, ins in enumerate(program.instrs):
             if k in kernels:
                 step = _kernel_step(ins, kernels[k], slots, self.in_place)
-            elif ins.op == "matmul" and ins.outputs[0].id in slots:
-                step = _matmul_step(ins, slots[ins.outputs[0].id])
+            elif placed_in_arena(ins):   # a float matmul
+                step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             else:
                 step = numpy_step(ins, self._bounds)
             self.steps.append((step, dead[k]))
@@ -131,8 +138,10 @@ def _kernel_step(ins, fn, slots, in_place):
     fn.argtypes = [ctypes.c_void_p]
     n_out = len(ins.outputs)
     fixed = [slots.get(v.id) for v in ins.outputs]        # arena outputs: same memory every call
-    fresh = [(k, v.id, tuple(v.shape), v.dtype.np, in_place.get(v.id))
-             for k, v in enumerate(ins.outputs) if fixed[k] is None]
+    fresh = [(k, v.id, tuple(v.shape), v.dtype.np) for k, v in enumerate(ins.outputs)
+             if fixed[k] is None and v.id not in in_place]
+    into = [(k, v.id, tuple(v.shape), v.dtype.np, in_place[v.id]) for k, v in enumerate(ins.outputs)
+            if fixed[k] is None and v.id in in_place]
     outs = [(v.id, a) for v, a in zip(ins.outputs, fixed) if a is not None]
     ins_ = [(k, v.id, v.dtype.np) for k, v in enumerate(ins.inputs, start=n_out)]
     ptrs = (ctypes.c_void_p * (n_out + len(ins_)))()
@@ -142,11 +151,19 @@ def _kernel_step(ins, fn, slots, in_place):
     addr = ctypes.addressof(ptrs)
     empty, contiguous = np.empty, np.ascontiguousarray
 
+    spare = [None] * n_out    # the last call's results: reused once the caller let go of them
+
     def step(env):
-        for k, i, shape, dt, dest in fresh:
-            a = env.get(dest) if dest is not None else None
-            if a is None or a.__class__ is not np.ndarray or not a.flags.c_contiguous \
-                    or not a.flags.writeable or a.dtype != dt or a.shape != shape:
+        for k, i, shape, dt in fresh:
+            a = spare[k]
+            if a is None or getrefcount(a) > _HELD_BY_US:
+                a = spare[k] = empty(shape, dt)
+            env[i] = a
+            ptrs[k] = a.ctypes.data
+        for k, i, shape, dt, dest in into:  # the array this value replaces, if it can take it
+            a = env[dest]
+            if a.__class__ is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable \
+                    or a.dtype != dt or a.shape != shape:
                 a = empty(shape, dt)
             env[i] = a
             ptrs[k] = a.ctypes.data
@@ -164,12 +181,21 @@ def _kernel_step(ins, fn, slots, in_place):
 
 
 def _matmul_step(ins, out):
+    """np.matmul into `out` (an arena slot), or, for a result handed to the caller (a weight
+    gradient), into the last call's result once the caller let go of it."""
     a_id, b_id = (v.id for v in ins.inputs)
     o_id = ins.outputs[0].id
-    matmul = np.matmul
+    shape, dt = tuple(ins.outputs[0].shape), ins.outputs[0].dtype.np
+    matmul, empty = np.matmul, np.empty
+    spare = [None]
 
     def step(env):
-        env[o_id] = matmul(env[a_id], env[b_id], out=out)
+        o = out
+        if o is None:
+            o = spare[0]
+            if o is None or getrefcount(o) > _HELD_BY_US:
+                o = spare[0] = empty(shape, dt)
+        env[o_id] = matmul(env[a_id], env[b_id], out=o)
     return step
 
 
