@@ -2,7 +2,8 @@
 program against eager tinytensor and torch eager, in one run.
 
 Cases: a 5-op elementwise chain (x * 1.5 + 0.5) * x - 0.25, relu, float32, at 64K and 1M
-elements; GELU (tanh) forward, and forward + backward, at 1M. "compiled" times the C
+elements; GELU (tanh) forward, and forward + backward, at 1M; a tiny MLP training step
+(Python-overhead bound: through the tt.compile call). "compiled" times the C
 runner of the captured, fused program on the input arrays (the tt.compile call wrapper
 around it is not included); eager and torch time the same step written with their ops.
 
@@ -85,6 +86,49 @@ def cases():
         TF.gelu(xtg, approximate="tanh").backward(gt)
 
     yield ("GELU (tanh) forward+backward, float32, 1M", run, eager_step, torch_step, k)
+    yield mlp_case()
+
+
+def mlp_case():
+    """The tiny MLP training step (Linear 64->64, ReLU, Linear 64->10, cross-entropy, AdamW;
+    batch 32), Python-overhead bound: timed through the tt.compile call itself."""
+    import numpy as np
+    import torch
+    import nn
+    import tinytensor as tt
+    import tinytensor.functional as F
+
+    def make():
+        tt.manual_seed(0)
+        m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+        return m, nn.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def step(m, opt, x, y):
+        loss = F.cross_entropy(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    rng = np.random.default_rng(0)
+    xa, ya = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
+    x, y = tt.tensor(xa), tt.tensor(ya)
+    (mc, oc), (me, oe) = make(), make()
+    compiled = tt.compile(step, backend="c")
+    compiled(mc, oc, x, y)
+    from tinytensor.compiler.passes import fuse
+    k = sum(ins.op == "fused" for ins in fuse.run(compiled.programs[0]).instrs)
+    tm = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    to = torch.optim.AdamW(tm.parameters(), lr=1e-3)
+    xt, yt = torch.tensor(xa), torch.tensor(ya)
+
+    def torch_step():
+        loss = torch.nn.functional.cross_entropy(tm(xt), yt)
+        to.zero_grad()
+        loss.backward()
+        to.step()
+    return ("tiny MLP step 64-64-10, batch 32, AdamW (tt.compile call)",
+            lambda: compiled(mc, oc, x, y), lambda: step(me, oe, x, y), torch_step, k)
 
 
 def gpt_step(model, opt, ids):
