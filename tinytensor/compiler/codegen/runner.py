@@ -92,7 +92,7 @@ class Runner:
         for k, ins in enumerate(program.instrs):
             if k in kernels:
                 step = _kernel_step(ins, kernels[k], slots, self.in_place)
-            elif placed_in_arena(ins):   # a float matmul
+            elif ins.op == "matmul" and placed_in_arena(ins):
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             else:
                 step = numpy_step(ins, self._bounds)
