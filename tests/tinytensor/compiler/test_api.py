@@ -183,3 +183,29 @@ def test_autocast_is_part_of_the_signature():
         assert f(x).dtype == tt.float16   # recaptured with the casts, not the float32 program
     assert f(x).dtype == tt.float32
     assert len(f.programs) == 2
+
+
+def test_the_cycle_collector_is_paused_only_while_compiling():
+    import gc
+    seen = []
+
+    def step(x):
+        seen.append(gc.isenabled())
+        return x * 2.0
+    f = tt.compile(step)
+    assert gc.isenabled()
+    f(tt.ones(3))
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x):
+        return tt.tensor(float(x.sum().item()))   # a value read into Python: refused
+    from tinytensor.compiler.capture import CaptureError
+    with pytest.raises(CaptureError, match=r"\.item\(\)"):
+        tt.compile(bad)(tt.ones(3))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        f(tt.ones(4))                                # a new signature: compiles again
+        assert not gc.isenabled()                    # left as the caller had it
+    finally:
+        gc.enable()
