@@ -7,6 +7,7 @@ import numpy as np
 
 _seed = None
 _generators = {}
+_initial = {}   # device -> the state its generator was made with
 
 
 def manual_seed(seed):
@@ -14,6 +15,7 @@ def manual_seed(seed):
     global _seed
     _seed = int(seed)
     _generators.clear()
+    _initial.clear()
     # device._cupy is set when CuPy first loads: read it now, not at import
     from .device import _cupy
     if _cupy is not None:
@@ -34,7 +36,15 @@ def generator(device):
             seed = None if _seed is None else _seed + 1000003 * (device.index + 1)
             g = CudaGenerator(device, seed)
         _generators[device] = g
+        _initial[device] = get_rng_state(device)
     return g
+
+
+def initial_rng_state(device):
+    """The state `device`'s generator had when it was made (the compiler replays the draws
+    of a step from there when the generator was made during that step)."""
+    generator(device)
+    return _initial[device]
 
 
 def get_rng_state(device):

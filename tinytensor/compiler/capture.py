@@ -65,8 +65,10 @@ def capture(fn, args, kwargs=None, name=None):
             raise CaptureError(f"tt.compile: {name}: the .grad of {named[id(t)][1]} has a graph "
                                "of its own (from a create_graph backward); detach it first")
     before = {k: (t._version[0], id(t.data), t.grad) for k, (t, _) in named.items()}
-    for dev in {CPU} | {t.device for t in arg_tensors}:
-        _random.generator(dev)  # made now, so its state before the step can be compared
+    # every generator the step may draw from is made now, so its state before the step can
+    # be compared (one made mid-step would be replayed from where the step left it)
+    for dev in {CPU} | {t.device for t in arg_tensors} | {t.device for t, _ in named.values()}:
+        _random.generator(dev)
     rng_before = _rng_state()
 
     tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
@@ -262,8 +264,8 @@ def _check_random(name, tape, before):
         return
     draws = [(node, node.attrs) for node in tape.nodes if getattr(node.fn, "random", False)]
     try:
-        for dev, state in before.items():
-            _random.set_rng_state(dev, state)
+        for dev in after:  # a generator made during the step replays from its first state
+            _random.set_rng_state(dev, before[dev] if dev in before else _random.initial_rng_state(dev))
         for node, attrs in draws:
             node.fn.forward(_Ctx(), **attrs)
         replayed = _rng_state()

@@ -251,7 +251,7 @@ def _why_not_fused(x, weight, bias):
 
 def _low_precision_with_float32_params(x, weight, bias):
     params = [p for p in (weight, bias) if p is not None]
-    return x.dtype.itemsize == 2 and params and all(p.dtype is float32 for p in params)
+    return x.dtype.itemsize == 2 and bool(params) and all(p.dtype is float32 for p in params)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

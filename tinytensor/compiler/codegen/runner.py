@@ -17,7 +17,8 @@ for the same result at the next call, which spares a fresh allocation (and its p
 faults) per result per call. An optimizer's new parameter and
 state values are computed straight into the arrays they replace, where `in_place` proves
 nothing reads the old values afterwards (the caller's write then finds nothing to copy). A runner is not re-entrant (one
-arena per runner): calling it again while it runs, from another thread, is an error.
+arena per runner): calls from several threads take turns; a call from inside its own run
+is an error.
 """
 import ctypes
 import sys
@@ -30,9 +31,19 @@ from ..interpret import _dead_after, run_instr
 from ..passes import plan as plan_pass
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
-# references to a spare result when nobody else holds it: the spare list, the local name,
-# getrefcount's own argument (CPython); any view, Tensor or list of the caller adds one
-_HELD_BY_US = 3
+
+
+def _held_by_us():
+    """What getrefcount says of a spare result nobody else holds, read the way the steps
+    read it (a slot of a list, a local name): 3 on CPython 3.11 (the list, the name,
+    getrefcount's argument); measured, not assumed, since interpreters count differently.
+    Any view, Tensor or list of the caller's adds one."""
+    spare = [np.empty(1)]
+    a = spare[0]
+    return getrefcount(a)
+
+
+_HELD_BY_US = _held_by_us()
 
 
 def _data_offset():
@@ -101,23 +112,31 @@ class Runner:
         self._consts = {v.id: np.asarray(a) for v, a in program.consts.items()}
         self._outputs = [v.id for v in program.outputs]
         self._lock = threading.Lock()
+        self._owner = None    # the thread running the program now
 
     def __call__(self, inputs):
         if len(inputs) != len(self._inputs):
             raise ValueError(f"compiled program: expected {len(self._inputs)} inputs, got {len(inputs)}")
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError("compiled program: called again while it runs (another thread, or "
-                               "from inside itself); a program has one arena, so calls take turns")
-        try:
-            env = dict(self._consts)
-            env.update(zip(self._inputs, inputs))
-            for step, gone in self.steps:
-                step(env)
-                for i in gone:
-                    del env[i]
-            return [env[i] for i in self._outputs]
-        finally:
-            self._lock.release()
+        me = threading.get_ident()
+        if self._owner == me:
+            raise RuntimeError("compiled program: called again from inside itself (a hook or "
+                               "callback of its own run); a program has one arena, so it cannot "
+                               "run twice at once")
+        with self._lock:   # another thread waits its turn: the arena is shared
+            self._owner = me
+            try:
+                return self._run(inputs)
+            finally:
+                self._owner = None
+
+    def _run(self, inputs):
+        env = dict(self._consts)
+        env.update(zip(self._inputs, inputs))
+        for step, gone in self.steps:
+            step(env)
+            for i in gone:
+                del env[i]
+        return [env[i] for i in self._outputs]
 
 
 def in_place(program, kernels, write_back):
@@ -250,7 +269,7 @@ def numpy_step(ins, bounds=(0, 0)):
         if check:
             for k in range(own):
                 a = outs[k]
-                if a.__class__ is np.ndarray and a.size and lo <= a.ctypes.data < hi:
+                if a.__class__ is np.ndarray and a.size and lo <= data_pointer(a) < hi:
                     outs[k] = a.copy()   # memory of an arena slot the plan will reuse
         env.update(zip(out_ids, outs))
     return step
