@@ -3,7 +3,7 @@ backward) and casting a gradient to its input's dtype. They are ordinary Functio
 a backward with `create_graph=True` through them is differentiable like any other op."""
 import numpy as np
 
-from ..dtypes import from_any, from_numpy_dtype
+from ..dtypes import BF16_NP, from_any, from_numpy_dtype
 from .function import Function
 
 
@@ -76,6 +76,11 @@ class Cast(Function):
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.src = from_numpy_dtype(x.dtype)
+        if x.dtype == BF16_NP and dtype.category < 2:
+            # to integers through float32 (exact for every bfloat16): ml_dtypes' own cast of
+            # inf and nan to int changed between releases (0.6: INT_MIN as torch on x86,
+            # 0.7: 0); NumPy's float32 cast is the one torch agrees with
+            return x.astype(np.float32).astype(dtype.np)
         return x.astype(dtype.np)
 
     @staticmethod
