@@ -27,10 +27,12 @@ from sys import getrefcount
 
 import numpy as np
 
+from ...ops.movement import Permute, Reshape
 from ..interpret import _dead_after, run_instr
 from ..passes import plan as plan_pass
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+_VIEWS = (Reshape, Permute)
 
 
 def _held_by_us():
@@ -253,11 +255,31 @@ def _matmul_step(ins, out):
     return step
 
 
+def _view_step(ins):
+    """A reshape or permute, as its forward computes it (the same NumPy call) without the
+    interpreter's general path: these are a fifth of a training step's instructions and
+    cost ~0.3 us this way against ~1.5 us."""
+    i, o = ins.inputs[0].id, ins.outputs[0].id
+    if ins.fn is Reshape:
+        shape = ins.attrs["shape"]
+
+        def step(env):
+            env[o] = env[i].reshape(shape)
+    else:
+        dims = ins.attrs["dims"]
+
+        def step(env):
+            env[o] = env[i].transpose(dims)
+    return step
+
+
 def numpy_step(ins, bounds=(0, 0)):
     """Run `ins` by its Function's forward (the interpreter's step); results that start inside
     `bounds` (the arena's address range) are copied out."""
     # attribute inputs, saved side outputs and 0-d results are handled by run_instr, in one
     # place for every backend
+    if ins.fn in _VIEWS and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 1:
+        return _view_step(ins)
     in_ids = [v.id for v in ins.inputs]
     out_ids = [v.id for v in ins.outputs]
     own = len(ins.outputs) - len(ins.saved)        # forward's results, before the saved ones
