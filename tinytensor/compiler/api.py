@@ -45,6 +45,7 @@ class CompiledFunction:
 
     def __init__(self, fn, backend="numpy"):
         self._backend = _backend(backend)
+        self.backend = backend
         self._module = fn if hasattr(fn, "named_parameters") and hasattr(fn, "forward") else None
         self._fn = _call_module if self._module is not None else fn
         self.__name__ = type(fn).__name__ if self._module is not None else \

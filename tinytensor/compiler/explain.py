@@ -93,6 +93,13 @@ def _kernel_sources(program, folder):
             f.write('#include "tt_math.h"\n\n' + c.kernel_source(program.instrs[k], name) + "\n")
 
 
+def picture(program, stage="program"):
+    """A graphviz Digraph of `program`: one box per instruction (op, output shapes, module
+    path), one filled cluster per fused kernel labelled with its name, FLOPs and bytes
+    moved. What `explain` writes per stage, and what `tt.viz.graph(program)` returns."""
+    return _picture(program, stage)
+
+
 def _picture(program, stage):
     # graphviz is optional: only explain's pictures need it
     import graphviz

@@ -22,6 +22,26 @@ __all__ = ["graph", "Graph", "DotGraph", "GraphvizNotFoundWarning", "op_flops", 
            "fmt_bytes", "write", "INSTALL_HINT"]
 
 
+def _compiled_program(args):
+    """The ir.Program to draw if `args` is one program or one compiled function, else None."""
+    if len(args) != 1:
+        return None
+    (a,) = args
+    from ..compiler import ir  # light: the IR classes only
+    if isinstance(a, ir.Program):
+        return a
+    programs = getattr(a, "programs", None)
+    if programs is not None and getattr(a, "_cache", None) is not None:
+        if not programs:
+            raise ValueError("tt.viz.graph: this compiled function has not run yet, so it has "
+                             "no program to draw; call it once first")
+        if a.backend in ("c", "cuda"):  # drawn fused, as that backend runs it
+            from ..compiler.passes import fuse
+            return fuse.run(programs[-1])
+        return programs[-1]
+    return None
+
+
 def graph(*outputs_or_tapes, group_by_module=True, max_depth=None, collapse=False,
           backward=False, create_graph=False, annotate=True, edge_labels="auto", names=None,
           legend=False, title=None, rankdir="TB", use_graphviz=True):
@@ -41,7 +61,15 @@ def graph(*outputs_or_tapes, group_by_module=True, max_depth=None, collapse=Fals
     - edge_labels: "auto" (shapes where they help: module boundaries, boxes,
       multi-output ops), "all" or "none".
     - names: {label: tensor} to name inputs (`{"tokens": idx}`).
+
+    A compiled program (`tt.compile(f).programs[k]`, an `ir.Program` after any pass) or a
+    compiled function (its latest program, fused as its backend runs it) is drawn as
+    `tt.compiler.explain` draws each stage: one cluster per fused kernel.
     """
+    program = _compiled_program(outputs_or_tapes)
+    if program is not None:
+        from ..compiler.explain import picture
+        return picture(program, title or "compiled program")
     src = Sources(outputs_or_tapes, names)
     orders = int(backward)
     if create_graph:

@@ -68,3 +68,25 @@ def test_explain_a_step_writes_every_stage_and_fusion_cuts_nodes_and_bytes(tmp_p
     assert last["bytes moved"] < first["bytes moved"]
     assert (tmp_path / "stats.md").read_text().count("\n") == len(rows) + 2
     assert any((tmp_path / f"{len(rows) - 1}_fuse_kernels").iterdir())
+
+
+def test_viz_graph_draws_a_compiled_function_and_a_program_as_explain_does(tmp_path):
+    import nn
+    import tinytensor as tt
+    tt.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 8), nn.GELU("tanh"), nn.Linear(8, 2))
+    f = tt.compile(lambda x: m(x).sum(), backend="c")
+    try:
+        tt.viz.graph(f)
+    except ValueError as e:
+        assert "has not run yet" in str(e)
+    f(tt.randn(4, 8))
+    fused = fuse.run(f.programs[0])
+    kernels = sum(ins.op == "fused" for ins in fused.instrs)
+    g = tt.viz.graph(f)                            # drawn as the C backend runs it: fused
+    assert kernels >= 1 and g.source.count("subgraph cluster_") == kernels
+    assert explain.picture(fused, "compiled program").source == g.source   # the same picture
+    assert tt.viz.graph(f.programs[0]).source.count("subgraph cluster_") == 0   # before fusion
+    if explain.shutil.which("dot"):
+        g.render(str(tmp_path / "compiled"), format="svg", cleanup=True)
+        assert "fused_" in (tmp_path / "compiled.svg").read_text()
