@@ -3,8 +3,8 @@
 
 Forward runs `fn` under no_grad and keeps only its inputs; backward reruns `fn` with grad
 enabled on detached copies of them, with the random generators (the CPU's and each input
-device's) set back to where they were for the forward (so dropout draws the same masks), backpropagates through that graph and
-hands the inputs' gradients on. Memory: one block's activations at a time instead of all of
+device's) set back to where they were for the forward (so dropout draws the same masks),
+backpropagates through that graph and hands the inputs' gradients on. Memory: one block's activations at a time instead of all of
 them, for one extra forward per recomputed call.
 
 As torch's reentrant checkpoint: parameters used inside `fn` get their gradient

@@ -19,14 +19,12 @@ import os
 import shutil
 
 from .capture import capture
+from .ir import nbytes
 from .passes import DEFAULT
 from .passes import plan as plan_pass
 
 _FUSED_COLOR = "#fff4d6"
 
-
-def nbytes(v):
-    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
 
 
 def bytes_moved(ins):

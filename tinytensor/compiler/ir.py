@@ -13,6 +13,7 @@ its own: the instructions it replaced, with the kernel's inputs as that Program'
 """
 import dataclasses
 import itertools
+import math
 
 _ids = itertools.count()
 
@@ -41,6 +42,11 @@ class Value:
     def __repr__(self):
         label = self.name or f"v{self.id}"
         return f"%{label}[{', '.join(map(str, self.shape))}] {self.dtype.name}"
+
+
+def nbytes(v):
+    """Bytes of a Value's array; 0 where a dim is symbolic (its size is not known yet)."""
+    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
 
 
 @dataclasses.dataclass(eq=False)

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 
+from tools.lib.bench_train import lm_step
 from tools.lib.timing import median_n
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -131,12 +132,7 @@ def mlp_case():
             lambda: compiled(mc, oc, x, y), lambda: step(me, oe, x, y), torch_step, k)
 
 
-def gpt_step(model, opt, ids):
-    loss = model(ids, labels=ids).loss
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    return loss
+gpt_step = lm_step  # the step tt.compile captures, eager runs and torch runs
 
 
 def gpt_first_call(cache):
@@ -180,13 +176,9 @@ def gpt_case():
     opt_e = nn.optim.AdamW(eager_model.parameters(), lr=1e-4)
     opt_t = torch.optim.AdamW(ref.parameters(), lr=1e-4)
 
-    def torch_step():
-        loss = ref(ids_th, labels=ids_th).loss
-        opt_t.zero_grad()
-        loss.backward()
-        opt_t.step()
     return ("GPT-2-style 4x256, B=8 T=128: fwd+bwd+AdamW", lambda: step(model, opt, ids),
-            lambda: gpt_step(eager_model, opt_e, ids_tt), torch_step, kernels, (cold, warm))
+            lambda: gpt_step(eager_model, opt_e, ids_tt), lambda: gpt_step(ref, opt_t, ids_th),
+            kernels, (cold, warm))
 
 
 def run_compile(repeat, gpt=True):

@@ -37,22 +37,26 @@ def build_pair():
     return ours, ref, tt.tensor(ids), torch.tensor(ids), nn, torch, tt
 
 
+def lm_step(model, opt, ids):
+    """One forward + backward + optimizer step of a causal LM; tinytensor's and torch's
+    models and optimizers read alike here, so both libraries run this same function."""
+    loss = model(ids, labels=ids).loss
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def train_cases():
     ours, ref, ids_tt, ids_th, nn, torch, tt = build_pair()
     opt_tt = nn.optim.AdamW(ours.parameters(), lr=1e-4)
     opt_th = torch.optim.AdamW(ref.parameters(), lr=1e-4)
 
     def step_tt():
-        loss = ours(ids_tt, labels=ids_tt).loss
-        opt_tt.zero_grad()
-        loss.backward()
-        opt_tt.step()
+        lm_step(ours, opt_tt, ids_tt)
 
     def step_th():
-        loss = ref(ids_th, labels=ids_th).loss
-        opt_th.zero_grad()
-        loss.backward()
-        opt_th.step()
+        lm_step(ref, opt_th, ids_th)
 
     def fwd_tt():
         with tt.no_grad():

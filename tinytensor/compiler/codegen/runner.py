@@ -14,11 +14,12 @@ and copies it out when it overlaps, so the plan can never give a silent wrong an
 Results handed to the caller never live in the arena; the memory of a result the caller
 has dropped (its reference count says nobody else holds it, not even a view) is reused
 for the same result at the next call, which spares a fresh allocation (and its page
-faults) per result per call. An optimizer's new parameter and
-state values are computed straight into the arrays they replace, where `in_place` proves
-nothing reads the old values afterwards (the caller's write then finds nothing to copy). A runner is not re-entrant (one
-arena per runner): calls from several threads take turns; a call from inside its own run
-is an error.
+faults) per result per call. An optimizer's new parameter and state values are computed
+straight into the arrays they replace, where `in_place` proves nothing reads the old
+values afterwards (the caller's write then finds nothing to copy).
+
+A runner is not re-entrant (one arena per runner): calls from several threads take turns;
+a call from inside its own run is an error.
 """
 import ctypes
 import sys

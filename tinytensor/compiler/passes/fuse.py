@@ -48,7 +48,7 @@ from ...ops.movement import Permute
 from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
 from ...ops.softmax import LogSoftmax, Softmax
-from ..ir import Instr, Program, Value
+from ..ir import Instr, Program, Value, nbytes
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -116,9 +116,6 @@ def row_shapes(F, r):
     """The shapes of per-row values of a row kernel over F reducing F[r:]: keepdim first."""
     return F[:r] + (1,) * (len(F) - r), F[:r]
 
-
-def nbytes(v):
-    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
 
 
 def run(program):

@@ -14,20 +14,16 @@ Runs last (after cse, which would merge the clone back); the memory plan and fus
 the result, so the clone usually joins a backward kernel.
 """
 import dataclasses
-import math
 
 from ...core import primitives as P
 from ...ops import elementwise as E
-from ..ir import Value
+from ..ir import Value, nbytes
 from . import finish, is_random
 
 # one read of each input and one write: cheaper to redo than to keep (no reductions, no exp of a sum)
 CHEAP = {E.Gelu, E.Relu, E.Silu, E.Sigmoid, E.Tanh, E.Add, E.Sub, E.Mul, E.Neg, E.Where, P.Cast}
 MIN_BYTES = 64 * 1024   # below this the saved memory is not worth a pass over it
 
-
-def _nbytes(v):
-    return math.prod(v.shape) * v.dtype.itemsize if all(isinstance(d, int) for d in v.shape) else 0
 
 
 def _views(program, k, readers):
@@ -87,7 +83,7 @@ def candidates(program, depth=3, min_bytes=MIN_BYTES):
         v = ins.outputs[0]
         views = _views(program, k, readers)
         values = [v.id] + [instrs[j].outputs[0].id for j in views]
-        if any(x in held for x in values) or _nbytes(v) < min_bytes:
+        if any(x in held for x in values) or nbytes(v) < min_bytes:
             continue
         reads = [r for x in values for r in readers.get(x, ()) if r not in views]
         backward = [r for r in reads if instrs[r].role != "forward"]
