@@ -4,8 +4,12 @@ import functools
 import gc
 import warnings
 
+import numpy as _np
+
 from ..core.tensor import Tensor
-from . import guards, interpret
+from ..device import device_of_array
+from . import dynamic as _dynamic
+from . import guards, instantiate, interpret, state, symbolic
 from .capture import capture, flatten_tensors, known_tensors, own, owner, rebuild
 from .passes import run_all
 
@@ -26,26 +30,31 @@ def compile(fn=None, *, backend="numpy", dynamic=False):
     recording it, backward included, and returns that result; later calls replay the
     program on the new arrays, return its results as tensors without autograd history,
     and set each parameter's .grad as the eager step would. backend="numpy" runs the
-    program with the ops' own NumPy code (the interpreter); "c" uses the generated C
-    kernels once that backend exists. dynamic=True (symbolic batch / sequence sizes) is
-    not implemented yet and raises NotImplementedError.
+    program with the ops' own NumPy code (the interpreter); "c" and "cuda" the generated
+    kernels.
+
+    dynamic=True: the sizes of the tensor arguments (and of the tensors a state object such
+    as a KV cache holds) are symbols, so one program serves every batch and sequence size
+    and a cached decoder every cache length; a size the step ties to a fixed one (a Linear's
+    input features) is pinned back to its number. See compiler/dynamic.py.
+
+    A compiled Module still answers for the Module (`fast.config`, `fast.new_cache()`), so
+    `models.generate(tt.compile(model, dynamic=True), ids)` decodes with it.
     """
     if fn is None:
         return functools.partial(compile, backend=backend, dynamic=dynamic)
-    if dynamic:
-        raise NotImplementedError(
-            "tt.compile(dynamic=True): symbolic batch and sequence dimensions are not "
-            f"implemented yet; with dynamic=False each new shape compiles its own program "
-            f"(up to {LIMIT} per function, then new shapes run eagerly)")
-    return CompiledFunction(fn, backend)
+    if not isinstance(dynamic, bool):
+        raise TypeError(f"tt.compile: dynamic must be True or False, got {dynamic!r}")
+    return CompiledFunction(fn, backend, dynamic)
 
 
 class CompiledFunction:
     """A function (or Module) with a cache of programs, one per call signature."""
 
-    def __init__(self, fn, backend="numpy"):
+    def __init__(self, fn, backend="numpy", dynamic=False):
         self._backend = _backend(backend)
         self.backend = backend
+        self.dynamic = dynamic
         self._module = fn if hasattr(fn, "named_parameters") and hasattr(fn, "forward") else None
         self._fn = _call_module if self._module is not None else fn
         self.__name__ = type(fn).__name__ if self._module is not None else \
@@ -59,16 +68,29 @@ class CompiledFunction:
         self._warned = False
         self.counts = {}          # pass name -> instruction count, of the latest compile
 
+    def __getattr__(self, name):
+        # a compiled Module reads as the Module: config, new_cache, forward's signature, ...
+        module = self.__dict__.get("_module")
+        if module is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(module, name)
+
     def __call__(self, *args, **kwargs):
         if self._module is not None:
             args = (self._module,) + args
-        labels = {}
-        parts = guards.signature(args, kwargs, self._extra, self._cleared, labels)
-        key = guards.key(parts)
-        entry = self._cache.get(key)
+        dyn = self.dynamic
+        entry = self._cache.get(guards.call_key(args, kwargs, self._extra, self._cleared, dyn))
         if entry is not None:
-            return entry(args, kwargs)
-        if len(self._cache) >= LIMIT:
+            if not dyn:
+                return entry(args, kwargs)
+            for e in entry:   # the programs of this pattern of sizes: the first whose guards pass
+                out = e(args, kwargs)
+                if out is not _MISS:
+                    return out
+        labels = {}  # the labelled signature: for the warning below and the cleared .grads
+        parts = guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn)
+        key = guards.key(parts)
+        if self._count() >= LIMIT:
             if not self._warned:
                 self._warned = True
                 warnings.warn(
@@ -77,7 +99,7 @@ class CompiledFunction:
                     f"compiled one: {guards.changed(self._last, parts)}", RuntimeWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
         with _collector_paused():
-            program, result, meta = capture(self._fn, args, kwargs, name=self.__name__)
+            program, result, meta = capture(self._fn, args, kwargs, name=self.__name__, dynamic=dyn)
             known = {id(p) for p in self._extra}
             for kind, t in meta["bindings"]:
                 if (kind == "param" and t.requires_grad and id(t) not in known
@@ -93,39 +115,107 @@ class CompiledFunction:
                 parts = [(label, v) for label, v in parts if label not in drop]
                 key = guards.key(parts)
             program, self.counts = run_all(program)
-            self._cache[key] = _Entry(program, meta, self._backend(program, meta["write_back"]))
+            if dyn:
+                entry = _DynamicEntry(program, meta, self._backend(program, meta["write_back"], True))
+                self._cache.setdefault(key, []).append(entry)
+            else:
+                self._cache[key] = _Entry(program, meta, self._backend(program, meta["write_back"]))
         self._last = parts
         return result
+
+    def _entries(self):
+        if not self.dynamic:
+            return list(self._cache.values())
+        return [e for entries in self._cache.values() for e in entries]
+
+    def _count(self):
+        return len(self._entries())
 
     @property
     def programs(self):
         """The compiled programs, one per signature, in compile order."""
-        return [e.program for e in self._cache.values()]
+        return [e.program for e in self._entries()]
 
 
 class _Entry:
     def __init__(self, program, meta, runner):
         self.program, self.meta, self.runner = program, meta, runner
+        # per call, only the arrays change: what to read for each input, where results go
+        self._fetch = [(_FETCH[kind], x) for kind, x in meta["bindings"]]
+        self._devices = [t._device for t in flatten_tensors(meta["tree"])]
+        self._plain = all(how < 4 for how, _ in self._fetch)
 
     def __call__(self, args, kwargs):
         meta = self.meta
         for f in meta["before_call"]:  # an optimizer's step count, which its inputs read
             f()
         tensors = flatten_tensors((args, kwargs))
-        arrays = [tensors[x].data if kind == "arg" else x.data if kind == "param" else
-                  x() if kind == "call" else x.grad.data for kind, x in meta["bindings"]]
-        outs = self.runner(arrays)
+        if self._plain:
+            arrays = [tensors[x].data if how == 0 else x.data if how == 1 else x() if how == 2
+                      else x.grad.data for how, x in self._fetch]
+        else:   # state objects' tensors too
+            arrays = [self._read(k, args, kwargs, tensors) for k in range(len(self._fetch))]
+        return self._finish(args, kwargs, arrays, self.runner(arrays))
+
+    def _read(self, k, args, kwargs, tensors):
+        """The array of program input k for this call (None for a number of sizes)."""
+        how, x = self._fetch[k]
+        if how == 0:
+            return tensors[x].data
+        if how == 4:
+            return state.read(args, kwargs, x).data
+        return x.data if how == 1 else x() if how == 2 else x.grad.data if how == 3 else None
+
+    def _finish(self, args, kwargs, arrays, outs):
+        """The writes, .grads, state slots and results of a replay's output arrays."""
+        meta = self.meta
         for k, write in meta["writes"]:  # copies into the parameters' and state's own arrays
             write(outs[k])
         handed = set()
-        inputs = {id(owner(a)) for a in arrays}
-        n = meta["n_results"]
-        template = flatten_tensors(meta["tree"])
-        results = [Tensor._make(own(a, handed, inputs), t._device, False)
-                   for a, t in zip(outs[:n], template)]
+        inputs = {id(a) if a.base is None else id(owner(a)) for a in arrays}
+        make = Tensor._make
+        results = [make(own(a, handed, inputs), device, False)
+                   for a, device in zip(outs, self._devices)]
         for p, k in meta["grads"]:
-            p.grad = None if k is None else Tensor._make(own(outs[k], handed, inputs), p._device, False)
+            p.grad = None if k is None else make(own(outs[k], handed, inputs), p._device, False)
+        for k, path in meta["slot_writes"]:   # a KV cache's new keys and values, and the like
+            new = None if k is None else make(own(outs[k], handed, inputs),
+                                              device_of_array(outs[k]), False)
+            state.write(args, kwargs, path, new)
         return rebuild(meta["tree"], results)
+
+
+_FETCH = {"arg": 0, "param": 1, "call": 2, "grad": 3, "slot": 4, "size": 5}
+_MISS = object()
+
+
+class _DynamicEntry(_Entry):
+    """A program of symbolic sizes: reads the sizes off the call, checks the capture's
+    guards, and runs the program made for those sizes (`instances`, see instantiate.py)."""
+
+    def __init__(self, program, meta, instances):
+        super().__init__(program, meta, instances)
+        bindings = meta["bindings"]
+        self._sized = [k for k, (kind, _) in enumerate(bindings) if kind in ("arg", "slot")]
+        self._sized_inputs = [program.inputs[k] for k in self._sized]
+        self._sizes = [(k, x) for k, (kind, x) in enumerate(bindings) if kind == "size"]
+        self._symbols = sorted(meta["symbolic"]["symbols"])
+        self._guards = meta["symbolic"]["guards"]
+
+    def __call__(self, args, kwargs):
+        tensors = flatten_tensors((args, kwargs))
+        sized = [self._read(k, args, kwargs, tensors) for k in self._sized]
+        env = _dynamic.sizes_of(self._sized_inputs, sized)
+        if env is None or len(env) != len(self._symbols) \
+                or not _dynamic.shapes_agree(self._sized_inputs, sized, env) or not self._guards.hold(env):
+            return _MISS
+        for f in self.meta["before_call"]:
+            f()
+        arrays = [self._read(k, args, kwargs, tensors) for k in range(len(self._fetch))]
+        for k, (value, dt) in self._sizes:
+            arrays[k] = _np.asarray(symbolic.evaluate(value, env), dtype=dt)
+        runner = self.runner(tuple(env[s] for s in self._symbols), env)
+        return self._finish(args, kwargs, arrays, runner(arrays))
 
 
 @contextlib.contextmanager
@@ -153,19 +243,27 @@ def _in_args(t, args, kwargs):
 
 
 def _backend(name):
-    """A function (program, write_back) -> runner(list of input arrays) -> list of output
-    arrays; write_back ({output index: input index}) says which outputs a runner may compute
-    straight into an input's array (capture's meta)."""
+    """A function (program, write_back, dynamic=False) -> runner(list of input arrays) ->
+    list of output arrays; write_back ({output index: input index}) says which outputs a
+    runner may compute straight into an input's array (capture's meta). dynamic=True: an
+    instantiate.Instances, (sizes, {symbol: size}) -> the runner for those sizes."""
     if name not in BACKENDS:
         raise ValueError(f"tt.compile: unknown backend {name!r}; expected one of {BACKENDS}")
     if name == "numpy":
-        return lambda program, write_back: functools.partial(interpret.run, program)
-    if name == "cuda":
-        # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
-        from .codegen import cuda as codegen_cuda
-        from .passes import fuse  # likewise
-        return lambda program, write_back: codegen_cuda.build(fuse.run(program))
+        def numpy_backend(program, write_back, dynamic=False):
+            if dynamic:
+                return instantiate.Instances(
+                    lambda env: functools.partial(interpret.run, instantiate.at(program, env)))
+            return functools.partial(interpret.run, program)
+        return numpy_backend
     # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
-    from .codegen import c as codegen_c
-    from .passes import fuse  # likewise
-    return lambda program, write_back: codegen_c.build(fuse.run(program), write_back)
+    from .passes import fuse
+    if name == "cuda":
+        from .codegen import cuda as codegen
+    else:
+        from .codegen import c as codegen
+    def generated(program, write_back, dynamic=False):
+        if dynamic:
+            return codegen.build_dynamic(fuse.run(program), write_back)
+        return codegen.build(fuse.run(program), write_back)
+    return generated

@@ -113,9 +113,9 @@ def test_decorator_and_module_forward():
     assert again.grad_fn is None
 
 
-def test_dynamic_and_missing_backends_are_clear_errors():
-    with pytest.raises(NotImplementedError, match="dynamic=True.*not implemented"):
-        tt.compile(lambda x: x, dynamic=True)
+def test_bad_dynamic_and_missing_backends_are_clear_errors():
+    with pytest.raises(TypeError, match="dynamic must be True or False, got 'yes'"):
+        tt.compile(lambda x: x, dynamic="yes")
     assert callable(tt.compile(lambda x: x, backend="cuda"))  # runs where CuPy and a GPU are
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         tt.compile(lambda x: x, backend="tpu")

@@ -102,10 +102,14 @@ class Runner:
         lo = self.arena.ctypes.data if self.arena.size else 0
         self._bounds = (lo, lo + self.arena.size)
         dead = _dead_after(program)
+        # values whose arrays the runner makes itself, C-contiguous and of their own dtype:
+        # a kernel reading one needs no layout check
+        made = {v.id for k, ins in enumerate(program.instrs) if k in kernels or
+                (ins.op == "matmul" and placed_in_arena(ins)) for v in ins.outputs}
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
-                step = _kernel_step(ins, kernels[k], slots, self.in_place)
+                step = _kernel_step(ins, kernels[k], slots, self.in_place, made)
             elif ins.op == "matmul" and placed_in_arena(ins):
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             else:
@@ -187,7 +191,10 @@ def _arena(memory):
     return arena, slots
 
 
-def _kernel_step(ins, fn, slots, in_place):
+def _kernel_step(ins, fn, slots, in_place, made=frozenset()):
+    """The call of a fused kernel: its operands' pointers in one array, `fn(that array)`.
+    `made`: ids of values the runner itself makes (`Runner`): an input among them needs no
+    layout check, and one in an arena slot (`slots`) has the same pointer at every call."""
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p]
     n_out = len(ins.outputs)
@@ -197,13 +204,20 @@ def _kernel_step(ins, fn, slots, in_place):
     into = [(k, v.id, tuple(v.shape), v.dtype.np, in_place[v.id]) for k, v in enumerate(ins.outputs)
             if fixed[k] is None and v.id in in_place]
     outs = [(v.id, a) for v, a in zip(ins.outputs, fixed) if a is not None]
-    ins_ = [(k, v.id, v.dtype.np) for k, v in enumerate(ins.inputs, start=n_out)]
-    ptrs = (ctypes.c_void_p * (n_out + len(ins_)))()
+    ptrs = (ctypes.c_void_p * (n_out + len(ins.inputs)))()
     for k, a in enumerate(fixed):
         if a is not None:
             ptrs[k] = a.ctypes.data
+    ins_, trusted = [], []
+    for k, v in enumerate(ins.inputs, start=n_out):
+        if v.id in made and v.id in slots:
+            ptrs[k] = slots[v.id].ctypes.data
+        elif v.id in made:
+            trusted.append((k, v.id))
+        else:
+            ins_.append((k, v.id, v.dtype.np))
     addr = ctypes.addressof(ptrs)
-    empty, contiguous = np.empty, np.ascontiguousarray
+    empty, contiguous, ndarray = np.empty, np.ascontiguousarray, np.ndarray
 
     spare = [None] * n_out    # the last call's results: reused once the caller let go of them
 
@@ -218,18 +232,22 @@ def _kernel_step(ins, fn, slots, in_place):
             ptrs[k] = pointer(a)
         for k, i, shape, dt, dest in into:  # the array this value replaces, if it can take it
             a = env[dest]
-            if a.__class__ is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable \
-                    or a.dtype != dt or a.shape != shape:
+            # flags.carray: C-contiguous, aligned and writeable, in one read
+            if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
+                    or a.shape != shape or not a.flags.carray:
                 # the kernel reads that input through this pointer: a copy of it, then
                 a = np.array(a, dtype=dt, order="C").reshape(shape)
             env[i] = a
             ptrs[k] = pointer(a)
         for i, a in outs:
             env[i] = a
+        for k, i in trusted:
+            ptrs[k] = pointer(env[i])
         keep = []   # contiguous copies must outlive the call
         for k, i, dt in ins_:
             a = env[i]
-            if a.__class__ is not np.ndarray or not a.flags.c_contiguous or a.dtype != dt:
+            if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
+                    or not a.flags.c_contiguous:
                 a = contiguous(a, dtype=dt)
                 keep.append(a)
             ptrs[k] = pointer(a)
