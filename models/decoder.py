@@ -18,7 +18,7 @@ class DecoderCache:
 
     @property
     def length(self):
-        return len(self.self_attn[0]) if self.self_attn else 0
+        return self.self_attn[0].length if self.self_attn else 0
 
     def select(self, index):
         """Keep the batch rows in `index` (an int array/Tensor; repeats allowed)."""

@@ -111,7 +111,7 @@ class T5Attention(nn.Module):
         B, T, _ = x.shape
         nh, hs = self.n_heads, self.d_kv
         q = self.q(x).reshape(B, T, nh, hs).transpose(1, 2)                   # (B, nh, T, hs)
-        if key_value_states is not None and cache is not None and len(cache):
+        if key_value_states is not None and cache is not None and cache.length:
             k, v = cache.key, cache.value                                      # encoder K/V, once
         else:
             src = x if key_value_states is None else key_value_states          # (B, S_new, d)

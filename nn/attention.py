@@ -47,6 +47,12 @@ class KVCache:
         self.key = self.value = None
 
     def __len__(self):
+        return self.length
+
+    @property
+    def length(self):
+        """The positions cached (len() of the cache); a property too because len() turns a
+        symbolic size (tt.compile(dynamic=True)) into a plain number."""
         return 0 if self.key is None else self.key.shape[-2]
 
     def reset(self):
@@ -110,14 +116,14 @@ class MultiHeadAttention(Module):
 
         q = self.q_proj(query).reshape(B, L, nh, hs).transpose(1, 2)  # (B, nh, L, hs)
         past = 0
-        if cache is not None and cache.static and len(cache):
+        if cache is not None and cache.static and cache.length:
             k, v = cache.key, cache.value  # (B, nkv, S, hs), projected on the first call
         else:
             S_new = key.shape[1]
             k = self.k_proj(key).reshape(B, S_new, nkv, hs).transpose(1, 2)  # (B, nkv, S_new, hs)
             v = self.v_proj(value).reshape(B, S_new, nkv, hs).transpose(1, 2)
             if cache is not None:
-                past = 0 if cache.static else len(cache)
+                past = 0 if cache.static else cache.length
                 k, v = cache.update(k, v)  # (B, nkv, S, hs)
         S = k.shape[-2]
 

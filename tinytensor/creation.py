@@ -5,6 +5,8 @@ import numpy as np
 from .dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, int64, scalar_dtype
 from .random import generator, integers, normal, uniform
 from .device import CPU, device_of_array, get_device, to_device_array, array_context
+from .core.function import Function
+from .core.grad_mode import STATE
 from .core.tensor import Tensor, to_array
 
 
@@ -55,9 +57,46 @@ def from_numpy(array):
 
 def _filled(fill, size, dtype, device, requires_grad):
     dev, dt = _resolve(device, dtype)
+    if _sized_by_symbols(size, fill):
+        return _created(Create.apply(how="full", args=(_sym_shape(size), fill), np_dtype=dt.np,
+                                     device=dev), requires_grad)
     with array_context(dev):
         arr = dev.xp.full(_shape(size), fill, dtype=dt.np)
     return _finish(arr, dev, requires_grad)
+
+
+class Create(Function):
+    """A tensor made from sizes alone (ones(T, S), arange(past, past + T)), recorded as an
+    op only while tt.compile(dynamic=True) captures a step and the sizes are symbolic: the
+    replay makes it again for each call's sizes. Elsewhere creation makes a plain array."""
+    name = "create"
+
+    @staticmethod
+    def forward(ctx, how, args, np_dtype, device):
+        xp = device.xp
+        with array_context(device):
+            if how == "full":
+                return xp.full(args[0], args[1], dtype=np_dtype)
+            return xp.arange(*args).astype(np_dtype)
+
+
+def _created(t, requires_grad):
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _sized_by_symbols(*values):
+    cap = STATE.capture
+    if cap is None or cap.symbolic is None:
+        return False
+    flat = [v for x in values for v in (x if isinstance(x, (tuple, list)) else (x,))]
+    flat = [v for x in flat for v in (x if isinstance(x, (tuple, list)) else (x,))]
+    return any(hasattr(v, "_recompute") for v in flat)
+
+
+def _sym_shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(size)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -69,6 +108,8 @@ def ones(*size, dtype=None, device=None, requires_grad=False):
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    if _sized_by_symbols(size):
+        return _filled(0, size, dtype, device, requires_grad)
     dev, dt = _resolve(device, dtype)
     with array_context(dev):
         arr = dev.xp.empty(_shape(size), dtype=dt.np)
@@ -114,6 +155,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     _refuse_bool(dt, "arange")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
+    if _sized_by_symbols(start, end, step):
+        return _created(Create.apply(how="arange", args=(start, end, step), np_dtype=dt.np,
+                                     device=dev), requires_grad)
     with array_context(dev):
         arr = dev.xp.arange(start, end, step).astype(dt.np)
     return _finish(arr, dev, requires_grad)

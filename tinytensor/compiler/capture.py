@@ -34,7 +34,8 @@ from ..core.tensor import Tensor
 from ..device import CPU, device_of_array
 from ..dtypes import from_numpy_dtype
 from ..kernels import fusion as _fusion
-from . import ir
+from . import ir, state, symbolic
+from .dynamic import Symbolic
 from .interpret import _Ctx, fill_attrs
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tinytensor
@@ -44,8 +45,12 @@ class CaptureError(RuntimeError):
     """A step does something a captured program could not replay faithfully."""
 
 
-def capture(fn, args, kwargs=None, name=None):
+def capture(fn, args, kwargs=None, name=None, dynamic=False):
     """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
+
+    dynamic=True: the sizes of the tensor arguments are symbols (compiler/dynamic.py); the
+    program's shapes and attributes hold SymInts, and meta["symbolic"] says how to read
+    the symbols off a call and which guards a call's sizes must pass.
 
     meta: "bindings" (per program input: ("arg", i) for the i-th tensor argument,
     ("param", tensor) or ("grad", tensor) to read at each call, ("call", fn) for fn()'s
@@ -59,6 +64,12 @@ def capture(fn, args, kwargs=None, name=None):
     kwargs = kwargs or {}
     name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
     arg_tensors = flatten_tensors((args, kwargs))
+    arg_bindings = [("arg", i) for i in range(len(arg_tensors))]
+    slots_before = state.slots(args, kwargs)   # tensors that state objects (a KV cache) hold
+    for path, v in slots_before:
+        if isinstance(v, Tensor) and all(v is not t for t in arg_tensors):
+            arg_tensors.append(v)
+            arg_bindings.append(("slot", path))
     named = known_tensors((args, kwargs))
     for t, _ in named.values():
         if t.requires_grad and t.grad is not None and t.grad.requires_grad:
@@ -72,6 +83,13 @@ def capture(fn, args, kwargs=None, name=None):
     rng_before = _rng_state()
 
     tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
+    if dynamic:
+        tape.symbolic = Symbolic(name)
+        for i, (t, binding) in enumerate(zip(arg_tensors, arg_bindings)):
+            tape.symbolic.add_argument(t, f"tensor argument {i}" if binding[0] == "arg"
+                                       else state.describe(binding[1]))
+        tape.symbolic.begin()
+    guards = tape.symbolic.guards if dynamic else symbolic.Guards()
     prev = STATE.capture
     STATE.tapes.append(tape)
     STATE.capture = tape
@@ -80,7 +98,8 @@ def capture(fn, args, kwargs=None, name=None):
     # are ops all the way down, and fusing them again is the compiler's job
     fusion_state = _fusion.set_fusion(False)
     try:
-        result = fn(*args, **kwargs)
+        with symbolic.capturing(guards):
+            result = fn(*args, **kwargs)
     finally:
         _fusion.restore_fusion(fusion_state)
         STATE.capture = prev
@@ -99,9 +118,26 @@ def capture(fn, args, kwargs=None, name=None):
     entry_grads = {k: (t, before[k][2]) for k, (t, _) in named.items() if t.requires_grad}
     for k, pair in tape.entry_grads.items():
         entry_grads.setdefault(k, pair)
-    b = _Builder(tape, arg_tensors, named, entry_grads)
+    b = _Builder(tape, arg_tensors, named, entry_grads, arg_bindings)
     results = flatten_tensors(result)
     outputs = [b.value(t) for t in results]
+    slot_writes = []    # (output index or None to empty it, path) per slot the step refilled
+    before = dict(slots_before)
+    for path, v in state.slots(args, kwargs):
+        old = before.get(path, _MISSING)
+        if v is old or (not isinstance(v, Tensor) and not isinstance(old, Tensor) and v == old):
+            continue
+        if v is None:
+            slot_writes.append((None, path))
+        elif isinstance(v, Tensor):
+            slot_writes.append((len(outputs), path))
+            outputs.append(b.value(v))
+        else:
+            raise CaptureError(
+                f"tt.compile: {name} changes {state.describe(path)} from {old!r} to {v!r}; a "
+                "compiled program replays tensor ops, not changes to Python values of the "
+                "objects it is given (the replay would set the first call's value again). "
+                "Keep that value in a tensor, or update it outside the compiled function")
     grads = []
     writes, write_back = [], {}
     for new, write, into in b.assigned:
@@ -131,8 +167,16 @@ def capture(fn, args, kwargs=None, name=None):
     meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
             "params": [x[1] for x in b.bindings if x[0] == "param"],
             "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
-            "cleared": tape.cleared - read_grads}
+            "cleared": tape.cleared - read_grads, "slot_writes": slot_writes}
+    if dynamic:
+        sym = tape.symbolic
+        meta["symbolic"] = {"symbols": dict(sym.values), "origin": dict(sym.origin),
+                            "guards": sym.guards,
+                            "args": [sym.shape_of(t) for t in arg_tensors]}
     return program, result, meta
+
+
+_MISSING = object()
 
 
 def _drop_unread_saved(instrs, outputs):
@@ -166,6 +210,16 @@ class _CaptureTape(Tape):
         self.assigned = {}          # id(target's version cell) -> bumps the assignments made
         self.before_call = []       # functions a replay calls before reading its inputs
         self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
+        self.symbolic = None        # a dynamic.Symbolic when the sizes are symbolic
+        self.size_inputs = []       # (tensor, SymInt or SymFloat, NumPy dtype): numbers of sizes
+
+    def size_scalar(self, value, np_dtype, device):
+        """A 0-d tensor of a number computed from dynamic sizes: a program input that each
+        call recomputes for its sizes."""
+        t = Tensor._make(device.xp.asarray(value, dtype=np_dtype), device, False)
+        t.name = f"size {value}" if isinstance(value, int) else "size"
+        self.size_inputs.append((t, value, np_dtype))
+        return t
 
     @contextlib.contextmanager
     def recording_as(self, role):
@@ -199,6 +253,12 @@ class _CaptureTape(Tape):
 
     def add(self, node, results):
         super().add(node, results)
+        sym = self.symbolic
+        if sym is not None:
+            # backwards read their inputs' shapes off in_meta: the formulas, not the numbers
+            node.in_meta = [(sym.shape_of(t),) + tuple(m[1:]) for t, m in zip(node.inputs, node.in_meta)]
+            sym.on_node(node, results)
+            node.out_meta = [(sym.shape_of(t),) + tuple(m[1:]) for t, m in zip(results, node.out_meta)]
         if self.role is not None:
             self.roles[len(self.nodes) - 1] = self.role
         seen = self.first_version
@@ -282,18 +342,23 @@ def _check_random(name, tape, before):
 class _Builder:
     """Tape nodes -> Instrs; tensors -> Values (created on first sight)."""
 
-    def __init__(self, tape, arg_tensors, named, entry_grads):
+    def __init__(self, tape, arg_tensors, named, entry_grads, arg_bindings):
         self.inputs, self.instrs, self.consts, self.bindings = [], [], {}, []
         self.values = {}            # id(tensor) -> Value
         self.arrays = {}            # id(array) -> Value: a saved tensor a backward unpacks
         #                             is a new Tensor object around the same array
         self.named = named
         self.grad_owner = {id(g): p for p, g in entry_grads.values() if g is not None}
-        for i, t in enumerate(arg_tensors):
+        sym = tape.symbolic
+        self.shape_of = sym.shape_of if sym is not None else (lambda t: t.data.shape)
+        saved_shape = sym.saved_shapes.get if sym is not None else (lambda i, s: s)
+        for i, (t, binding) in enumerate(zip(arg_tensors, arg_bindings)):
             if id(t) not in self.values:
-                self._input(t, "input", f"arg{i}", ("arg", i))
+                self._input(t, "input", f"arg{i}" if binding[0] == "arg" else "state", binding)
         for t, fn in tape.inputs:
             self._input(t, "input", t.name, ("call", fn))
+        for t, value, np_dtype in tape.size_inputs:
+            self._input(t, "input", t.name, ("size", (value, np_dtype)))
         self.assigned = []          # (Value, write, input index or None) of each assignment, in order
         assigns = iter(tape.assigns)
         pending = next(assigns, None)
@@ -302,7 +367,7 @@ class _Builder:
                 self._assign(*pending[1:])
                 pending = next(assigns, None)
             ins = [self.value(t) for t in node.inputs]
-            outs = [ir.Value(tuple(m[0]), m[1]) for m in node.out_meta]
+            outs = [ir.Value(tuple(self.shape_of(t)), m[1]) for t, m in zip(results, node.out_meta)]
             for t, v in zip(results, outs):
                 self.values[id(t)] = v
                 self.arrays.setdefault(id(t.data), v)
@@ -311,7 +376,7 @@ class _Builder:
                 # (array, edge, leaf, version cell, ...): no cell means an array forward
                 # computed on the side; a backward reading it must get this call's
                 if e[3] is None and id(e[0]) not in self.arrays:
-                    v = ir.Value(tuple(e[0].shape), from_numpy_dtype(e[0].dtype))
+                    v = ir.Value(tuple(saved_shape(id(e[0]), e[0].shape)), from_numpy_dtype(e[0].dtype))
                     self.arrays[id(e[0])] = v
                     outs.append(v)
                     saved.append(k)
@@ -340,7 +405,7 @@ class _Builder:
             self.values[id(target)] = v
 
     def _input(self, t, kind, name, binding):
-        v = ir.Value(tuple(t.shape), t.dtype, kind=kind, name=name)
+        v = ir.Value(tuple(self.shape_of(t)), t.dtype, kind=kind, name=name)
         self.values[id(t)] = v
         self.arrays.setdefault(id(t.data), v)
         self.inputs.append(v)

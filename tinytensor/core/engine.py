@@ -114,8 +114,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     if g.__class__ is not Tensor and not isinstance(g, Tensor):
                         _not_a_tensor(node, g, meta)
                     data = g.data
-                    if data.shape != meta[0]:
-                        _check_grad_shape(node, meta, data.shape)
+                    if g.shape != meta[0]:  # g.shape: a capture's formulas (tt.compile dynamic=True)
+                        _check_grad_shape(node, meta, g.shape)
                         g = sum_to(g, meta[0])
                         data = g.data
                     if data.dtype != meta[1].np:

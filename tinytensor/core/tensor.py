@@ -18,6 +18,17 @@ from .grad_mode import STATE
 from .methods import TensorMethods, ops
 
 
+def _symbolic_sizes(shape):
+    """Whether `shape` holds sizes tt.compile(dynamic=True) is capturing as formulas."""
+    return STATE.capture is not None and STATE.capture.symbolic is not None and \
+        any(hasattr(d, "_recompute") for d in shape)
+
+
+def _created(fill, shape, dtype, device):
+    from ..creation import full   # creation imports this module
+    return full(tuple(shape), fill, dtype=dtype, device=device)
+
+
 class Tensor(TensorMethods):
     __slots__ = ("data", "_device", "requires_grad", "grad", "grad_fn", "_out_index",
                  "_version", "_base", "_hooks", "name", "__weakref__")
@@ -61,15 +72,22 @@ class Tensor(TensorMethods):
 
     @classmethod
     def _zeros_meta(cls, shape, dtype, device):
+        if _symbolic_sizes(shape):
+            return _created(0, shape, dtype, device)
         return cls._make(device.xp.zeros(shape, dtype=dtype.np), device, False)
 
     @classmethod
     def _ones_meta(cls, shape, dtype, device):
+        if _symbolic_sizes(shape):
+            return _created(1, shape, dtype, device)
         return cls._make(device.xp.ones(shape, dtype=dtype.np), device, False)
 
     # ------------------------------------------------------------------ fields
     @property
     def shape(self):
+        cap = STATE.capture
+        if cap is not None and cap.symbolic is not None:  # tt.compile(dynamic=True) capturing
+            return cap.symbolic.shape_of(self)
         return self.data.shape
 
     @property
@@ -81,10 +99,15 @@ class Tensor(TensorMethods):
 
     def size(self, dim=None):
         if dim is None:
-            return self.data.shape
-        return self.data.shape[dim]
+            return self.shape
+        return self.shape[dim]
 
     def numel(self):
+        if STATE.capture is not None and STATE.capture.symbolic is not None:
+            n = 1
+            for d in self.shape:
+                n = n * d
+            return n
         return int(self.data.size)
 
     @property
@@ -123,7 +146,7 @@ class Tensor(TensorMethods):
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self.shape[0]
 
     def __iter__(self):
         # without this, Python iterates via __getitem__ until IndexError: a 0-d tensor

@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import (bool_, from_any, from_numpy_dtype, get_default_dtype, is_floating_np,
                       result_type)
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
 from ..device import device_of_array, to_device_array
@@ -32,6 +33,10 @@ def as_tensor_like(value, ref, dtype=None):
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
         return Tensor(value, device=ref.device).to(from_numpy_dtype(np_dtype))
     if value.__class__ not in _CACHEABLE:  # lists, tuples, NumPy scalars: no cache
+        cap = STATE.capture
+        if cap is not None and getattr(cap, "symbolic", None) is not None and hasattr(value, "_recompute"):
+            # a number computed from dynamic sizes (a mean's 1/n): recomputed at each call
+            return cap.size_scalar(value, np_dtype, ref._device)
         return Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
     key = (value, value.__class__, np_dtype, ref._device)
     if not value and math.copysign(1.0, value) < 0:

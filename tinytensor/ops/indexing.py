@@ -6,6 +6,7 @@ appears twice receives both contributions.
 import numpy as np
 
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..messages import OpError
 from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
@@ -39,6 +40,9 @@ def normalize_key(x, key, op="getitem"):
         if isinstance(k, Tensor):
             if k.device is not x.device:
                 raise RuntimeError(f"{op}: index on {k.device} for a tensor on {x.device}")
+            if k.data.dtype == np.bool_ and STATE.capture is not None:
+                # its True positions become the key: values a compiled replay would freeze
+                STATE.capture.read_value(k, f"{op} with a boolean mask")
             k = k.data
         elif isinstance(k, (list, np.ndarray)):
             k = x.device.xp.asarray(k, dtype=np.int64 if isinstance(k, list) and not k else None)

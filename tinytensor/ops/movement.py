@@ -72,7 +72,7 @@ def expand(x, *sizes):
     if lead < 0:
         raise OpError(f"expand: the number of sizes ({len(sizes)}) must be at least the "
                          f"tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
-    sizes = tuple(int(s) for s in sizes)
+    sizes = _sizes(sizes)
     for i, s in enumerate(sizes):
         if s < 0 and not (s == -1 and i >= lead):  # -1 keeps a size, so a new dim has none
             raise OpError(f"expand: size {s} is not allowed at dimension {i} when expanding "
@@ -110,8 +110,14 @@ class Reshape(Function):
         return reshape(g, ctx.in_meta[0][0])
 
 
+def _sizes(seq):
+    """Sizes as ints; an int subclass (a symbolic size while tt.compile(dynamic=True)
+    captures) is kept as it is, so the op records the formula, not today's number."""
+    return tuple(s if isinstance(s, int) else int(s) for s in seq)
+
+
 def _infer_shape(x, shape, op):
-    shape = tuple(int(s) for s in shape)
+    shape = _sizes(shape)
     n = x.numel()
     if shape.count(-1) > 1:
         raise OpError(f"{op}: only one dimension can be -1, got {shape}{_where()}")
@@ -165,7 +171,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 def unflatten(x, dim, sizes):
     d = norm_dim(dim, x.ndim, "unflatten")
-    sizes = tuple(int(s) for s in sizes)
+    sizes = _sizes(sizes)
     n = x.shape[d]
     known = 1
     for s in sizes:
@@ -306,7 +312,7 @@ def split(x, split_size_or_sections, dim=0):
             raise OpError(f"split: split size must be positive, got {size}")
         sizes = [builtins.min(size, n - i) for i in range(0, n, size)] or [0]
     else:
-        sizes = [int(s) for s in split_size_or_sections]
+        sizes = list(_sizes(split_size_or_sections))
         if builtins.sum(sizes) != n:
             raise OpError(f"split: sections {sizes} do not add up to the size {n} of "
                              f"dimension {dim} of shape {tuple(x.shape)}{_where()}")
@@ -418,7 +424,7 @@ def repeat(x, *sizes):
     if len(sizes) < x.ndim:
         raise OpError(f"repeat: number of repeat dims ({len(sizes)}) cannot be smaller than "
                          f"the tensor's dimensions ({x.ndim}), shape {tuple(x.shape)}{_where()}")
-    sizes = tuple(int(s) for s in sizes)
+    sizes = _sizes(sizes)
     if any(s < 0 for s in sizes):
         raise OpError(f"repeat: repeats {sizes} must be non-negative, shape {tuple(x.shape)}{_where()}")
     return Repeat.apply(x, repeats=sizes)

@@ -97,7 +97,9 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     for d in dims:
         count *= x.shape[d]
     s = Sum.apply(x, dims=dims, keepdim=keepdim)
-    return mul(s, 1.0 / count if count else float("nan"))
+    # 1 / count, not 1.0 / count: the same float, and a symbolic size (tt.compile dynamic=True)
+    # turns it into a number each call recomputes instead of today's
+    return mul(s, 1 / count if count else float("nan"))
 
 
 def _saved_back(ctx, g):
@@ -280,7 +282,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
     ss = sum(centered * centered, dim=dims, keepdim=keepdim)
     denom = n - correction
     if denom > 0:
-        return mul(ss, 1.0 / denom)
+        return mul(ss, 1 / denom)  # 1 / denom: see mean
     return div(ss, 0.0)  # like torch: ss / max(0, n - correction), inf or nan
 
 

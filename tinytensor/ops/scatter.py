@@ -9,6 +9,7 @@ equal to the result (self included), prod divides out zeros with an exclusive pr
 import numpy as np
 
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
 from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem
@@ -274,6 +275,8 @@ def masked_select(input, mask):
 
 def nonzero(input, as_tuple=False):
     """Indices of the nonzero entries: an (n, ndim) int64 tensor, or one 1-d tensor per dim."""
+    if STATE.capture is not None:   # the indices are values a compiled replay would freeze
+        STATE.capture.read_value(input, "nonzero")
     xp, a = input.device.xp, input.data
     if as_tuple:
         return tuple(Tensor._make(xp.asarray(i, dtype=np.int64), input.device, False)

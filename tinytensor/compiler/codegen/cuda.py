@@ -149,8 +149,9 @@ def program_source(program):
 
 
 # ---------------------------------------------------------------- the runner
-def build(program):
-    """A runner for `program` on CuPy arrays. The module compiles (NVRTC, through CuPy)
+def build(program, write_back=None):
+    """A runner for `program` on CuPy arrays (write_back: the C backend's in-place
+    updates, which this one does not do: it writes new arrays). The module compiles (NVRTC, through CuPy)
     at the first call on each device."""
     source, names = program_source(program)
     return Runner(program, source, names)

@@ -1,0 +1,212 @@
+"""tt.compile(dynamic=True): one program for every batch and sequence size, KV-cached
+generation without a capture per token, and clear errors where sizes cannot be symbolic."""
+import numpy as np
+import pytest
+
+import models
+import nn
+import tinytensor as tt
+import tinytensor.functional as F
+from tinytensor.core.function import Function
+from tinytensor.compiler import symbolic
+from tinytensor.compiler.capture import CaptureError, capture
+from tinytensor.compiler.symbolic import Poly, SymInt
+from tinytensor.kernels import fusion
+
+from .helpers import gpt, mlp, training_step
+
+BACKENDS = ["numpy", "c"]
+
+
+def _lm(m, ids):
+    return m(ids, labels=ids).loss
+
+
+def _mse(m, x, y):
+    return ((m(x) - y) ** 2).mean()
+
+
+def _params(m):
+    return [p.data.copy() for p in m.parameters()]
+
+
+# ---------------------------------------------------------------- the formulas
+def test_symint_keeps_its_formula_through_integer_arithmetic():
+    B, T = SymInt(4, Poly.symbol("s0")), SymInt(6, Poly.symbol("s1"))
+    n = B * T - B + (2 * T) // 2 * 0 + 1
+    assert int(n) == 4 * 6 - 4 + 1 and str(n) == "(s0*s1 - s0 + 1)"
+    assert str((B * T * 8) // (B * T)) == "8" and (B * T * 8) % 8 == 0
+    assert n.poly({"s0": 10, "s1": 3}) == 30 - 10 + 1
+    assert isinstance(1 / (B * T), symbolic.SymFloat) and float(1 / (B * T)) == 1 / 24
+    assert symbolic.evaluate(1 / (B * T), {"s0": 2, "s1": 5}) == 1 / 10
+    assert T - T == 0 and type(T - T) is int          # a constant formula is a plain int
+    # outside a capture, == compares formulas: a dynamic size is no fixed number
+    assert B != 4 and B * T == T * B and B != T
+    with pytest.raises(symbolic.DynamicSizeError, match="only an exact division"):
+        T // 4
+
+
+def test_comparisons_while_capturing_answer_for_todays_sizes_and_become_guards():
+    guards = symbolic.Guards()
+    T = SymInt(6, Poly.symbol("s1"))
+    with symbolic.capturing(guards):
+        assert T > 4 and T == 6 and not T == 7
+    assert guards.hold({"s1": 6})
+    assert not guards.hold({"s1": 7})     # T == 6 was answered True
+    assert not guards.hold({"s1": 3})     # T > 4 was answered True
+
+
+# ---------------------------------------------------------------- one program, any size
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gpt_training_step_one_program_for_every_batch_and_length(backend):
+    # against eager with the backward the capture records (create_graph, fusion off): the
+    # interpreter replays it bit for bit at every size, the C kernels within their ulps
+    m1, m2 = gpt(), gpt()
+    o1, o2 = nn.optim.AdamW(m1.parameters(), lr=1e-2), nn.optim.AdamW(m2.parameters(), lr=1e-2)
+    eager = training_step(_lm, create_graph=True)
+    step = tt.compile(training_step(_lm), backend=backend, dynamic=True)
+    rng = np.random.default_rng(0)
+    for shape in [(2, 8), (3, 5), (2, 16), (4, 11), (3, 5)]:
+        ids = tt.tensor(rng.integers(0, 32, shape))
+        fused = fusion.set_fusion(False)
+        try:
+            le = eager(m1, o1, ids)
+        finally:
+            fusion.restore_fusion(fused)
+        lc = step(m2, o2, ids)
+        if backend == "numpy":
+            assert float(lc) == float(le)
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(_params(m1), _params(m2)))
+        else:
+            np.testing.assert_allclose(float(lc), float(le), rtol=1e-6)
+            for a, b in zip(_params(m1), _params(m2)):
+                np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+    assert len(step.programs) == 1
+    text = step.programs[0].text()
+    assert "[s0, s1]" in text and "(s0*s1)" in text   # the ids, and the flattened tokens
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mlp_batch_is_dynamic_and_the_feature_dim_is_specialized(backend):
+    # the 16 input features meet a (32, 16) weight: that symbol is pinned to 16 (a guard),
+    # the batch stays free; a mean over the batch recomputes its 1/n per call
+    m1, m2 = mlp(), mlp()
+    o1, o2 = nn.optim.SGD(m1.parameters(), lr=0.1), nn.optim.SGD(m2.parameters(), lr=0.1)
+    eager, step = training_step(_mse), tt.compile(training_step(_mse), backend=backend, dynamic=True)
+    tt.manual_seed(0)
+    for n in (8, 3, 20, 5):
+        x, y = tt.randn(n, 16), tt.randn(n, 4)
+        le, lc = eager(m1, o1, x, y), step(m2, o2, x, y)
+        assert float(lc) == pytest.approx(float(le), rel=1e-6)
+        for a, b in zip(_params(m1), _params(m2)):
+            np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
+    assert len(step.programs) == 1
+
+
+def test_a_python_branch_on_a_size_is_a_guard_and_recaptures_when_it_flips():
+    def f(x):
+        if x.shape[0] > 4:
+            return x * 2.0
+        return x - 1.0
+    g = tt.compile(f, dynamic=True)
+    for n in (6, 9, 3, 2, 7):   # 5 features: never the batch size, so one pattern of sizes
+        x = tt.randn(n, 5)
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert len(g.programs) == 2
+
+
+def test_arange_and_masks_built_from_sizes_follow_the_sizes():
+    def f(x):
+        T = x.shape[1]
+        mask = tt.ones(T, T, dtype=tt.bool).tril()
+        pos = tt.arange(T).to(x.dtype)
+        return tt.where(mask, x + pos, 0.0).sum(-1)
+    g = tt.compile(f, backend="c", dynamic=True)
+    for T in (5, 9, 2):
+        x = tt.randn(3, T, T)
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert len(g.programs) == 1
+
+
+# ---------------------------------------------------------------- KV-cached generation
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_gpt_generates_as_eager_with_one_decode_program(backend):
+    m = gpt()
+    m.eval()
+    fast = tt.compile(m, backend=backend, dynamic=True)
+    ids = tt.tensor(np.random.default_rng(1).integers(0, 32, (2, 3)))
+    want = models.generate(m, ids, max_new_tokens=10)
+    got = models.generate(fast, ids, max_new_tokens=10)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # the prompt (empty cache) and the decode step (a cache of any length; a length that
+    # happens to equal another size, such as the batch, is one more signature)
+    assert len(fast.programs) <= 3
+
+
+def test_static_compile_with_a_cache_replays_the_cache_update():
+    m = gpt()
+    m.eval()
+    fast = tt.compile(m)
+    ids = tt.tensor(np.random.default_rng(2).integers(0, 32, (1, 4)))
+    with tt.no_grad():
+        for _ in range(2):   # the same signature twice: capture, then a replay
+            c1, c2 = m.new_cache(), m.new_cache()
+            a, b = m(ids, cache=c1), fast(ids, cache=c2)   # eager runs the fused attention
+            np.testing.assert_allclose(b.logits.numpy(), a.logits.numpy(), rtol=0, atol=1e-6)
+            for k1, k2 in zip(c1.self_attn, c2.self_attn):
+                assert k2.key is not None and k2.key.shape == k1.key.shape
+                np.testing.assert_allclose(k2.key.numpy(), k1.key.numpy(), rtol=0, atol=1e-6)
+    assert len(fast.programs) == 1
+
+
+# ---------------------------------------------------------------- clear errors
+def test_a_shape_that_is_not_multilinear_is_refused_naming_the_op():
+    def f(x):   # x is (T, T): flattened, T * T elements
+        return x.reshape(-1).sum()
+    with pytest.raises(CaptureError, match=r"op reshape .* not a multilinear formula"):
+        capture(f, (tt.randn(6, 6),), dynamic=True)
+
+
+def test_an_inexact_division_of_a_size_is_refused_naming_the_line():
+    def f(x):
+        return x[: x.shape[0] // 3]
+    with pytest.raises(symbolic.DynamicSizeError, match=r"s0 // 3 at .*test_dynamic.py"):
+        capture(f, (tt.randn(7, 2),), dynamic=True)
+
+
+class _Positive(Function):
+    """x[x > 0] as one op: an output shape that depends on the data."""
+    @staticmethod
+    def forward(ctx, x):
+        return x[x > 0]
+
+
+def test_an_op_whose_shape_depends_on_the_data_is_refused():
+    x = tt.tensor([1.0, -1, 1, 1, -1, -1, 1, 1, 1, -1, 1, 1])
+    with pytest.raises(CaptureError, match="op _positive .* depends on the data"):
+        capture(lambda x: _Positive.apply(x) * 2, (x,), dynamic=True)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_boolean_mask_indexing_and_nonzero_are_refused_not_frozen(dynamic):
+    # their positions come from the data: a replay would reuse the first call's
+    x = tt.randn(6)
+    with pytest.raises(CaptureError, match="getitem with a boolean mask"):
+        capture(lambda x: x[x > 0], (x,), dynamic=dynamic)
+    with pytest.raises(CaptureError, match="nonzero"):
+        capture(lambda x: x[tt.nonzero(x > 0)[:, 0]], (x,), dynamic=dynamic)
+
+
+def test_a_state_object_whose_python_number_changes_is_refused():
+    class Counter:
+        def __init__(self):
+            self.seen = 0
+            self.total = None
+
+    def f(x, c):
+        c.seen += 1
+        c.total = x.sum()
+        return x * 2
+
+    with pytest.raises(CaptureError, match=r"changes arg 1\.seen from 0 to 1"):
+        capture(f, (tt.randn(3), Counter()))
