@@ -724,7 +724,9 @@ class Gelu(Function):
         """d gelu / dx, written once for Tensors and arrays alike (they share the operators)."""
         if approximate == "tanh":
             x2 = x * x
-            t = tanh((x + x2 * x * 0.044715) * _SQRT_2_OVER_PI)
+            # tanh of the forward's very expression, rounded as it rounds there: a compiled
+            # forward + backward computes it once (one sweep over x, one tanh per element)
+            t = tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
             return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x2 * (3 * 0.044715)) * _SQRT_2_OVER_PI)
         cdf = (1.0 + erf(x * _INV_SQRT_2)) * 0.5
         pdf = exp(x * x * -0.5) * _INV_SQRT_2PI

@@ -212,3 +212,74 @@ def test_cuda_row_kernels_on_the_host_match_eager(name, tmp_path):
     got = host_runner(fuse.run(program), tmp_path)(inputs)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6 * max(1.0, float(np.abs(w).max())))
+
+
+# ---------------------------------------------------------------- sums over leading dims
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_sums_over_leading_dims_adds_rows_in_order_from_zero(dtype):
+    # what the column kernels reproduce (codegen/c.py): not pairwise, one row after another
+    for nrows in (1, 2, 7, 8, 9, 127, 129, 1000):
+        for ncols in (2, 3, 8, 129):
+            a = rows(ncols, dtype, seed=nrows, lead=(nrows,))
+            a *= 10.0 ** np.random.default_rng(ncols).integers(-4, 5, a.shape)
+            acc = np.zeros(ncols, dtype)
+            for row in a:
+                acc = acc + row
+            np.testing.assert_array_equal(bits(np.add.reduce(a, axis=0)), bits(acc))
+            np.testing.assert_array_equal(bits(a.reshape(1, nrows, ncols).sum((0, 1))), bits(acc))
+
+
+def column_sums(x, b):
+    g = (x * b + 1.0) * x                   # a bias-gradient-like chain
+    lead = tuple(range(x.ndim - 1))
+    return g.sum(lead), g * 2.0, (x - 0.5).sum(lead, keepdim=True), x.sum(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 8), (1000, 3), (129, 2), (3, 5, 7), (2, 129, 17), (8, 128, 64)])
+def test_sums_over_leading_dims_are_column_kernels_with_numpys_bits(shape, dtype):
+    x, b = rows(shape[-1], dtype, lead=shape[:-1]), rows(shape[-1], dtype, seed=1, lead=())
+    x.reshape(-1)[:4] = [-0.0, 1e30, -1e-30, -0.0]
+    program, inputs = program_of(column_sums, x, b)
+    compiled = c.build(fuse.run(program))
+    assert_bitwise(compiled(inputs), interpreted(program, inputs))
+    kernels = [k for k in fused_instrs(fuse.columns(fuse.run(program))) if c.is_column_kernel(k.attrs["body"])]
+    # the chain's kernel sums its own result (g is an output too: g * 2.0 reads it)
+    assert any(body_ops(k)[-1] == "sum" and "mul" in body_ops(k) for k in kernels)
+    assert sum(body_ops(k).count("sum") for k in kernels) == 3
+    assert "void" in compiled.source and "+=" in compiled.source
+
+
+def body_ops(kernel):
+    return [i.op for i in kernel.attrs["body"].instrs]
+
+
+def test_a_column_of_negative_zeros_sums_to_zero_as_in_numpy():
+    x = np.full((5, 3), -0.0, np.float32)
+    program, inputs = program_of(lambda x: (x * 1.0).sum(0), x)
+    [got] = c.build(fuse.run(program))(inputs)
+    assert not np.signbit(got).any()
+    assert_bitwise([got], interpreted(program, inputs))
+
+
+def test_one_column_or_a_strided_operand_stays_numpys():
+    # one column is a contiguous run NumPy sums pairwise; x.mT * 2.0 is a transposed
+    # array in eager (NumPy keeps its operands' layout), summed in another order
+    def f(x, y):
+        return (x * 2.0).sum(0), (y.mT * 2.0).sum(0)
+    program, inputs = program_of(f, rows(1, np.float32, lead=(300,)), rows(300, np.float32, lead=(7,)))
+    fused = fuse.columns(fuse.run(program))
+    assert not any(c.is_column_kernel(k.attrs["body"]) for k in fused_instrs(fused))
+    assert_bitwise(c.build(fuse.run(program))(inputs), interpreted(program, inputs))
+
+
+def test_the_bias_gradients_of_an_mlp_step_are_column_kernels_with_eagers_bits():
+    from .helpers import mlp, mse_step
+    rng = np.random.default_rng(0)
+    x, y = tt.tensor(rng.standard_normal((64, 16)).astype(np.float32)), tt.tensor(
+        rng.standard_normal((64, 4)).astype(np.float32))
+    program, outs, arrays = captured(mse_step, (mlp(), x, y))
+    fused = fuse.columns(fuse.run(program))
+    sums = [k for k in fused_instrs(fused) if c.is_column_kernel(k.attrs["body"])]
+    assert len(sums) == 2 and not any(i.op == "sum_to" for i in fused.instrs)
+    assert_bitwise(c.build(fuse.run(program))(arrays), outs)

@@ -2,7 +2,8 @@
 
 `build(program)` returns a runner (codegen/runner.py): `runner(list of input arrays) -> list
 of outputs`. Fused instructions run their generated C function; every other instruction
-runs its Function's NumPy forward, exactly as eager does.
+runs its Function's NumPy forward, exactly as eager does. `build` first compiles sums over
+leading dims into column kernels (passes/fuse.py `columns`; the C backend's alone).
 
 A kernel is one loop nest over its output shape (static: the source is specialized on
 it). Dimensions along which every operand is contiguous or broadcast alike are collapsed,
@@ -31,6 +32,7 @@ import numpy as np
 from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
+from ..passes import fuse
 from .. import cache_disk
 from . import runner as _runner
 from .runner import Runner
@@ -187,6 +189,8 @@ def kernel_source(instr, cname, same=None):
     """C source of the kernel `void cname(void *const *b)`; b = outputs, then inputs.
     same: {input operand index: output operand index} of inputs that share an output's memory."""
     body = instr.attrs["body"]
+    if is_column_kernel(body):
+        return _column_kernel_source(body, cname, same)
     if is_row_kernel(body):
         return _row_kernel_source(body, cname, same)
     loop = tuple(body.outputs[0].shape)
@@ -270,7 +274,11 @@ static {t} tt_pairwise_tree{sfx}(const {t} **leaf, int64_t n) {{
 
 
 def is_row_kernel(body):
-    return any(ins.fn in REDUCE for ins in body.instrs)
+    return any(ins.fn in REDUCE for ins in body.instrs) and not is_column_kernel(body)
+
+
+def is_column_kernel(body):
+    return any(fuse.column_sum(ins) for ins in body.instrs)
 
 
 def pairwise_leaves(n):
@@ -491,6 +499,67 @@ def _row_kernel_source(body, cname, same=None):
     return _function(cname, rk.operands, len(body.outputs), same, lines)
 
 
+# ---------------------------------------------------------------- column kernels
+# A fused body with sums over the leading dims F[:r] of its shape F (passes/fuse.py
+# `columns`) is one loop nest over F, rows outside, columns inside; each sum's output (the
+# C = prod(F[r:]) columns, contiguous) is zeroed first, then every row is added to it in
+# order: NumPy's sequential sum per column of a C-contiguous array, from 0 (so -0.0 sums
+# to 0.0, as in NumPy). The inner loop, over a row's columns, vectorizes; the accumulators
+# stay in cache. Elementwise outputs of shape F are written in the same sweep.
+def _column_kernel_source(body, cname, same=None):
+    sums = [ins for ins in body.instrs if fuse.column_sum(ins)]
+    F, r = fuse.column_sum(sums[0])
+    operands = list(body.outputs) + list(body.inputs)
+    acc = {ins.outputs[0].id for ins in sums}
+    if same and any(operands[k].id in acc for k in same.values()):
+        raise ValueError(f"c.kernel_source: {cname} sums into an output that shares an input's "
+                         f"memory; a column kernel adds into its outputs and cannot")
+    strides = [_broadcast_strides(F[r:], F) if v.id in acc else _broadcast_strides(v.shape, F)
+               for v in operands]
+    lead_dims, lead = _collapse(F[:r], [s[:r] for s in strides])
+    cols_dims, cols = _collapse(F[r:], [s[r:] for s in strides])
+    idx = [f"i{d}" for d in range(len(lead_dims))] + [f"j{d}" for d in range(len(cols_dims))]
+    dims = lead_dims + cols_dims
+    per = [a + b for a, b in zip(lead, cols)]
+
+    def offset(st):
+        terms = [i if s == 1 else f"{i} * {s}" for i, s in zip(idx, st) if s]
+        return " + ".join(terms) or "0"
+
+    lines = []
+    n_cols = math.prod(F[r:])
+    for k, v in enumerate(body.outputs):
+        if v.id in acc:
+            lines.append(f"    for (int64_t j = 0; j < {n_cols}; j++) p{k}[j] = {_lit(0.0, CTYPE[v.dtype.name])};")
+    indent = "    "
+    for i, d in zip(idx, dims):
+        lines.append(f"{indent}for (int64_t {i} = 0; {i} < {d}; {i}++) {{")
+        indent += "    "
+    names = {v.id: _lit(np.asarray(a).reshape(()).item(), CTYPE[v.dtype.name])
+             for v, a in body.consts.items()}
+    for k, v in enumerate(body.inputs, start=len(body.outputs)):
+        names[v.id] = f"x{k}"
+        lines.append(f"{indent}const {CTYPE[v.dtype.name]} x{k} = p{k}[{offset(per[k])}];")
+    position = {v.id: k for k, v in enumerate(body.outputs)}
+    for n, ins in enumerate(body.instrs):
+        out = ins.outputs[0]
+        if out.id in acc:
+            k = position[out.id]
+            lines.append(f"{indent}p{k}[{offset(per[k])}] += {names[ins.inputs[0].id]};  /* {ins.op} */")
+            continue
+        t = CTYPE[out.dtype.name]
+        names[out.id] = f"v{n}"
+        lines.append(f"{indent}const {t} v{n} = {EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+                     f"  /* {ins.op} */")
+    for k, v in enumerate(body.outputs):
+        if v.id not in acc:
+            lines.append(f"{indent}p{k}[{offset(per[k])}] = {names[v.id]};")
+    for _ in dims:
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+    return _function(cname, operands, len(body.outputs), same, lines)
+
+
 def program_source(program, in_place=None):
     """The whole translation unit: the header, then one function per fused instruction.
     in_place: {output value id: input value id} computed in place (codegen/runner.py).
@@ -526,6 +595,7 @@ def translation_unit(program, head, kernel_source):
 def build(program, write_back=None):
     """A runner for `program`: call it with the input arrays, get the output arrays.
     write_back: {output index: input index} that the runner may compute in place."""
+    program = fuse.columns(program)
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
     source, names = program_source(program, in_place)

@@ -20,8 +20,22 @@ ops (one Function each, as capture records them: their fused eager kernels are o
 written as those primitive ops (`lower_composites`), the same NumPy operations in the same
 order, so the interpreter still gives their bits and the kernels fuse across them.
 
+After vertical grouping, sibling groups merge (`_merge_siblings`): elementwise groups of
+one loop shape that read a common value of that shape from outside, with no path from one
+to the other, become one kernel, one sweep over the shared input (GELU's forward and
+backward both read x). Inside a kernel, each tanh GELU is written as the ops of its NumPy
+forward, and an (op, attributes, inputs) computed twice is computed once (`_shared`), so
+siblings that compute the same expression share it; every output keeps its bits.
+
 A value defined in a group and used outside it (or a program output) stays an output of
 the kernel. 0-d constants move into the kernel body (codegen bakes them in as literals).
+
+Sums over leading dims (the sum_to of a bias gradient) are compiled by a later pass,
+`columns`, that the C backend runs on the fused program (the CUDA backend has no column
+kernels yet): each becomes a column kernel, appended to the elementwise kernel that makes
+its input where there is one. NumPy adds the rows of a C-contiguous array in order, so
+the kernel does too; on an array that eager may hold strided (`_eager_contiguous`) or a
+single column (NumPy sums that pairwise), the sum stays NumPy's.
 
 Before grouping, a matmul whose only reader transposes its last two dims (a Linear's
 weight gradient: (x.mT @ g).mT, back to the weight's (out, in) layout) is rewritten to
@@ -30,12 +44,14 @@ transposed view would cost the next kernel a strided copy. Every CBLAS computes 
 row-major product as the column-major product of the swapped operands, so both forms are
 the same BLAS call on the same memory: the same bits.
 
-Not fused (yet): reductions over leading dims (sum_to of a bias gradient), prod/min/mean
+Not fused (yet): sums over leading dims with other kernels (they are `columns`' kernels,
+of their own or after an elementwise kernel: not after a row kernel), prod/min/mean
 as their own ops (mean is captured as sum * (1/n) already), matmul and movement ops other than `expand` stay separate
 instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
 has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
 and division).
 """
+import dataclasses
 import heapq
 import math
 
@@ -44,11 +60,13 @@ import numpy as np
 from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.linalg import MatMul
-from ...ops.movement import Permute
+from ...ops.indexing import GetItemCopy, IndexAdd
+from ...ops.movement import Permute, Reshape
 from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
 from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
+from . import freeze
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -161,8 +179,155 @@ def run(program):
         if mine is None:
             group[k] = k
             members[k], domain[k] = [k], own
+    _merge_siblings(instrs, group, members, domain, users)
 
     return program.replace(instrs=_schedule(program, group, members, uses, outputs))
+
+
+def column_sum(ins):
+    """(F, r) when `ins` (a sum, or the sum_to of a broadcast's gradient) sums a float array
+    of static shape F over its leading dims F[:r] only, into at least two columns, else None.
+    NumPy sums a C-contiguous array over leading dims by adding its rows one after another
+    in order, from 0: a sequential sum per column, which a column kernel reproduces. One
+    column is a contiguous run that NumPy sums pairwise (a row reduction's order)."""
+    if ins.fn not in (Sum, P.SumTo) or len(ins.inputs) != 1 or len(ins.outputs) != 1:
+        return None
+    x, out = ins.inputs[0], ins.outputs[0]
+    if not _static(x.shape) or not _static(out.shape) or x.dtype.name not in FLOAT \
+            or out.dtype.name != x.dtype.name or math.prod(x.shape) == 0:
+        return None
+    if ins.fn is Sum:
+        dims = tuple(ins.attrs.get("dims", ()))
+    else:   # the axes primitives.sum_to_array sums over
+        shape = tuple(ins.attrs["shape"])
+        lead = x.ndim - len(shape)
+        dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                          if s == 1 and x.shape[i + lead] != 1)
+    r = len(dims)
+    if not dims or dims != tuple(range(r)) or r >= x.ndim or math.prod(x.shape[r:]) < 2:
+        return None
+    return tuple(x.shape), r
+
+
+def columns(program):
+    """`program` (fused) with each column sum (`column_sum`) of an array eager holds
+    C-contiguous computed as a column kernel: appended to the elementwise kernel (or the
+    lone elementwise op) that makes its input, which then reads its inputs once for both
+    (and no longer writes a value only the sum read), or a kernel of its own."""
+    instrs = list(program.instrs)
+    producer = {v.id: k for k, ins in enumerate(instrs) for v in ins.outputs}
+    uses = {}
+    for k, ins in enumerate(instrs):
+        for v in ins.inputs:
+            uses.setdefault(v.id, set()).add(k)
+    outputs = {v.id for v in program.outputs}
+    contiguous = _eager_contiguous(program)
+    for k, ins in enumerate(instrs):
+        dom = column_sum(ins)
+        if dom is None or ins.inputs[0].id not in contiguous:
+            continue
+        x = ins.inputs[0]
+        p = producer.get(x.id)
+        into = instrs[p] if p is not None else None
+        if into is not None and into.op != "fused" and fusible(into) and tuple(x.shape) == dom[0]:
+            body = [into]
+        elif into is not None and into.op == "fused" and _column_domain(into.attrs["body"]) in (dom, "plain") \
+                and tuple(into.attrs["body"].outputs[0].shape) == dom[0]:
+            body = list(into.attrs["body"].instrs)
+        else:
+            p, body = None, []
+        members = body + [ins]
+        made = {v.id for m in members for v in m.outputs}
+        inputs = list(dict.fromkeys(v for m in members for v in m.inputs if v.id not in made))
+        kernel_consts = dict(into.attrs["body"].consts) if body and into.op == "fused" else {}
+        for v in [v for v in inputs if v in program.consts and math.prod(v.shape) == 1]:
+            kernel_consts[v] = program.consts[v]
+            inputs.remove(v)
+        # the sum's input stays an output of the kernel only if something else reads it
+        keep = x.id in outputs or bool(uses.get(x.id, set()) - {k})
+        outs = [] if p is None else [v for v in (into.outputs if into.op == "fused" else [x])
+                                     if v.id != x.id or keep]
+        outs.append(ins.outputs[0])
+        kernel = Instr(op="fused", fn=None, inputs=inputs, outputs=outs,
+                       attrs={"body": Program(inputs=inputs, instrs=members, outputs=outs,
+                                              consts=kernel_consts), "name": _kernel_name(members)},
+                       scope=_common_scope(members), role=members[0].role)
+        if p is None:
+            instrs[k] = kernel
+        else:   # at the producer's place: what reads the sum comes after the sum, after it
+            instrs[p], instrs[k] = kernel, None
+            for v in kernel.outputs:
+                producer[v.id] = p
+            for v in inputs:
+                uses.setdefault(v.id, set()).add(p)
+    return program.replace(instrs=[ins for ins in instrs if ins is not None])
+
+
+def _column_domain(body):
+    """(F, r) of a column kernel's body, "plain" for an elementwise body, None otherwise."""
+    doms = {column_sum(ins) for ins in body.instrs if ins.fn in (Sum, P.SumTo)}
+    if any(ins.fn in REDUCTIONS and column_sum(ins) is None for ins in body.instrs) or None in doms:
+        return None
+    return doms.pop() if len(doms) == 1 else ("plain" if not doms else None)
+
+
+def _eager_contiguous(program):
+    """Ids of the values whose arrays eager (and the interpreter) hold C-contiguous: a
+    column sum has NumPy's order only on those. Element strides are followed through the
+    ops whose results' layout is known: program inputs are taken to be contiguous
+    (tensors are made so); matmul, reductions and index_add (zeros(shape), then added
+    into) make fresh C-order arrays; an elementwise result takes the layout of its
+    full-shape operands (NumPy's order "K"), C order when they all have it; a permute
+    permutes strides; a reshape is a view where NumPy can make one, else a C-order copy.
+    `x[index array]` gathers rows into a fresh C-order array. Any other op may give a
+    strided view."""
+    layout = {v.id: _c_strides(v.shape) for v in list(program.inputs) + list(program.consts)}
+    for ins in program.instrs:
+        if not all(_static(v.shape) for v in ins.outputs):
+            continue
+        if ins.op == "fused" or fusible(ins):
+            # every output has the loop shape (a row kernel's per-row ones are fresh too)
+            loop = max((tuple(v.shape) for v in ins.outputs), key=math.prod)
+            if all(layout.get(v.id) == _c_strides(v.shape) for v in ins.inputs if tuple(v.shape) == loop):
+                layout.update((v.id, _c_strides(v.shape)) for v in ins.outputs)
+            continue
+        if len(ins.outputs) != 1 or not ins.inputs:
+            continue
+        out, src = ins.outputs[0], layout.get(ins.inputs[0].id)
+        if ins.fn in (MatMul, IndexAdd) or (ins.fn in (Sum, P.SumTo, Amax) and src == _c_strides(ins.inputs[0].shape)):
+            layout[out.id] = _c_strides(out.shape)
+        elif ins.fn is GetItemCopy and len(ins.inputs) == 2 and len(ins.attrs["key"]) == 1 \
+                and src == _c_strides(ins.inputs[0].shape):
+            layout[out.id] = _c_strides(out.shape)   # x[index array]: a fresh array, rows gathered
+        elif ins.fn is Permute and src is not None:
+            layout[out.id] = tuple(src[d] for d in ins.attrs["dims"])
+        elif ins.fn is Reshape and src is not None:
+            layout[out.id] = _reshaped_strides(ins.inputs[0].shape, src, out.shape)
+    shapes = {v.id: v.shape for v in list(program.inputs) + list(program.consts)}
+    shapes.update((v.id, v.shape) for ins in program.instrs for v in ins.outputs)
+    return {i for i, st in layout.items() if st == _c_strides(shapes[i])}
+
+
+def _c_strides(shape):
+    """Element strides of a C-contiguous array of `shape`, 0 for a dim of size 1 (whose
+    stride NumPy never steps by, and sets freely)."""
+    strides, acc = [], 1
+    for n in reversed(tuple(shape)):
+        strides.append(acc if n != 1 else 0)
+        acc *= n
+    return tuple(strides[::-1])
+
+
+def _reshaped_strides(shape, strides, new):
+    """Strides of NumPy's reshape of an array of `shape` and element `strides` to `new`:
+    a view's where it can make one (asked of NumPy itself, on an array of that layout
+    that reshape(copy=False) never reads), else C order (it copies)."""
+    fake = np.lib.stride_tricks.as_strided(np.empty(1, np.uint8), tuple(shape), tuple(strides))
+    try:
+        view = np.reshape(fake, tuple(new), copy=False)
+    except ValueError:
+        return _c_strides(new)
+    return tuple(s if n != 1 else 0 for s, n in zip(view.strides, new))
 
 
 def lower_composites(program):
@@ -314,19 +479,57 @@ def _rows_ok(merged, instrs, dom):
     return True
 
 
-def _acyclic(merged, users, group, members):
+def _merge_siblings(instrs, group, members, domain, users):
+    """Horizontal fusion: elementwise groups of one loop shape that read a common value of
+    that shape from outside become one kernel with the outputs of both, when no path
+    leads from one to the other (GELU's forward and its backward both read x: one sweep
+    over x instead of two). Each member keeps its own operations, so every output keeps
+    its bits."""
+    readers = {}   # value id -> an instruction of each group reading it from outside
+    for k, ins in enumerate(instrs):
+        g = group[k]
+        if g is None or domain[g][1] is not None:
+            continue
+        made = {v.id for m in members[g] for v in instrs[m].outputs}
+        for v in ins.inputs:
+            if v.id not in made and tuple(v.shape) == domain[g][0]:
+                seen = readers.setdefault(v.id, [])
+                if all(group[r] != g for r in seen):
+                    seen.append(k)
+    for ks in readers.values():
+        bases = []
+        for k in ks:
+            h = group[k]
+            for b in bases:
+                g = group[b]
+                merged = sorted(members[g] + members[h])
+                bound = max([merged[-1]] + [ms[-1] for ms in members.values() if len(ms) > 1])
+                if g != h and domain[g] == domain[h] and _acyclic(merged, users, group, members, bound):
+                    for m in members.pop(h):
+                        group[m] = g
+                    domain.pop(h)
+                    members[g] = merged
+                    break
+            else:
+                bases.append(k)
+
+
+def _acyclic(merged, users, group, members, bound=None):
     """True unless a path leaves `merged` and comes back into it through other
     instructions, other groups counting as the one kernel each will be (contracting the
-    group would then make a cycle). Grouping goes in schedule order and `merged` ends at
-    the instruction being placed: what comes after it is in no group yet, and only reads
-    later values, so a path through it never comes back."""
-    inside, last = set(merged), merged[-1]
+    group would then make a cycle). An instruction reads earlier values only, so a path
+    can come back down the schedule only through a group of several members: past the
+    last member of every such group and of `merged` (`bound`), it never comes back.
+    During vertical grouping, which goes in schedule order, that is the last of `merged`
+    (the instruction being placed), the default."""
+    inside = set(merged)
+    bound = merged[-1] if bound is None else bound
     seen, stack = set(), [u for m in merged for u in users[m] if u not in inside]
     while stack:
         k = stack.pop()
         if k in inside:
             return False
-        if k in seen or k > last:
+        if k in seen or k > bound:
             continue
         seen.add(k)
         stack.extend(users[k])
@@ -387,12 +590,76 @@ def _fused(program, body_instrs, indices, uses, outputs):
                 inputs.append(v)
     outs = [v for ins in body_instrs for v in ins.outputs
             if v.id in outputs or any(k not in indices for k in uses.get(v.id, ()))]
-    names = [ins.op for ins in body_instrs]
-    name = "fused_" + "_".join(names[:6]) + (f"_and_{len(names) - 6}_more" if len(names) > 6 else "")
+    name = _kernel_name(body_instrs)
+    body_instrs = _shared(_gelu_steps(body_instrs, consts), consts, {v.id for v in outs})
     body = Program(inputs=inputs, instrs=list(body_instrs), outputs=outs, consts=consts)
     first = body_instrs[0]
     return Instr(op="fused", fn=None, inputs=list(inputs), outputs=list(outs),
                  attrs={"body": body, "name": name}, scope=_common_scope(body_instrs), role=first.role)
+
+
+def _kernel_name(body_instrs):
+    names = [ins.op for ins in body_instrs]
+    return "fused_" + "_".join(names[:6]) + (f"_and_{len(names) - 6}_more" if len(names) > 6 else "")
+
+
+def _gelu_steps(body_instrs, consts):
+    """`body_instrs` with each tanh GELU written as the ops of its NumPy forward, in its
+    order, 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), constants rounded to x's
+    dtype as NumPy rounds a Python float: so that a backward in the same kernel computing
+    the same tanh shares it (`_shared`)."""
+    out = []
+    for ins in body_instrs:
+        if ins.fn is not E.Gelu:
+            out.append(ins)
+            continue
+        x = ins.inputs[0]
+
+        def op(fn, *args, to=None):
+            srcs = []
+            for a in args:
+                if not isinstance(a, Value):
+                    c = Value((), x.dtype, kind="const")
+                    consts[c] = np.asarray(a, dtype=x.dtype.np)
+                    a = c
+                srcs.append(a)
+            v = to or Value(tuple(x.shape), x.dtype)
+            out.append(Instr(op=fn.name, fn=fn, inputs=srcs, outputs=[v], attrs={},
+                             scope=ins.scope, role=ins.role))
+            return v
+        cube = op(E.Mul, op(E.Mul, op(E.Mul, 0.044715, x), x), x)
+        t = op(E.Tanh, op(E.Mul, E._SQRT_2_OVER_PI, op(E.Add, x, cube)))
+        op(E.Mul, op(E.Mul, 0.5, x), op(E.Add, 1.0, t), to=ins.outputs[0])
+    return out
+
+
+COMMUTATIVE = (E.Add, E.Mul)
+
+
+def _shared(body_instrs, consts, kept):
+    """`body_instrs` computing each (op, attributes, inputs) once, constants compared by
+    dtype, shape and bytes; a duplicate whose value leaves the kernel (in `kept`) stays.
+    `c * x` and `x * c` (and +) are one computation for a constant c that is not nan:
+    IEEE + and * commute bit for bit, but for which nan's payload comes out."""
+    canon, by_bytes, seen, out = {}, {}, {}, []
+    for v, a in consts.items():
+        canon[v.id] = by_bytes.setdefault((a.dtype.str, a.shape, a.tobytes()), v)
+    for ins in body_instrs:
+        inputs = [canon.get(v.id, v) for v in ins.inputs]
+        ids = [v.id for v in inputs]
+        if ins.fn in COMMUTATIVE and any(v in consts and not np.isnan(consts[v]).any() for v in inputs):
+            ids.sort(key=lambda i: i in {c.id for c in consts})   # the constant last
+        key = (ins.fn, freeze(ins.attrs), tuple(ids))
+        first = seen.get(key)
+        if first is not None and ins.outputs[0].id not in kept:
+            canon[ins.outputs[0].id] = first
+            continue
+        seen.setdefault(key, ins.outputs[0])
+        out.append(dataclasses.replace(ins, inputs=inputs))
+    used = {v.id for ins in out for v in ins.inputs}
+    for v in [v for v in consts if v.id not in used]:
+        del consts[v]
+    return out
 
 
 def _common_scope(body_instrs):
