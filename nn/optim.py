@@ -168,6 +168,8 @@ class Optimizer:
 
     # ------------------------------------------------------------------ captured (tt.compile)
     def _captured_step(self, capture):
+        reads = _Reads(self)
+        capture.before_call.append(reads.refresh)  # first: the others read what it looks up
         with tt.no_grad(), capture.recording_as("optimizer"):
             for gi, group in enumerate(self.param_groups):
                 for pi, p in enumerate(group["params"]):
@@ -181,7 +183,7 @@ class Optimizer:
                     if g.dtype != p.dtype:
                         g = g.to(p.dtype)
                     name = p.name or f"param_groups[{gi}]['params'][{pi}]"
-                    new = self._update_ops(_Captured(self, capture, gi, p, name), p, g, group)
+                    new = self._update_ops(_Captured(reads, capture, gi, p, name), p, g, group)
                     capture.assign(new, functools.partial(_write_param, p), target=p)
 
     def _update_ops(self, c, p, g, group):
@@ -282,43 +284,81 @@ def _write_param(p, a):
     p._version[0] += 1
 
 
+class _Reads:
+    """The group and state of each parameter a captured step updates, looked up once per
+    call of the compiled program (`refresh`, the first of its before_call functions) for all
+    the ~5 inputs per parameter that read them: load_state_dict, add_param_group or a new
+    group dict may have replaced either since the last call, but nothing does during one."""
+
+    def __init__(self, opt):
+        self.opt = opt
+        self.params = []    # (group index, parameter), in capture order
+        self.groups = []    # this call's group dict of each
+        self.states = []    # this call's state dict of each (opt._state_of: made if empty)
+
+    def add(self, gi, p):
+        """p's index into `groups` and `states`, which hold its group and state from now."""
+        group = self.opt.param_groups[gi]
+        self.params.append((gi, p))
+        self.groups.append(group)
+        self.states.append(self.opt._state_of(p, group))
+        return len(self.params) - 1
+
+    def refresh(self):
+        groups, state_of = self.opt.param_groups, self.opt._state_of
+        self.groups = [groups[gi] for gi, _ in self.params]
+        self.states = [state_of(p, g) for (_, p), g in zip(self.params, self.groups)]
+
+
 class _Captured:
     """What an optimizer's captured update reads at each call of the compiled program:
     group options (`option`), state arrays (`state`), and how it writes state back."""
 
-    def __init__(self, opt, capture, gi, p, name):
-        self.opt, self.capture, self.gi, self.p, self.name = opt, capture, gi, p, name
+    def __init__(self, reads, capture, gi, p, name):
+        self.reads, self.capture, self.p, self.name = reads, capture, p, name
+        self.k = reads.add(gi, p)
         self._inputs = {}   # state key -> the input tensor reading it (where update writes back)
 
     def group(self):
-        return self.opt.param_groups[self.gi]
+        return self.reads.groups[self.k]
 
     def state_dict(self):
         """p's state as it is now (load_state_dict may have replaced it since the capture)."""
-        return self.opt._state_of(self.p, self.group())
+        return self.reads.states[self.k]
 
     def scalar(self, fn, what):
         """A 0-d input of p's dtype holding fn(group, state) at each call."""
-        p, xp = self.p, self.p.device.xp
-        return self.capture.input(
-            lambda: xp.asarray(fn(self.group(), self.state_dict()), dtype=p.data.dtype),
-            f"{self.name}.{what}")
+        reads, k, dtype, xp = self.reads, self.k, self.p.data.dtype, self.p.device.xp
+        if xp is not np:
+            return self.capture.input(
+                lambda: xp.asarray(fn(reads.groups[k], reads.states[k]), dtype=dtype),
+                f"{self.name}.{what}")
+        # one array refilled at each call, for a third of xp.asarray's cost: no replay hands
+        # an input's array on (api._Entry copies a result or .grad that shares its memory,
+        # and the writes copy into the parameter's and state's own arrays), so nothing the
+        # caller holds sees the refill
+        held = np.empty((), dtype)
+
+        def read():
+            held[()] = fn(reads.groups[k], reads.states[k])  # rounds as asarray(dtype) does
+            return held
+        return self.capture.input(read, f"{self.name}.{what}")
 
     def state(self, key, zeros_if_missing=False):
         """State array `key` as an input; its new value is written back by `update`."""
-        p = self.p
+        p, reads, k = self.p, self.reads, self.k
 
         def read():
-            a = self.state_dict().get(key)
+            a = reads.states[k].get(key)
             return p.device.xp.zeros_like(p.data) if a is None and zeros_if_missing else a
         t = self._inputs[key] = self.capture.input(read, f"{self.name}.{key}")
         return t
 
     def update(self, key, new):
-        p = self.p
+        reads, k = self.reads, self.k
 
         def write(a):
-            state = self.state_dict()
+            state = reads.states[k]
             if state.get(key) is None:
                 state[key] = a.copy()  # never the program's own memory
             elif state[key] is not a:  # (a compiled runner may have computed it in place)

@@ -101,11 +101,20 @@ class CompiledFunction:
         with _collector_paused():
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__, dynamic=dyn)
             known = {id(p) for p in self._extra}
+            found = len(self._extra)
             for kind, t in meta["bindings"]:
                 if (kind == "param" and t.requires_grad and id(t) not in known
                         and not _in_args(t, args, kwargs)):
                     self._extra.append(t)
                     known.add(id(t))
+            if len(self._extra) > found:
+                # leaves outside the arguments (a model a closure reads): every later call's
+                # key has their .grad parts, so this program's key must have them too, as
+                # they were when the capture began
+                labels = {}
+                parts = guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn,
+                                         entry_grads=meta["entry_grads"])
+                key = guards.key(parts)
             if meta["cleared"] - self._cleared:
                 # the step clears these .grads (zero_grad) before reading them: the program
                 # does not depend on them, so the key leaves them out (else the .grads the

@@ -167,7 +167,8 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False):
     meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
             "params": [x[1] for x in b.bindings if x[0] == "param"],
             "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
-            "cleared": tape.cleared - read_grads, "slot_writes": slot_writes}
+            "cleared": tape.cleared - read_grads, "slot_writes": slot_writes,
+            "entry_grads": {k: g for k, (_, g) in entry_grads.items()}}
     if dynamic:
         sym = tape.symbolic
         meta["symbolic"] = {"symbols": dict(sym.values), "origin": dict(sym.origin),

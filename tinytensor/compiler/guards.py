@@ -27,14 +27,18 @@ from .dynamic import MAX_SYMBOLS
 _SCALARS = (bool, int, float, str, type(None))
 
 
-def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=False):
+def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=False,
+              entry_grads=None):
     """[(label, value)] for a call; equal value tuples replay the same program.
 
     `cleared`: ids of parameters whose .grad the step clears before reading it, left out.
     `labels`, a dict, receives id(parameter) -> [labels of its .grad parts].
     dynamic=True: tensor shapes enter as their pattern of equal sizes (dynamic.pattern),
-    not their sizes; the program checks the sizes themselves (its guards)."""
+    not their sizes; the program checks the sizes themselves (its guards).
+    entry_grads ({id(leaf): its .grad then}): the .grads as they were when a capture began,
+    for the signature of a call that has run since (capture's meta)."""
     walk = _Walk(cleared, {} if labels is None else labels, dynamic)
+    walk.entry = entry_grads or {}
     walk.call(args, kwargs, extra)
     return list(zip(walk.names, walk.values))
 
@@ -84,6 +88,7 @@ class _Walk:
         self.values, self.cleared, self.labels = [], cleared, labels
         self.names = [] if labels is not None else None
         self.sizes = {} if dynamic else None   # size -> its class, in order of first sight
+        self.entry = {}
 
     def add(self, label, what, value):
         self.values.append(value)
@@ -99,7 +104,7 @@ class _Walk:
     def grad(self, label, what, p):
         """The `.grad` part of a parameter, unless the step clears that .grad first."""
         if id(p) not in self.cleared:
-            self.add(label, what, _grad_state(p))
+            self.add(label, what, _grad_state(self.entry.get(id(p), p.grad) if self.entry else p.grad))
             if self.labels is not None:
                 self.labels.setdefault(id(p), []).append(f"{label}{what}")
 
@@ -232,6 +237,5 @@ def _module_tensors(root):
     return tuple(flags), params + buffers
 
 
-def _grad_state(p):
-    g = p.grad
+def _grad_state(g):
     return None if g is None else (tuple(g.shape), g.dtype.name)

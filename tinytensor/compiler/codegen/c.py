@@ -33,7 +33,7 @@ from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
 from ..passes import fuse
-from .. import cache_disk
+from .. import cache_disk, instantiate, symbolic
 from . import runner as _runner
 from .runner import Runner
 
@@ -159,7 +159,7 @@ def _collapse(loop, operand_strides):
     return dims, strides
 
 
-def _function(cname, operands, n_out, same, body):
+def _function(cname, operands, n_out, same, body, symbols=()):
     """The C of a kernel whose loop nest is `body` (lines, indented one level): a static
     body function taking every operand as a `restrict` parameter (p0, p1, ...: outputs,
     then const inputs), and the entry `void cname(void *const *b)` that unpacks them.
@@ -169,9 +169,14 @@ def _function(cname, operands, n_out, same, body):
     `same` ({input operand: output operand}) names inputs that are the very memory of an
     output (an optimizer update computed in place, codegen/runner.py): such an input gets
     no parameter of its own and reads through a pointer based on the output's, which
-    restrict allows, so the loop still needs no overlap check."""
+    restrict allows, so the loop still needs no overlap check.
+
+    `symbols` (names s0, s1, ...) are the dynamic sizes the loops read (tt.compile with
+    dynamic=True): the entry takes them as `n`, n[k] the size of s<k>, and hands the body
+    each one it uses as a parameter of that name, so `s0*s1` in a loop bound is plain C."""
     same = same or {}
     params, args, lines = [], [], []
+    sizes = [(f"const int64_t {name}", f"n[{int(name[1:])}]") for name in symbols]
     for k, v in enumerate(operands):
         t = CTYPE[v.dtype.name]
         const = "const " if k >= n_out else ""
@@ -180,8 +185,11 @@ def _function(cname, operands, n_out, same, body):
             continue
         params.append(f"{const}{t} *restrict p{k}")
         args.append(f"({const}{t} *)b[{k}]")
+    params += [p for p, _ in sizes]
+    args += [a for _, a in sizes]
     head = [f"static inline __attribute__((always_inline)) void {cname}_body({', '.join(params)}) {{"]
-    entry = [f"{_CLONES}void {cname}(void *const *b) {{", f"    {cname}_body({', '.join(args)});", "}"]
+    entry = [f"{_CLONES}void {cname}(void *const *b{', const int64_t *n' if sizes else ''}) {{",
+             f"    {cname}_body({', '.join(args)});", "}"]
     return "\n".join(head + lines + body + ["}"] + entry)
 
 
@@ -224,7 +232,7 @@ def kernel_source(instr, cname, same=None):
     for d in range(nd):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
-    return _function(cname, operands, len(body.outputs), same, lines)
+    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body))
 
 
 # ---------------------------------------------------------------- row kernels
@@ -246,7 +254,17 @@ def kernel_source(instr, cname, same=None):
 REDUCE = (Sum, Amax)
 PW_BLOCK = 128
 
-PAIRWISE = "\n".join(
+# the leaves of NumPy's pairwise recursion over n elements (pairwise_leaves, in C) for a
+# row whose length is a dynamic size: their starts and lengths, in order; returns k + count
+LEAVES = """static int64_t tt_pairwise_leaves(int64_t start, int64_t n, int64_t *lo, int64_t *len, int64_t k) {
+    if (n <= 128) { lo[k] = start; len[k] = n; return k + 1; }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    k = tt_pairwise_leaves(start, n2, lo, len, k);
+    return tt_pairwise_leaves(start + n2, n - n2, lo, len, k);
+}"""
+
+PAIRWISE = LEAVES + "\n" + "\n".join(
     f"""static inline {t} tt_pairwise_block{sfx}(const {t} *a, int64_t n) {{   /* n <= 128 */
     if (n < 8) {{
         {t} res = 0;
@@ -392,7 +410,8 @@ class RowKernel:
                 acc = f"v{n}"
                 if ins.fn is Sum:
                     out += sum_phase(acc, t, pre, elem)
-                    if getattr(sum_phase, "keeps_row", False) and self.n <= PW_BLOCK and ins.inputs[0].id in made:
+                    if getattr(sum_phase, "keeps_row", False) and type(self.n) is int \
+                            and self.n <= PW_BLOCK and ins.inputs[0].id in made:
                         self.kept[ins.inputs[0].id] = f"w{n}"   # the whole row: later loops read it
                 else:
                     first_nan = f"({acc} != {acc}) ? {acc} : "
@@ -460,8 +479,21 @@ def _pairwise_sum_phase(rk):
     def phase(acc, t, pre, elem):
         sfx = "f" if t == "float" else ""
         zero = _lit(0.0, t)
-        leaves = pairwise_leaves(rk.n)
+        leaves = pairwise_leaves(rk.n) if type(rk.n) is int else None
         fill = [*("        " + x for x in pre), f"        w[i] = {elem};"]
+        if type(rk.n) is not int:   # a dynamic row length: the leaves are found per row
+            return [f"{t} {acc};", "{",
+                    f"    int64_t lo[{rk.n} / 32 + 2], len[{rk.n} / 32 + 2];",
+                    f"    const int64_t count = tt_pairwise_leaves(0, {rk.n}, lo, len, 0);",
+                    f"    {t} leaf[{rk.n} / 32 + 2];",
+                    "    for (int64_t L = 0; L < count; L++) {",
+                    f"        {t} w[{PW_BLOCK}];",
+                    f"        for ({rk.itype} i = 0; i < len[L]; i++) {{",
+                    f"            const {rk.itype} j = lo[L] + i;",
+                    *("    " + x for x in fill), "        }",
+                    f"        leaf[L] = tt_pairwise_block{sfx}(w, len[L]);", "    }",
+                    f"    const {t} *next = leaf;",
+                    f"    {acc} = {zero} + tt_pairwise_tree{sfx}(&next, {rk.n});", "}"]
         if len(leaves) == 1:   # the row fits one block: its buffer, w<acc>, outlives the sum
             w = f"w{acc[1:]}"
             return [f"{t} {w}[{rk.n}];", f"for ({rk.itype} j = 0; j < {rk.n}; j++) {{",
@@ -496,7 +528,8 @@ def _row_kernel_source(body, cname, same=None):
     for _ in idx:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
-    return _function(cname, rk.operands, len(body.outputs), same, lines)
+    return _function(cname, rk.operands, len(body.outputs), same, lines,
+                     symbolic.program_symbols(body))
 
 
 # ---------------------------------------------------------------- column kernels
@@ -557,7 +590,7 @@ def _column_kernel_source(body, cname, same=None):
     for _ in dims:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
-    return _function(cname, operands, len(body.outputs), same, lines)
+    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body))
 
 
 def program_source(program, in_place=None):
@@ -592,16 +625,39 @@ def translation_unit(program, head, kernel_source):
 
 
 # ---------------------------------------------------------------- the runner
-def build(program, write_back=None):
-    """A runner for `program`: call it with the input arrays, get the output arrays.
-    write_back: {output index: input index} that the runner may compute in place."""
+def build_dynamic(program, write_back=None):
+    """For a program of symbolic sizes: its kernels compiled once, taking the sizes as an
+    argument, and an instantiate.Instances that makes the runner of each call's sizes (the
+    program at those sizes: its memory plan, arena and NumPy steps) from those kernels."""
     program = fuse.columns(program)
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
+    kernels, source = _compiled(program, in_place)
+    symbols = symbolic.program_symbols(program)
+    count = 1 + max((int(s[1:]) for s in symbols), default=-1)
+
+    def at(env):
+        sizes = [env.get(f"s{k}", 0) for k in range(count)]
+        return Runner(instantiate.at(program, env), kernels, source, in_place, sizes=sizes)
+    return instantiate.Instances(at)
+
+
+def _compiled(program, in_place):
+    """({instr index: loaded C function}, source) of a program's fused kernels."""
     source, names = program_source(program, in_place)
     lib = None
     if names:
         with open(HEADER) as f:
             header = f.read()
         lib = cache_disk.load(source, FLAGS, include_dir=os.path.dirname(HEADER), extra=header)
-    return Runner(program, {k: getattr(lib, name) for k, name in names.items()}, source, in_place)
+    return {k: getattr(lib, name) for k, name in names.items()}, source
+
+
+def build(program, write_back=None):
+    """A runner for `program`: call it with the input arrays, get the output arrays.
+    write_back: {output index: input index} that the runner may compute in place."""
+    program = fuse.columns(program)
+    fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
+    in_place = _runner.in_place(program, fused, write_back or {})
+    kernels, source = _compiled(program, in_place)
+    return Runner(program, kernels, source, in_place)

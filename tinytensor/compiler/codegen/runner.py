@@ -91,11 +91,14 @@ class Runner:
     instruction index -> the loaded C function of that fused instruction; `in_place` says
     which outputs those kernels compute over an input (codegen/c.py generated them so)."""
 
-    def __init__(self, program, kernels, source, in_place=None):
+    def __init__(self, program, kernels, source, in_place=None, sizes=None):
         # in_place ({output value id: input value id}, from `in_place` below) must be what
         # the kernels' source was generated for: such a kernel reads that input through the
-        # output's pointer
+        # output's pointer. sizes: the dynamic sizes (s0, s1, ... in order) the kernels of a
+        # program of symbolic sizes take, `program` being that program at those sizes
         self.program, self.source = program, source
+        self._sizes = None if sizes is None else (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
+        size_arg = None if sizes is None else ctypes.addressof(self._sizes)
         self.plan = plan_pass.plan(program, placed=placed_in_arena)
         self.in_place = dict(in_place or {})
         self.arena, slots = _arena(self.plan)
@@ -109,7 +112,7 @@ class Runner:
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
-                step = _kernel_step(ins, kernels[k], slots, self.in_place, made)
+                step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg)
             elif ins.op == "matmul" and placed_in_arena(ins):
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             else:
@@ -191,12 +194,15 @@ def _arena(memory):
     return arena, slots
 
 
-def _kernel_step(ins, fn, slots, in_place, made=frozenset()):
+def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None):
     """The call of a fused kernel: its operands' pointers in one array, `fn(that array)`.
     `made`: ids of values the runner itself makes (`Runner`): an input among them needs no
-    layout check, and one in an arena slot (`slots`) has the same pointer at every call."""
+    layout check, and one in an arena slot (`slots`) has the same pointer at every call.
+    `sizes`: the address of the dynamic sizes, the second argument of a kernel generated
+    for symbolic sizes."""
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p] if sizes is None else [ctypes.c_void_p, ctypes.c_void_p]
+    call = (lambda: fn(addr)) if sizes is None else (lambda: fn(addr, sizes))
     n_out = len(ins.outputs)
     fixed = [slots.get(v.id) for v in ins.outputs]        # arena outputs: same memory every call
     fresh = [(k, v.id, tuple(v.shape), v.dtype.np) for k, v in enumerate(ins.outputs)
@@ -251,7 +257,7 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset()):
                 a = contiguous(a, dtype=dt)
                 keep.append(a)
             ptrs[k] = pointer(a)
-        fn(addr)
+        call()
     return step
 
 

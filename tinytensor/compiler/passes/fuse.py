@@ -387,6 +387,8 @@ def _decomposition(ins):
     if dims != tuple(range(x.ndim - len(dims), x.ndim)):
         return None
     keep, n, eps = {"dims": dims, "keepdim": True}, math.prod(x.shape[x.ndim - len(dims):]), ins.attrs["eps"]
+    if type(n) is not int:   # a norm over a dynamic size: its 1/n is no constant; stays one op
+        return None
     if ins.fn is RMSNormCore:
         return [("q", E.Mul, ["x", "x"], {}), ("s", Sum, ["q"], keep), ("ms", E.Div, ["s", n], {}),
                 ("a", E.Add, ["ms", eps], {}), ("rs", E.Rsqrt, ["a"], {}), ("y", E.Mul, ["x", "rs"], {})]
