@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
+from tinytensor.compiler import instantiate, symbolic
 from tinytensor.compiler.codegen import c, cuda
 from tinytensor.compiler.ir import Instr, Program, Value
 from tinytensor.compiler.passes import fuse
@@ -74,6 +75,14 @@ def _captured_program(step, model_fn, *arrays):
     return fuse.run(program)
 
 
+def _dynamic_program(step, model_fn, *arrays):
+    """The fused program of a dynamic=True capture: kernels whose sizes are arguments."""
+    from tinytensor.compiler.capture import capture
+    from tinytensor.compiler.passes import run_all
+    program, _, _ = capture(step, (model_fn(),) + tuple(tt.tensor(a) for a in arrays), dynamic=True)
+    return fuse.run(run_all(program)[0])
+
+
 PROGRAMS = {  # name -> () -> fused program
     "exact_f32": lambda: fuse.run(program_of(exact_ops, *exact_inputs(np.float32))[0]),
     "exact_f64": lambda: fuse.run(program_of(exact_ops, *exact_inputs(np.float64))[0]),
@@ -84,6 +93,7 @@ PROGRAMS = {  # name -> () -> fused program
     "mlp_step": lambda: _captured_program(mse_step, mlp, np.ones((8, 16), np.float32),
                                           np.ones((8, 4), np.float32)),
     "gpt_step": lambda: _captured_program(lm_step, gpt, np.arange(16).reshape(2, 8) % 32),
+    "gpt_step_dynamic": lambda: _dynamic_program(lm_step, gpt, np.arange(16).reshape(2, 8) % 32),
 }
 
 
@@ -165,9 +175,10 @@ static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); ret
 GRID, BLOCK = 3, 7   # 21 threads: every kernel of the test programs loops more than once
 
 
-def host_runner(program, tmp_path):
+def host_runner(program, tmp_path, env=None):
     """c.Runner over the CUDA kernels compiled for the host, each launched on a
-    GRID x BLOCK grid by a loop over blocks and threads."""
+    GRID x BLOCK grid by a loop over blocks and threads. env ({symbol: size}): `program`
+    has symbolic sizes; its kernels are launched with those."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler (g++ or clang++)")
@@ -178,8 +189,9 @@ def host_runner(program, tmp_path):
         operands = list(body.outputs) + list(body.inputs)
         args = ", ".join(f"({'const ' if j >= len(body.outputs) else ''}{cuda.CTYPE[v.dtype.name]} *)b[{j}]"
                          for j, v in enumerate(operands))
+        args = ", ".join([args] + [f"n[{int(s[1:])}]" for s in symbolic.program_symbols(body)])
         launchers.append(
-            f'extern "C" void host_{name}(void *const *b) {{\n'
+            f'extern "C" void host_{name}(void *const *b, const long long *n) {{\n'
             f"    gridDim.x = {GRID}; blockDim.x = {BLOCK};\n"
             f"    for (blockIdx.x = 0; blockIdx.x < {GRID}; blockIdx.x++)\n"
             f"        for (threadIdx.x = 0; threadIdx.x < {BLOCK}; threadIdx.x++) {name}({args});\n}}")
@@ -189,7 +201,11 @@ def host_runner(program, tmp_path):
     subprocess.run([cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-o", str(lib_path),
                     str(path)], check=True, capture_output=True, timeout=60)
     lib = ctypes.CDLL(str(lib_path))
-    return c.Runner(program, {k: getattr(lib, f"host_{name}") for k, name in names.items()}, source)
+    kernels = {k: getattr(lib, f"host_{name}") for k, name in names.items()}
+    if env is None:   # the launchers' size argument is unused: point it at a zero
+        return c.Runner(program, kernels, source, sizes=[0])
+    sizes = [env[f"s{k}"] for k in range(len(env))]
+    return c.Runner(instantiate.at(program, env), kernels, source, sizes=sizes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -234,6 +250,30 @@ def test_kernels_on_the_host_replay_a_training_step(name, tmp_path):
             np.testing.assert_array_equal(bits(g), bits(w))
         else:
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_taking_their_sizes_replay_a_dynamic_training_step_on_the_host(tmp_path):
+    # the dynamic program of a GPT step, its CUDA kernels run on the host at a size other
+    # than the captured one, against the same program interpreted at that size
+    from tinytensor.compiler import interpret
+    from tinytensor.compiler.capture import capture
+    from tinytensor.compiler.passes import run_all
+    import nn
+    m = gpt()
+    o = nn.optim.SGD(m.parameters(), lr=0.1)
+    step = lambda m, o, ids: lm_step(m, ids)
+    program, _, meta = capture(step, (m, o, tt.tensor(np.arange(16).reshape(2, 8) % 32)), dynamic=True)
+    program = run_all(program)[0]
+    ids = (np.arange(15).reshape(3, 5) * 7) % 32
+    env = {"s0": 3, "s1": 5}
+    inputs = [ids if kind == "arg" else x.data if kind == "param" else
+              np.asarray(symbolic.evaluate(x[0], env), dtype=x[1]) for kind, x in meta["bindings"]]
+    want = interpret.run(instantiate.at(program, env), inputs)
+    got = host_runner(fuse.run(program), tmp_path, env)(inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 def test_source_is_inspectable_and_64_bit_indexed_only_when_needed():
@@ -343,3 +383,23 @@ def test_gpu_a_grid_stride_loop_covers_more_elements_than_the_grid():
     (got,) = cuda.build(program)(inputs)
     np.testing.assert_array_equal(bits(got.get()), bits(want))
     assert math.prod(got.shape) == n
+
+
+@pytest.mark.gpu
+def test_gpu_dynamic_step_is_one_program_for_every_size_and_matches_the_cpu():
+    import nn
+    from .helpers import training_step
+    loss = lambda m, ids: m(ids, labels=ids).loss
+    mg, mc = gpt().to("cuda"), gpt()
+    og, oc = nn.optim.SGD(mg.parameters(), lr=0.1), nn.optim.SGD(mc.parameters(), lr=0.1)
+    on_gpu = tt.compile(training_step(loss), backend="cuda", dynamic=True)
+    on_cpu = tt.compile(training_step(loss), backend="numpy", dynamic=True)
+    rng = np.random.default_rng(7)
+    for shape in [(2, 8), (3, 5), (2, 16), (3, 5)]:
+        ids = rng.integers(0, 32, shape)
+        lg = on_gpu(mg, og, tt.tensor(ids, device="cuda"))
+        lc = on_cpu(mc, oc, tt.tensor(ids))
+        np.testing.assert_allclose(float(lg), float(lc), rtol=1e-5)
+    for p, q in zip(mg.parameters(), mc.parameters()):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=0, atol=1e-5)
+    assert len(on_gpu.programs) == 1

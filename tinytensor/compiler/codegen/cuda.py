@@ -18,7 +18,10 @@ and square root.
 """
 import math
 
+import numpy as np
+
 from ...device import cupy_module
+from .. import instantiate, symbolic
 from . import c
 from .runner import numpy_step
 
@@ -45,20 +48,20 @@ PRELUDE = """\
 
 
 def kernel_source(instr, cname):
-    """CUDA source of `extern "C" __global__ void cname(outputs..., inputs...)`."""
+    """CUDA source of `extern "C" __global__ void cname(outputs..., inputs..., sizes...)`;
+    sizes: the dynamic sizes (s0, s1, ...) the kernel's loops read, as `long long`."""
     body = instr.attrs["body"]
+    if c.is_column_kernel(body):
+        raise NotImplementedError("tt.compile(backend='cuda'): column-sum kernels have no CUDA "
+                                  "lowering yet (fuse.columns is the C backend's pass)")
     if c.is_row_kernel(body):
         return _row_kernel_source(body, cname)
     loop = tuple(body.outputs[0].shape)
     n = math.prod(loop)
     operands = list(body.outputs) + list(body.inputs)
     dims, strides = c._collapse(loop, [c._broadcast_strides(v.shape, loop) for v in operands])
-    idx_t = "long long" if n > 2**31 - 1 - BLOCK * MAX_BLOCKS else "int"
-    params = []
-    for k, v in enumerate(operands):
-        const = "const " if k >= len(body.outputs) else ""
-        params.append(f"{const}{CTYPE[v.dtype.name]} *__restrict__ p{k}")
-    lines = [f'extern "C" __global__ void {cname}({", ".join(params)}) {{',
+    idx_t = _index_type(n)
+    lines = [f'extern "C" __global__ void {cname}({_params(body)}) {{',
              f"    const {idx_t} step = ({idx_t})blockDim.x * gridDim.x;",
              f"    for ({idx_t} i = ({idx_t})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += step) {{"]
     ind = "        "
@@ -102,7 +105,14 @@ def _params(body):
     for k, v in enumerate(list(body.outputs) + list(body.inputs)):
         const = "const " if k >= len(body.outputs) else ""
         params.append(f"{const}{CTYPE[v.dtype.name]} *__restrict__ p{k}")
+    params += [f"const long long {name}" for name in symbolic.program_symbols(body)]
     return ", ".join(params)
+
+
+def _index_type(n):
+    """int where the loop's extent (a number) leaves room for the grid stride, else long long
+    (always for a dynamic extent: it is known only at the launch)."""
+    return "long long" if type(n) is not int or n > 2**31 - 1 - BLOCK * MAX_BLOCKS else "int"
 
 
 def _kahan_sum_phase(rk):
@@ -122,7 +132,7 @@ def _row_kernel_source(body, cname):
     Simple and register-only, but a thread reads its row alone (uncoalesced across the
     warp): a block-per-row kernel is what long rows on a GPU want."""
     rk = c.RowKernel(body)
-    idx_t = "long long" if math.prod(rk.F) > 2**31 - 1 - BLOCK * MAX_BLOCKS else "int"
+    idx_t = _index_type(math.prod(rk.F))
     rk.itype = idx_t
     rk.pragma = ["#pragma unroll 1"]   # unrolled, the loops keep several elements' values live
     lines = [f'extern "C" __global__ void {cname}({_params(body)}) {{',
@@ -151,17 +161,34 @@ def program_source(program):
 # ---------------------------------------------------------------- the runner
 def build(program, write_back=None):
     """A runner for `program` on CuPy arrays (write_back: the C backend's in-place
-    updates, which this one does not do: it writes new arrays). The module compiles (NVRTC, through CuPy)
-    at the first call on each device."""
+    updates, which this one does not do: it writes new arrays). The module compiles (NVRTC,
+    through CuPy) at the first call on each device."""
     source, names = program_source(program)
     return Runner(program, source, names)
 
 
-class Runner:
-    """Runs a built program: `runner(inputs) -> outputs` (lists of CuPy arrays)."""
+def build_dynamic(program, write_back=None):
+    """For a program of symbolic sizes: one module whose kernels take the sizes as
+    arguments, and an instantiate.Instances making the runner of each call's sizes."""
+    source, names = program_source(program)
+    modules = {}   # shared by the instances: CUDA device id -> RawModule
+    symbols = {k: symbolic.program_symbols(program.instrs[k].attrs["body"]) for k in names}
 
-    def __init__(self, program, source, names):
+    def at(env):
+        sizes = {k: tuple(np.int64(env[s]) for s in names_) for k, names_ in symbols.items()}
+        return Runner(instantiate.at(program, env), source, names, modules, sizes)
+    return instantiate.Instances(at)
+
+
+class Runner:
+    """Runs a built program: `runner(inputs) -> outputs` (lists of CuPy arrays). `modules`
+    and `sizes` for an instance of a program of symbolic sizes (build_dynamic): the compiled
+    modules its instances share, and per kernel the sizes it is launched with."""
+
+    def __init__(self, program, source, names, modules=None, sizes=None):
         self.program, self.source, self.names = program, source, names
+        self._modules = {} if modules is None else modules
+        self._sizes = sizes or {}
         self._inputs = [v.id for v in program.inputs]
         self._outputs = [v.id for v in program.outputs]
         self._steps = {}   # CUDA device id -> (consts on that device, steps)
@@ -189,13 +216,17 @@ class Runner:
 
     def _prepare(self, cupy):
         consts = {v.id: cupy.asarray(a) for v, a in self.program.consts.items()}
-        module = cupy.RawModule(code=self.source, options=OPTIONS) if self.names else None
-        steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy) if k in self.names
-                 else numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
+        dev = cupy.cuda.Device().id
+        module = self._modules.get(dev)
+        if module is None and self.names:
+            module = self._modules[dev] = cupy.RawModule(code=self.source, options=OPTIONS)
+        steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy, self._sizes.get(k, ()))
+                 if k in self.names else numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
         return consts, steps
 
 
-def _kernel_step(ins, fn, cupy):
+def _kernel_step(ins, fn, cupy, sizes=()):
+    # sizes: the dynamic sizes the kernel takes after its operands (np.int64 each)
     outs = [(v.id, tuple(v.shape), v.dtype.np) for v in ins.outputs]
     ins_ = [(v.id, v.dtype.np) for v in ins.inputs]
     n = math.prod(outs[0][1])
@@ -213,6 +244,6 @@ def _kernel_step(ins, fn, cupy):
                 a = contiguous(a, dtype=dt)
             args.append(a)
         if n:
-            fn(grid, (BLOCK,), tuple(args))
+            fn(grid, (BLOCK,), tuple(args) + sizes)
     return step
 
