@@ -312,7 +312,8 @@ class _Reads:
 
 class _Captured:
     """What an optimizer's captured update reads at each call of the compiled program:
-    group options (`option`), state arrays (`state`), and how it writes state back."""
+    numbers of its group options and state (`scalar`), state arrays (`state`), and how it
+    writes state back (`update`), for parameter `p`, through `reads`."""
 
     def __init__(self, reads, capture, gi, p, name):
         self.reads, self.capture, self.p, self.name = reads, capture, p, name

@@ -122,10 +122,13 @@ class Symbolic:
         """Give the results of a recorded op their symbolic shapes (see the module doc)."""
         if not self.corners:
             return
-        first = next(iter(self.corners.values()))
-        if not (any(id(t.data) in first for t in node.inputs) or symbolic.contains_symbolic(node.attrs)
-                or any(id(a) in first for a in _arrays(node.attrs))):
-            return   # static shapes and data: the shadows read the real arrays
+        if not (any(id(t.data) in self.shapes for t in node.inputs) or symbolic.contains_symbolic(node.attrs)
+                or any(id(a) in self.shapes for a in _arrays(node.attrs))):
+            # no input's shape and no attribute is a formula, so neither is any output's (a
+            # shape read off the data is refused elsewhere): the shadows of the outputs are
+            # the real arrays, whose shapes are right at every size (an optimizer update,
+            # a weight's gradient, ... run once, not once per shadow size)
+            return
         self.history.append((node, results))
         self._shadow_all(node, results)
 

@@ -13,7 +13,8 @@ import numpy as np
 from ..core.function import _Ctx
 from ..device import array_context, device_of_array
 
-_plans = weakref.WeakKeyDictionary()  # program -> per instruction (step, input ids, output ids, ids dead after)
+# program -> per instruction: (compile_instr's step, input ids, output ids, ids dead after it)
+_plans = weakref.WeakKeyDictionary()
 
 
 def run(program, input_arrays):

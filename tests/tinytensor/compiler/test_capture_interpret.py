@@ -149,3 +149,25 @@ def test_unrecorded_random_draw_is_a_clear_error():
         return x + tt.randn(3)
     with pytest.raises(CaptureError, match="drew random numbers outside a recorded op"):
         capture(step, (tt.ones(3),))
+
+
+def test_compiled_instructions_give_run_instr_s_arrays():
+    # compile_instr decides per instruction which of run_instr's checks it needs: its
+    # function must still give run_instr's arrays, as a list (a runner replaces items in
+    # it) and 0-d results as arrays, not NumPy scalars, on plain and fused programs
+    from tinytensor.compiler.interpret import compile_instr, run_instr
+    from tinytensor.compiler.passes import fuse
+    program, _, arrays = captured(lm_step, (gpt(), tt.randint(0, 32, (2, 8))))
+    for prog in (program, fuse.run(program)):
+        env = {v.id: a for v, a in zip(prog.inputs, arrays)}
+        env.update((v.id, a) for v, a in prog.consts.items())
+        zero_d = 0
+        for ins in prog.instrs:
+            ins_arrays = [env[v.id] for v in ins.inputs]
+            got = compile_instr(ins)(ins_arrays)
+            assert type(got) is list, ins.op
+            assert all(type(a) is np.ndarray for a in got), ins.op
+            assert_bitwise(got, run_instr(ins, ins_arrays))
+            zero_d += any(a.ndim == 0 for a in got)
+            env.update(zip((v.id for v in ins.outputs), got))
+        assert zero_d  # the loss and its gradient's seed: the case the check is for
