@@ -6,7 +6,8 @@ import dataclasses
 
 from . import symbolic
 
-KEEP = 16   # instantiations kept per program (a KV-cached generation makes one per length)
+KEEP = 4     # instances kept per program (each has its arena)
+STREAK = 3   # calls in a row at one size that earn it an instance
 
 
 def at(program, env):
@@ -36,18 +37,32 @@ def at(program, env):
 
 
 class Instances:
-    """make({symbol: size}) per distinct sizes, the last KEEP of them kept; called as
-    instances(sizes, env) with `sizes` the values of env in a fixed order (the key)."""
+    """The runner for each call's sizes, called as instances(sizes, env) with `sizes` the
+    values of env in a fixed order (the key).
 
-    def __init__(self, make):
-        self.make, self.cache = make, collections.OrderedDict()
+    `generic` (a runner taking (inputs, env), shapes evaluated per call, no arena) runs most
+    calls; sizes that come STREAK times in a row (a training loop at one batch shape) get an
+    instance of their own, make(env): the program at those sizes with its memory plan and
+    arena, a few per cent faster per call. Making one costs about a replay of a small
+    program, so KV-cached decoding, where every token is a new cache length, never pays it;
+    only the last KEEP instances are kept (an arena each)."""
+
+    def __init__(self, make, generic=None):
+        self.make, self.generic = make, generic
+        self.cache = collections.OrderedDict()
+        self.last, self.streak = None, 0
 
     def __call__(self, sizes, env):
         got = self.cache.get(sizes)
-        if got is None:
-            got = self.cache[sizes] = self.make(env)
-            if len(self.cache) > KEEP:
-                self.cache.popitem(last=False)
-        else:
+        if got is not None:
             self.cache.move_to_end(sizes)
+            return got
+        self.streak = self.streak + 1 if sizes == self.last else 1
+        self.last = sizes
+        if self.generic is not None and self.streak < STREAK:
+            generic = self.generic
+            return lambda inputs: generic(inputs, env)
+        got = self.cache[sizes] = self.make(env)
+        if len(self.cache) > KEEP:
+            self.cache.popitem(last=False)
         return got

@@ -3,7 +3,8 @@ program against eager tinytensor and torch eager, in one run.
 
 Cases: a 5-op elementwise chain (x * 1.5 + 0.5) * x - 0.25, relu, float32, at 64K and 1M
 elements; GELU (tanh) forward, and forward + backward, at 1M; a tiny MLP training step
-(Python-overhead bound: through the tt.compile call). "compiled" times the C
+(Python-overhead bound: through the tt.compile call); KV-cached greedy decoding of the
+GPT-2-style model below with tt.compile(model, dynamic=True). "compiled" times the C
 runner of the captured, fused program on the input arrays (the tt.compile call wrapper
 around it is not included); eager and torch time the same step written with their ops.
 
@@ -181,9 +182,45 @@ def gpt_case():
             kernels, (cold, warm))
 
 
+def decode_case(new_tokens=32, prompt=16):
+    """Greedy KV-cached decoding of `new_tokens` tokens after a `prompt`-token prompt, batch 1,
+    with the bench's GPT-2-style model: models.generate on tt.compile(model, dynamic=True)
+    (one program for the prompt and one for every cache length: no capture per token)
+    against eager tinytensor and transformers' generate (torch eager, sdpa, its KV cache)."""
+    from tools.lib import bench_train
+    import numpy as np
+    import models
+    ours, ref, ids_tt, ids_th, _, torch, tt = bench_train.build_pair()
+    ours.eval(), ref.eval()
+    fast = tt.compile(ours, backend="c", dynamic=True)
+    p_tt, p_th = ids_tt[:1, :prompt], ids_th[:1, :prompt]
+    want = models.generate(ours, p_tt, max_new_tokens=new_tokens).numpy()
+    got = models.generate(fast, p_tt, max_new_tokens=new_tokens).numpy()   # captures, compiles
+    with torch.no_grad():
+        theirs = ref.generate(p_th, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                              do_sample=False, pad_token_id=ref.config.eos_token_id).numpy()
+    if not (np.array_equal(got, want) and np.array_equal(want, theirs)):
+        raise RuntimeError("bench compile: compiled, eager and transformers' greedy tokens differ")
+
+    def torch_decode():
+        with torch.no_grad():
+            ref.generate(p_th, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                         do_sample=False, pad_token_id=ref.config.eos_token_id)
+    return (f"GPT-2-style KV-cached greedy decoding, {new_tokens} tokens (dynamic=True, "
+            f"{len(fast.programs)} programs)",
+            lambda: models.generate(fast, p_tt, max_new_tokens=new_tokens),
+            lambda: models.generate(ours, p_tt, max_new_tokens=new_tokens), torch_decode,
+            sum(ins.op == "fused" for p in fast.programs for ins in fuse_run(p).instrs))
+
+
+def fuse_run(program):
+    from tinytensor.compiler.passes import fuse
+    return fuse.run(program)
+
+
 def run_compile(repeat, gpt=True):
     rows = []
-    extra = [gpt_case()] if gpt else []
+    extra = [decode_case()] + ([gpt_case()] if gpt else [])
     for name, f_c, f_e, f_t, kernels, *times in list(cases()) + extra:
         c, e, t = median_n([f_c, f_e, f_t], repeat)
         rows.append((name, c, e, t, kernels))

@@ -243,3 +243,16 @@ def test_a_function_reading_a_model_from_its_closure_is_captured_once(dynamic):
     for _ in range(3):
         assert float(f(x)) == pytest.approx(float(m(x).sum()), rel=1e-6)
     assert len(f.programs) == 1
+
+
+def test_sizes_seen_once_run_the_generic_runner_and_repeated_ones_get_an_instance():
+    from tinytensor.compiler import instantiate
+    made = []
+    inst = instantiate.Instances(lambda env: made.append(env["s0"]) or (lambda inputs: ("own", env)),
+                                 generic=lambda inputs, env: ("generic", env))
+    for n in range(2, 40):            # decoding: a new cache length every call
+        assert inst((n,), {"s0": n})(None)[0] == "generic"
+    assert made == []
+    for _ in range(instantiate.STREAK + 2):   # a training loop at one shape
+        kind = inst((7,), {"s0": 7})(None)[0]
+    assert kind == "own" and made == [7]

@@ -93,7 +93,7 @@ def test_an_undeclared_view_of_an_arena_slot_is_copied_out_not_overwritten():
         assert step(x).numpy().tobytes() == want.tobytes()
     # and the check is what saves it: trusting the plan gives a wrong answer
     checked = R.numpy_step
-    blind = _compiled(_sneaky, x, numpy_step=lambda ins, bounds=(0, 0): checked(ins))
+    blind = _compiled(_sneaky, x, numpy_step=lambda ins, bounds=(0, 0), senv=None: checked(ins))
     assert blind(x).numpy().tobytes() != want.tobytes()
 
 

@@ -639,7 +639,8 @@ def build_dynamic(program, write_back=None):
     def at(env):
         sizes = [env.get(f"s{k}", 0) for k in range(count)]
         return Runner(instantiate.at(program, env), kernels, source, in_place, sizes=sizes)
-    return instantiate.Instances(at)
+    generic = Runner(program, kernels, source, in_place, sizes=[0] * count, generic=True)
+    return instantiate.Instances(at, generic)
 
 
 def _compiled(program, in_place):

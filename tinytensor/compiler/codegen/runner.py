@@ -22,6 +22,7 @@ A runner is not re-entrant (one arena per runner): calls from several threads ta
 a call from inside its own run is an error.
 """
 import ctypes
+import dataclasses
 import sys
 import threading
 from sys import getrefcount
@@ -29,7 +30,8 @@ from sys import getrefcount
 import numpy as np
 
 from ...ops.movement import Permute, Reshape
-from ..interpret import _dead_after, run_instr
+from ..interpret import _dead_after, compile_instr, run_instr
+from ..symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
@@ -91,15 +93,19 @@ class Runner:
     instruction index -> the loaded C function of that fused instruction; `in_place` says
     which outputs those kernels compute over an input (codegen/c.py generated them so)."""
 
-    def __init__(self, program, kernels, source, in_place=None, sizes=None):
+    def __init__(self, program, kernels, source, in_place=None, sizes=None, generic=False):
         # in_place ({output value id: input value id}, from `in_place` below) must be what
         # the kernels' source was generated for: such a kernel reads that input through the
         # output's pointer. sizes: the dynamic sizes (s0, s1, ... in order) the kernels of a
-        # program of symbolic sizes take, `program` being that program at those sizes
+        # program of symbolic sizes take, `program` being that program at those sizes.
+        # generic=True: `program` keeps its symbolic sizes and each call says them
+        # (runner(inputs, {symbol: size})): no arena (its layout would depend on them), shapes
+        # and attributes evaluated per call; what a size seen once runs on (instantiate.py)
         self.program, self.source = program, source
         self._sizes = None if sizes is None else (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
         size_arg = None if sizes is None else ctypes.addressof(self._sizes)
-        self.plan = plan_pass.plan(program, placed=placed_in_arena)
+        self._senv = {} if generic else None   # the sizes of the call running (generic)
+        self.plan = plan_pass.plan(program, placed=placed_in_arena if not generic else _nowhere)
         self.in_place = dict(in_place or {})
         self.arena, slots = _arena(self.plan)
         lo = self.arena.ctypes.data if self.arena.size else 0
@@ -112,11 +118,11 @@ class Runner:
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
-                step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg)
-            elif ins.op == "matmul" and placed_in_arena(ins):
+                step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv)
+            elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             else:
-                step = numpy_step(ins, self._bounds)
+                step = numpy_step(ins, self._bounds, self._senv)
             self.steps.append((step, dead[k]))
         self._inputs = [v.id for v in program.inputs]
         self._consts = {v.id: np.asarray(a) for v, a in program.consts.items()}
@@ -124,9 +130,12 @@ class Runner:
         self._lock = threading.Lock()
         self._owner = None    # the thread running the program now
 
-    def __call__(self, inputs):
+    def __call__(self, inputs, sizes=None):
         if len(inputs) != len(self._inputs):
             raise ValueError(f"compiled program: expected {len(self._inputs)} inputs, got {len(inputs)}")
+        if self._senv is not None:
+            if sizes is None:
+                raise ValueError("compiled program: a runner of symbolic sizes needs the call's sizes")
         me = threading.get_ident()
         if self._owner == me:
             raise RuntimeError("compiled program: called again from inside itself (a hook or "
@@ -134,6 +143,11 @@ class Runner:
                                "run twice at once")
         with self._lock:   # another thread waits its turn: the arena is shared
             self._owner = me
+            if self._senv is not None:
+                self._senv.clear()
+                self._senv.update(sizes)
+                for k in range(len(self._sizes)):
+                    self._sizes[k] = sizes.get(f"s{k}", 0)
             try:
                 return self._run(inputs)
             finally:
@@ -194,7 +208,20 @@ def _arena(memory):
     return arena, slots
 
 
-def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None):
+def _nowhere(ins):
+    return False
+
+
+def _shaper(shape, senv):
+    """() -> `shape` now: the tuple itself, or for a shape of formulas (a generic runner,
+    senv its call's sizes) a function evaluating them."""
+    shape = tuple(shape)
+    if senv is None or not any(isinstance(d, SymInt) for d in shape):
+        return lambda: shape
+    return lambda: tuple([d.poly(senv) if isinstance(d, SymInt) else d for d in shape])
+
+
+def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=None):
     """The call of a fused kernel: its operands' pointers in one array, `fn(that array)`.
     `made`: ids of values the runner itself makes (`Runner`): an input among them needs no
     layout check, and one in an arena slot (`slots`) has the same pointer at every call.
@@ -205,9 +232,9 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None):
     call = (lambda: fn(addr)) if sizes is None else (lambda: fn(addr, sizes))
     n_out = len(ins.outputs)
     fixed = [slots.get(v.id) for v in ins.outputs]        # arena outputs: same memory every call
-    fresh = [(k, v.id, tuple(v.shape), v.dtype.np) for k, v in enumerate(ins.outputs)
+    fresh = [(k, v.id, _shaper(v.shape, senv), v.dtype.np) for k, v in enumerate(ins.outputs)
              if fixed[k] is None and v.id not in in_place]
-    into = [(k, v.id, tuple(v.shape), v.dtype.np, in_place[v.id]) for k, v in enumerate(ins.outputs)
+    into = [(k, v.id, _shaper(v.shape, senv), v.dtype.np, in_place[v.id]) for k, v in enumerate(ins.outputs)
             if fixed[k] is None and v.id in in_place]
     outs = [(v.id, a) for v, a in zip(ins.outputs, fixed) if a is not None]
     ptrs = (ctypes.c_void_p * (n_out + len(ins.inputs)))()
@@ -231,13 +258,13 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None):
 
     def step(env):
         for k, i, shape, dt in fresh:
-            a = spare[k]
-            if a is None or getrefcount(a) > _HELD_BY_US:
+            a, shape = spare[k], shape()
+            if a is None or getrefcount(a) > _HELD_BY_US or a.shape != shape:
                 a = spare[k] = empty(shape, dt)
             env[i] = a
             ptrs[k] = pointer(a)
         for k, i, shape, dt, dest in into:  # the array this value replaces, if it can take it
-            a = env[dest]
+            a, shape = env[dest], shape()
             # flags.carray: C-contiguous, aligned and writeable, in one read
             if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
                     or a.shape != shape or not a.flags.carray:
@@ -280,6 +307,19 @@ def _matmul_step(ins, out):
     return step
 
 
+def _sized_step(ins, senv):
+    """An instruction whose attributes hold formulas of the sizes (a reshape to (B*T, C), a
+    slice up to the cache length), run with them evaluated for the call."""
+    in_ids = [v.id for v in ins.inputs]
+    out_ids = [v.id for v in ins.outputs]
+    attrs = ins.attrs
+
+    def step(env):
+        now = dataclasses.replace(ins, attrs=evaluate(attrs, senv))
+        env.update(zip(out_ids, run_instr(now, [env[i] for i in in_ids])))
+    return step
+
+
 def _view_step(ins):
     """A reshape or permute, as its forward computes it (the same NumPy call) without the
     interpreter's general path: these are a fifth of a training step's instructions and
@@ -298,9 +338,12 @@ def _view_step(ins):
     return step
 
 
-def numpy_step(ins, bounds=(0, 0)):
+def numpy_step(ins, bounds=(0, 0), senv=None):
     """Run `ins` by its Function's forward (the interpreter's step); results that start inside
-    `bounds` (the arena's address range) are copied out."""
+    `bounds` (the arena's address range) are copied out. senv: the sizes of the call of a
+    generic runner, which attributes holding formulas are evaluated at."""
+    if senv is not None and contains_symbolic(ins.attrs):
+        return _sized_step(ins, senv)
     # attribute inputs, saved side outputs and 0-d results are handled by run_instr, in one
     # place for every backend
     if ins.fn in _VIEWS and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 1:
@@ -310,9 +353,10 @@ def numpy_step(ins, bounds=(0, 0)):
     own = len(ins.outputs) - len(ins.saved)        # forward's results, before the saved ones
     check = not getattr(ins.fn, "is_view", False) and bounds[1] > bounds[0]
     lo, hi = bounds
+    run = compile_instr(ins)
 
     def step(env):
-        outs = run_instr(ins, [env[i] for i in in_ids])
+        outs = run([env[i] for i in in_ids])
         if check:
             for k in range(own):
                 a = outs[k]
