@@ -55,6 +55,7 @@ class CompiledFunction:
         self._backend = _backend(backend)
         self.backend = backend
         self.dynamic = dynamic
+        self._static = frozenset()   # dynamic=True: (tensor number, dim) found tied to a size
         self._module = fn if hasattr(fn, "named_parameters") and hasattr(fn, "forward") else None
         self._fn = _call_module if self._module is not None else fn
         self.__name__ = type(fn).__name__ if self._module is not None else \
@@ -78,10 +79,10 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if self._module is not None:
             args = (self._module,) + args
-        dyn = self.dynamic
+        dyn = self._static if self.dynamic else False
         entry = self._cache.get(guards.call_key(args, kwargs, self._extra, self._cleared, dyn))
         if entry is not None:
-            if not dyn:
+            if dyn is False:
                 return entry(args, kwargs)
             for e in entry:   # the programs of this pattern of sizes: the first whose guards pass
                 out = e(args, kwargs)
@@ -99,15 +100,21 @@ class CompiledFunction:
                     f"compiled one: {guards.changed(self._last, parts)}", RuntimeWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
         with _collector_paused():
-            program, result, meta = capture(self._fn, args, kwargs, name=self.__name__, dynamic=dyn)
+            program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
+                                            dynamic=self.dynamic, static=self._static)
             known = {id(p) for p in self._extra}
-            found = len(self._extra)
+            found, rekey = len(self._extra), False
             for kind, t in meta["bindings"]:
                 if (kind == "param" and t.requires_grad and id(t) not in known
                         and not _in_args(t, args, kwargs)):
                     self._extra.append(t)
                     known.add(id(t))
-            if len(self._extra) > found:
+            if self.dynamic and not meta["symbolic"]["static"] <= self._static:
+                # dims this capture found tied to a fixed size: static from now on, in the
+                # key too (this program, which pins them by guards, is stored under it)
+                self._static = dyn = self._static | meta["symbolic"]["static"]
+                rekey = True
+            if rekey or len(self._extra) > found:
                 # leaves outside the arguments (a model a closure reads): every later call's
                 # key has their .grad parts, so this program's key must have them too, as
                 # they were when the capture began
@@ -124,7 +131,7 @@ class CompiledFunction:
                 parts = [(label, v) for label, v in parts if label not in drop]
                 key = guards.key(parts)
             program, self.counts = run_all(program)
-            if dyn:
+            if self.dynamic:
                 entry = _DynamicEntry(program, meta, self._backend(program, meta["write_back"], True))
                 self._cache.setdefault(key, []).append(entry)
             else:

@@ -45,7 +45,7 @@ class CaptureError(RuntimeError):
     """A step does something a captured program could not replay faithfully."""
 
 
-def capture(fn, args, kwargs=None, name=None, dynamic=False):
+def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset()):
     """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
 
     dynamic=True: the sizes of the tensor arguments are symbols (compiler/dynamic.py); the
@@ -83,11 +83,10 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False):
     rng_before = _rng_state()
 
     tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
-    if dynamic:
+    if dynamic:   # static: (tensor number, dim) pairs an earlier capture found tied
         tape.symbolic = Symbolic(name)
-        for i, (t, binding) in enumerate(zip(arg_tensors, arg_bindings)):
-            tape.symbolic.add_argument(t, f"tensor argument {i}" if binding[0] == "arg"
-                                       else state.describe(binding[1]))
+        for k, (t, label) in enumerate(state.walk_tensors(args, kwargs)):
+            tape.symbolic.add_argument(t, label, {d for i, d in static if i == k}, k)
         tape.symbolic.begin()
     guards = tape.symbolic.guards if dynamic else symbolic.Guards()
     prev = STATE.capture
@@ -172,8 +171,7 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False):
     if dynamic:
         sym = tape.symbolic
         meta["symbolic"] = {"symbols": dict(sym.values), "origin": dict(sym.origin),
-                            "guards": sym.guards,
-                            "args": [sym.shape_of(t) for t in arg_tensors]}
+                            "guards": sym.guards, "static": sym.pinned_dims()}
     return program, result, meta
 
 

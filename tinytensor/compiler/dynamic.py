@@ -63,6 +63,7 @@ class Symbolic:
         self.checkpoint = {}      # {id(array): shadow array} at the check sizes
         self.history = []         # (node, results) of every symbolic op, in order
         self.args = []            # (tensor, symbolic shape) of every argument registered
+        self.dims = []            # (tensor number, dim, symbol) of every dynamic dim given
 
     # ---------------------------------------------------------------- arguments
     def symbol_for(self, size, where):
@@ -82,12 +83,16 @@ class Symbolic:
         self.alt[name], self.check[name] = free[0], free[1]
         return name
 
-    def add_argument(self, t, where):
+    def add_argument(self, t, where, static=(), number=None):
+        """Make the dims of argument tensor `t` (the `number`-th of the call) symbols,
+        except those in `static` and those of size 0 or 1."""
         if id(t.data) in self.shapes:
             return
         shape = []
         for d, n in enumerate(t.data.shape):
-            name = self.symbol_for(int(n), f"{where} dim {d}") if n >= 2 else None
+            name = self.symbol_for(int(n), f"{where} dim {d}") if n >= 2 and d not in static else None
+            if name is not None:
+                self.dims.append((number, d, name))
             shape.append(SymInt(int(n), Poly.symbol(name)) if name else int(n))
         shape = tuple(shape)
         if not any(isinstance(d, SymInt) for d in shape):
@@ -113,6 +118,27 @@ class Symbolic:
         if moved is None:
             return {s: (self.check[s] if s in self.active else v) for s, v in self.values.items()}
         return {s: (self.alt[s] if s in moved else v) for s, v in self.values.items()}
+
+    numbers = staticmethod(symbolic.numbers)
+
+    def pinned_dims(self):
+        """(tensor number, dim) of the argument dims whose symbol the step pinned to its
+        value (tied to a fixed size, or turned into a number): static at the next capture,
+        so that a batch that happens to equal such a size (16 rows of 16 features) is not
+        tied to it by duck sizing, and keeps one program."""
+        pinned = {s for s in self.values if s not in self.active}
+        for (poly, op), result in self.guards.items.items():
+            syms = poly.symbols()
+            if op == "==" and result is True and len(syms) == 1 and len(poly.terms) <= 2 \
+                    and poly.terms.get((syms[0],)) == 1:
+                pinned.add(syms[0])
+        # a symbol that several dims share (a batch of 2 and 2 heads) may be pinned by one
+        # of them only: none of them is learned
+        uses = {}
+        for _, _, s in self.dims:
+            uses[s] = uses.get(s, 0) + 1
+        return frozenset((k, d) for k, d, s in self.dims
+                         if s in pinned and uses[s] == 1 and k is not None)
 
     def shape_of(self, t):
         return self.shapes.get(id(t.data), t.data.shape)

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 
+from . import instantiate
 from .capture import capture
 from .ir import nbytes
 from .passes import DEFAULT
@@ -36,19 +37,29 @@ def kernel_flops(ins):
 
 
 def stats(program):
+    program = instantiate.captured(program)   # a program of symbolic sizes: at the captured ones
     kernels = [ins for ins in program.instrs if ins.op == "fused"]
     return {"nodes": len(program.instrs), "kernels": len(kernels),
             "bytes moved": sum(bytes_moved(ins) for ins in program.instrs),
             "planned peak": plan_pass.plan(program).peak}
 
 
-def explain(fn, *args, out="out/compile", **kwargs):
+def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
     """Capture `fn(*args, **kwargs)` once, run the passes of `tt.compile(backend="c")` one
     by one, and write every stage to `out` (see the module docstring). Returns the stats
-    rows, one per stage."""
+    rows, one per stage. `fn` may be a tt.compile'd function (its own function is
+    captured, with its dynamic setting unless `dynamic` says otherwise); dynamic=True
+    shows the program of symbolic sizes (shapes such as [s0, s1]; bytes and peak at the
+    captured sizes)."""
     # fuse loads with the code generators, on first use: import tinytensor skips it
     from .passes import fuse
-    program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"))
+    if dynamic is None:
+        dynamic = getattr(fn, "dynamic", False)
+    module = getattr(fn, "_module", None)
+    if hasattr(fn, "_fn"):   # a CompiledFunction: capture what it wraps, not a call of it
+        fn, args = fn._fn, ((module,) + args if module is not None else args)
+    program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"),
+                            dynamic=dynamic)
     stages = {"captured": program}
     for k, name in enumerate(DEFAULT):
         program = importlib.import_module(f"{__package__}.passes.{name}").run(program)

@@ -33,8 +33,10 @@ def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=
 
     `cleared`: ids of parameters whose .grad the step clears before reading it, left out.
     `labels`, a dict, receives id(parameter) -> [labels of its .grad parts].
-    dynamic=True: tensor shapes enter as their pattern of equal sizes (dynamic.pattern),
-    not their sizes; the program checks the sizes themselves (its guards).
+    dynamic (False, or for dynamic=True the set of (tensor number, dim) known to be static,
+    tensors numbered in the order this walk meets them: state.walk_tensors): tensor shapes
+    enter as their pattern of equal sizes, static dims as numbers; the program checks the
+    sizes themselves (its guards).
     entry_grads ({id(leaf): its .grad then}): the .grads as they were when a capture began,
     for the signature of a call that has run since (capture's meta)."""
     walk = _Walk(cleared, {} if labels is None else labels, dynamic)
@@ -87,7 +89,9 @@ class _Walk:
     def __init__(self, cleared, labels, dynamic=False):
         self.values, self.cleared, self.labels = [], cleared, labels
         self.names = [] if labels is not None else None
-        self.sizes = {} if dynamic else None   # size -> its class, in order of first sight
+        self.sizes = {} if dynamic is not False else None   # size -> its class, in order of first sight
+        self.static = dynamic if dynamic is not False else frozenset()
+        self.tensors = 0   # tensors met so far (their number in state.walk_tensors)
         self.entry = {}
 
     def add(self, label, what, value):
@@ -163,9 +167,10 @@ class _Walk:
 
     def pattern(self, shape):
         """dynamic.pattern, one tensor at a time: each size >= 2 as the class of its size."""
-        sizes, out = self.sizes, []
-        for n in shape:
-            if n >= 2 and (n in sizes or len(sizes) < MAX_SYMBOLS):
+        sizes, out, k = self.sizes, [], self.tensors
+        self.tensors += 1
+        for d, n in enumerate(shape):
+            if n >= 2 and (k, d) not in self.static and (n in sizes or len(sizes) < MAX_SYMBOLS):
                 out.append(-1 - sizes.setdefault(n, len(sizes)))
             else:
                 out.append(n)

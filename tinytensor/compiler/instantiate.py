@@ -36,6 +36,19 @@ def at(program, env):
                            outputs=[value(v) for v in program.outputs])
 
 
+def captured(program):
+    """`program` at the sizes it was captured with (a program without symbols as it is):
+    what explain's tables measure. Every symbol is a whole dim of some input."""
+    env = {}
+    for v in program.inputs:
+        for d in v.shape:
+            if isinstance(d, symbolic.SymInt) and len(d.poly.terms) == 1:
+                (mono, coef), = d.poly.terms.items()
+                if len(mono) == 1 and coef == 1:
+                    env[mono[0]] = int(d)
+    return at(program, env) if env else program
+
+
 class Instances:
     """The runner for each call's sizes, called as instances(sizes, env) with `sizes` the
     values of env in a fixed order (the key).

@@ -72,6 +72,31 @@ def describe_tail(path):
     return "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in path)
 
 
+def walk_tensors(args, kwargs):
+    """The tensors of a call in the order guards' walk meets them (arguments, nested
+    containers and state objects' slots in place; not Modules' or optimizers'), with a
+    readable name each: what dynamic=True numbers its tensors by."""
+    out = []
+
+    def go(a, name):
+        if isinstance(a, Tensor):
+            out.append((a, name))
+        elif isinstance(a, (tuple, list)):
+            for j, x in enumerate(a):
+                go(x, f"{name}[{j}]")
+        elif isinstance(a, dict):
+            for k, x in a.items():
+                go(x, f"{name}[{k!r}]")
+        elif is_state_object(a):
+            for path, v in slots_of(a):
+                go(v, name + describe_tail(path))
+    for i, a in enumerate(args):
+        go(a, f"arg {i}")
+    for k, a in kwargs.items():
+        go(a, f"argument {k!r}")
+    return out
+
+
 def read(args, kwargs, path):
     o = args[path[0][1]] if path[0][0] == "arg" else kwargs[path[0][1]]
     for kind, k in path[1:]:

@@ -162,7 +162,7 @@ def _poly(x):
     if isinstance(x, SymInt):
         return x.poly
     if isinstance(x, int):
-        return Poly.const(int(x))
+        return Poly.const(_val(x))
     return None
 
 
@@ -179,7 +179,19 @@ class SymInt(int):
     def __new__(cls, value, poly):
         self = int.__new__(cls, value)
         self.poly = poly
+        self._v = int.__int__(self)   # the value, read without the guard __int__ records
         return self
+
+    # int(T) and float(T) hand the number to code the capture cannot follow (an op's
+    # wrapper that converts its arguments, math.sqrt): while capturing, the program is
+    # then valid only at this size, and a guard says so (a later size captures anew)
+    def __int__(self):
+        if _active:
+            _active[-1].add(self.poly - Poly.const(self._v), "==", True)
+        return self._v
+
+    def __float__(self):
+        return float(self.__int__())
 
     @staticmethod
     def make(value, poly):
@@ -190,7 +202,7 @@ class SymInt(int):
         p = _poly(other)
         if p is None:
             return NotImplemented
-        return SymInt.make(op(int(self), int(other)), pop(self.poly, p))
+        return SymInt.make(op(self._v, _val(other)), pop(self.poly, p))
 
     def __add__(self, o):
         return self._arith(o, int.__add__, Poly.__add__)
@@ -211,7 +223,7 @@ class SymInt(int):
         return self._arith(o, lambda a, b: b * a, lambda a, b: b * a)
 
     def __neg__(self):
-        return SymInt.make(-int(self), -self.poly)
+        return SymInt.make(-self._v, -self.poly)
 
     def __pos__(self):
         return self
@@ -221,7 +233,7 @@ class SymInt(int):
 
     def _quotient(self, o, op):
         p = _poly(o)
-        q = self.poly.divide(p) if p is not None and int(o) > 0 else None
+        q = self.poly.divide(p) if p is not None and _val(o) > 0 else None
         if q is None:
             raise DynamicSizeError(
                 f"tt.compile(dynamic=True): {self.poly} {op} {o} at {_user_line()}: only an exact "
@@ -233,12 +245,12 @@ class SymInt(int):
     def __floordiv__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return SymInt.make(int(self) // int(o), self._quotient(o, "//"))
+        return SymInt.make(self._v // _val(o), self._quotient(o, "//"))
 
     def __rfloordiv__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return SymInt.make(int(o) // int(self), _as_sym(o)._quotient(self, "//"))
+        return SymInt.make(_val(o) // self._v, _as_sym(o)._quotient(self, "//"))
 
     def __mod__(self, o):
         if not isinstance(o, int):
@@ -268,7 +280,7 @@ class SymInt(int):
         p = _poly(o)
         if p is None:
             return NotImplemented
-        a, b = int(self), int(o)
+        a, b = self._v, _val(o)
         result = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
         if _active:
             diff = self.poly - p
@@ -305,8 +317,8 @@ class SymInt(int):
 
     def __bool__(self):
         if _active:
-            _active[-1].add(self.poly, "==", int(self) == 0)
-        return int(self) != 0
+            _active[-1].add(self.poly, "==", self._v == 0)
+        return self._v != 0
 
     __hash__ = int.__hash__
 
@@ -316,10 +328,10 @@ class SymInt(int):
     __repr__ = __str__
 
     def __format__(self, spec):
-        return format(int(self), spec) if spec else str(self)
+        return format(self._v, spec) if spec else str(self)
 
     def __reduce__(self):
-        return (SymInt, (int(self), self.poly))
+        return (SymInt, (self._v, self.poly))
 
 
 class SymFloat(float):
@@ -364,13 +376,17 @@ class SymFloat(float):
         return f"SymFloat({float(self)!r})"
 
 
+def _val(x):
+    return x._v if isinstance(x, SymInt) else int(x)
+
+
 def _as_sym(x):
     """x as a SymInt even when it is a plain int (for the reflected divisions)."""
-    return x if isinstance(x, SymInt) else SymInt(int(x), Poly.const(int(x)))
+    return x if isinstance(x, SymInt) else SymInt(_val(x), Poly.const(_val(x)))
 
 
 def _plain(a):
-    return int(a) if isinstance(a, SymInt) else float(a) if isinstance(a, SymFloat) else a
+    return a._v if isinstance(a, SymInt) else float.__float__(a) if isinstance(a, SymFloat) else a
 
 
 def is_symbolic(x):
@@ -391,6 +407,23 @@ def evaluate(x, env):
         return {k: evaluate(a, env) for k, a in x.items()}
     if t is slice:
         return slice(evaluate(x.start, env), evaluate(x.stop, env), evaluate(x.step, env))
+    return x
+
+
+def numbers(x):
+    """x with every SymInt / SymFloat inside (nested as for `evaluate`) as its plain value
+    now: what an op's NumPy forward is handed while a capture records the formulas."""
+    if isinstance(x, SymInt):
+        return x._v
+    if isinstance(x, SymFloat):
+        return float.__float__(x)
+    t = x.__class__
+    if t is tuple or t is list:
+        return t(numbers(a) for a in x)
+    if t is dict:
+        return {k: numbers(a) for k, a in x.items()}
+    if t is slice:
+        return slice(numbers(x.start), numbers(x.stop), numbers(x.step))
     return x
 
 

@@ -86,6 +86,10 @@ class Function:
         grad_on = needs_grad and state.grad_enabled
         track = grad_on or state.tapes or state.anomaly
         ctx = Node(cls, cls.name, attrs) if track else _Ctx()
+        cap = state.capture
+        if cap is not None and cap.symbolic is not None:
+            # tt.compile(dynamic=True): the node keeps the size formulas, NumPy gets numbers
+            attrs = cap.symbolic.numbers(attrs)
         try:
             if device is None or device.type == "cpu":
                 out = cls.forward(ctx, *arrays, **attrs)

@@ -575,13 +575,13 @@ class Triu(Function):
 def tril(x, diagonal=0):
     if x.ndim < 2:
         raise OpError(f"tril: expected at least 2 dimensions, got shape {tuple(x.shape)}")
-    return Tril.apply(x, diagonal=int(diagonal))
+    return Tril.apply(x, diagonal=_sizes((diagonal,))[0])
 
 
 def triu(x, diagonal=0):
     if x.ndim < 2:
         raise OpError(f"triu: expected at least 2 dimensions, got shape {tuple(x.shape)}")
-    return Triu.apply(x, diagonal=int(diagonal))
+    return Triu.apply(x, diagonal=_sizes((diagonal,))[0])
 
 
 def contiguous(x):

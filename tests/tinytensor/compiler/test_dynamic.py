@@ -147,6 +147,23 @@ def test_compiled_gpt_generates_as_eager_with_one_decode_program(backend):
     assert len(fast.programs) <= 3
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_decoding_logits_follow_eager_at_every_cache_length(backend):
+    # the logits, not only the argmax: a size baked into an attribute (the causal mask's
+    # diagonal was once) gives wrong logits that greedy tokens may hide
+    m = gpt()
+    m.eval()
+    fast = tt.compile(m, backend=backend, dynamic=True)
+    x = tt.tensor(np.random.default_rng(5).integers(0, 32, (3, 4)))
+    with tt.no_grad():
+        ce, cf = m.new_cache(), m.new_cache()
+        for _ in range(10):
+            le, lf = m(x, cache=ce).logits, fast(x, cache=cf).logits
+            np.testing.assert_allclose(lf.numpy(), le.numpy(), rtol=0, atol=1e-5)
+            x = tt.tensor(le.numpy()[:, -1:].argmax(-1))
+    assert len(fast.programs) <= 3
+
+
 def test_static_compile_with_a_cache_replays_the_cache_update():
     m = gpt()
     m.eval()
@@ -256,3 +273,28 @@ def test_sizes_seen_once_run_the_generic_runner_and_repeated_ones_get_an_instanc
     for _ in range(instantiate.STREAK + 2):   # a training loop at one shape
         kind = inst((7,), {"s0": 7})(None)[0]
     assert kind == "own" and made == [7]
+
+
+def test_explain_and_viz_show_the_program_of_symbolic_sizes(tmp_path):
+    m = gpt()
+    fast = tt.compile(m, backend="c", dynamic=True)
+    ids = tt.tensor(np.arange(16).reshape(2, 8) % 32)
+    rows = tt.compiler.explain(fast, ids, out=str(tmp_path))
+    assert rows[-1]["stage"] == "fuse" and rows[-1]["kernels"] > 0 and rows[-1]["planned peak"] > 0
+    assert "%arg0[s0, s1] int64" in (tmp_path / "0_captured.txt").read_text()
+    kernels = list((tmp_path / "7_fuse_kernels").iterdir())
+    assert kernels and any("const int64_t *n" in k.read_text() for k in kernels)
+    fast(ids)
+    graph = tt.viz.graph(fast)
+    assert "s0" in graph.source
+
+
+def test_a_dim_found_tied_to_a_weight_stays_static_so_a_batch_of_that_size_is_no_new_program():
+    # 16 rows of 16 features: by size alone the batch would share the features' symbol;
+    # the first capture found the features tied to the (32, 16) weight, so they are static
+    m = mlp()
+    f = tt.compile(lambda x: m(x).sum(-1), backend="c", dynamic=True)
+    for n in (5, 16, 9):
+        x = tt.randn(n, 16)
+        np.testing.assert_allclose(f(x).numpy(), m(x).sum(-1).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert len(f.programs) == 1
