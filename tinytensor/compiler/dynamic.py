@@ -330,23 +330,6 @@ def _random_state():
 
 
 # ---------------------------------------------------------------- at each call
-def pattern(shapes):
-    """The part of a call's signature that dynamic sizes leave: each dim of size >= 2
-    replaced by the number of the first dim of its size (duck sizing, as the capture names
-    symbols), every other dim kept. Two calls with one pattern differ only in sizes that a
-    program of that pattern takes as arguments."""
-    first, out = {}, []
-    for shape in shapes:
-        row = []
-        for n in shape:
-            if n >= 2 and (n in first or len(first) < MAX_SYMBOLS):
-                row.append(-1 - first.setdefault(n, len(first)))   # negative: a size class
-            else:
-                row.append(n)
-        out.append(tuple(row))
-    return tuple(out)
-
-
 def sizes_of(inputs, arrays):
     """{symbol: size} read off the arrays of the program inputs whose shape has a dim that
     is one symbol (the capture gave each dynamic dim of an argument its own), or None when

@@ -166,7 +166,10 @@ class _Walk:
             add(label, " object", (type(a).__name__, id(a)))
 
     def pattern(self, shape):
-        """dynamic.pattern, one tensor at a time: each size >= 2 as the class of its size."""
+        """A tensor's shape as dynamic=True keys it: each size >= 2 (unless a static dim) as
+        the class of its size, numbered in order of first sight across the call (duck
+        sizing, as the capture names symbols): calls with one pattern differ only in sizes
+        a program of that pattern takes as arguments."""
         sizes, out, k = self.sizes, [], self.tensors
         self.tensors += 1
         for d, n in enumerate(shape):
