@@ -100,6 +100,7 @@ class CompiledFunction:
                     f"compiled one: {guards.changed(self._last, parts)}", RuntimeWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
         with _collector_paused():
+            entry_slots = state.snapshot(args, kwargs)   # a KV cache as the step found it
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
                                             dynamic=self.dynamic, static=self._static)
             known = {id(p) for p in self._extra}
@@ -120,7 +121,7 @@ class CompiledFunction:
                 # they were when the capture began
                 labels = {}
                 parts = guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn,
-                                         entry_grads=meta["entry_grads"])
+                                         entry_grads=meta["entry_grads"], entry_slots=entry_slots)
                 key = guards.key(parts)
             if meta["cleared"] - self._cleared:
                 # the step clears these .grads (zero_grad) before reading them: the program
@@ -130,12 +131,14 @@ class CompiledFunction:
                 drop = {label for i in meta["cleared"] for label in labels.get(i, ())}
                 parts = [(label, v) for label, v in parts if label not in drop]
                 key = guards.key(parts)
-            program, self.counts = run_all(program)
+            with symbolic.formulas():
+                program, self.counts = run_all(program)
+                backend = self._backend(program, meta["write_back"], self.dynamic)
             if self.dynamic:
-                entry = _DynamicEntry(program, meta, self._backend(program, meta["write_back"], True))
+                entry = _DynamicEntry(program, meta, backend)
                 self._cache.setdefault(key, []).append(entry)
             else:
-                self._cache[key] = _Entry(program, meta, self._backend(program, meta["write_back"]))
+                self._cache[key] = _Entry(program, meta, backend)
         self._last = parts
         return result
 
@@ -182,7 +185,7 @@ class _Entry:
             return state.read(args, kwargs, x).data
         return x.data if how == 1 else x() if how == 2 else x.grad.data if how == 3 else None
 
-    def _finish(self, args, kwargs, arrays, outs):
+    def _finish(self, args, kwargs, arrays, outs, env=None):
         """The writes, .grads, state slots and results of a replay's output arrays."""
         meta = self.meta
         for k, write in meta["writes"]:  # copies into the parameters' and state's own arrays
@@ -198,7 +201,8 @@ class _Entry:
             new = None if k is None else make(own(outs[k], handed, inputs),
                                               device_of_array(outs[k]), False)
             state.write(args, kwargs, path, new)
-        return rebuild(meta["tree"], results)
+        leaf = None if env is None else (lambda o: symbolic.evaluate(o, env))  # sizes returned
+        return rebuild(meta["tree"], results, leaf)
 
 
 _FETCH = {"arg": 0, "param": 1, "call": 2, "grad": 3, "slot": 4, "size": 5}
@@ -231,7 +235,7 @@ class _DynamicEntry(_Entry):
         for k, (value, dt) in self._sizes:
             arrays[k] = _np.asarray(symbolic.evaluate(value, env), dtype=dt)
         runner = self.runner(tuple(env[s] for s in self._symbols), env)
-        return self._finish(args, kwargs, arrays, runner(arrays))
+        return self._finish(args, kwargs, arrays, runner(arrays), env)
 
 
 @contextlib.contextmanager

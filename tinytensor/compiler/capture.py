@@ -161,9 +161,11 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
     for t, k in grads:
         if k is not None:
             t.grad = Tensor._make(own(t.grad.data, handed), t._device, False)
-    result = rebuild(result, [t.detach() if t.requires_grad else t for t in results])
+    tree = result = rebuild(result, [t.detach() if t.requires_grad else t for t in results])
+    if dynamic:   # sizes among the results: plain numbers, as eager returns them (the tree
+        result = rebuild(tree, flatten_tensors(tree), symbolic.numbers)   # keeps formulas)
     read_grads = {id(x[1]) for x in b.bindings if x[0] == "grad"}
-    meta = {"bindings": b.bindings, "tree": result, "n_results": len(results), "grads": grads,
+    meta = {"bindings": b.bindings, "tree": tree, "n_results": len(results), "grads": grads,
             "params": [x[1] for x in b.bindings if x[0] == "param"],
             "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
             "cleared": tape.cleared - read_grads, "slot_writes": slot_writes,
@@ -215,8 +217,9 @@ class _CaptureTape(Tape):
     def size_scalar(self, value, np_dtype, device):
         """A 0-d tensor of a number computed from dynamic sizes: a program input that each
         call recomputes for its sizes."""
-        t = Tensor._make(device.xp.asarray(value, dtype=np_dtype), device, False)
-        t.name = f"size {value}" if isinstance(value, int) else "size"
+        # its value now, read without pinning the sizes it comes from (NumPy calls __float__)
+        t = Tensor._make(device.xp.asarray(symbolic.numbers(value), dtype=np_dtype), device, False)
+        t.name = f"size {value.poly}" if isinstance(value, symbolic.SymInt) else "size"
         self.size_inputs.append((t, value, np_dtype))
         return t
 
@@ -487,8 +490,9 @@ def flatten_tensors(obj):
     return []
 
 
-def rebuild(obj, tensors):
-    """`obj` with its tensors (in flatten_tensors order) replaced by `tensors`."""
+def rebuild(obj, tensors, leaf=None):
+    """`obj` with its tensors (in flatten_tensors order) replaced by `tensors`, and each other
+    leaf by leaf(it) when given (a size the step returned, at this call's sizes)."""
     it = iter(tensors)
 
     def go(o):
@@ -503,7 +507,7 @@ def rebuild(obj, tensors):
             for k, x in o.items():
                 new[k] = go(x)
             return new
-        return o
+        return o if leaf is None else leaf(o)
     return go(obj)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from .. import random as _random
 from ..core.function import _Ctx
 from . import symbolic
-from .symbolic import Guards, Poly, SymInt
+from .symbolic import _OPS, Guards, Poly, SymInt
 
 # shadow sizes: primes, so a shadow size rarely equals a size the model fixes
 _PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
@@ -52,6 +52,8 @@ class Symbolic:
         self.values = {}          # symbol name -> captured value
         self.origin = {}          # symbol name -> 'arg 0 dim 1' (for messages)
         self.guards = Guards()
+        self.guards.on_pin = self.pin
+        self._guards_seen = 0     # guards checked against the shadow sizes so far
         # keyed by id(array): a backward unpacks a saved tensor as a new Tensor around the
         # same array, and an index tensor reaches its op as an array in the attributes
         self.shapes = {}          # id(array) -> symbolic shape (a tuple with SymInts)
@@ -156,7 +158,56 @@ class Symbolic:
             # a weight's gradient, ... run once, not once per shadow size)
             return
         self.history.append((node, results))
+        self._respect_guards()
         self._shadow_all(node, results)
+
+    def _respect_guards(self):
+        """Shadow sizes where a guard recorded so far does not hold (x[:, -16:] at T = 4
+        recorded T - 16 < 0; a shadow T of 13 is fine, but a check at 20 would not be)
+        compute what the step would never run there: the symbols of such a guard are
+        pinned, so every shadow size left answers the step's comparisons as it did."""
+        items = self.guards.items
+        if len(items) == self._guards_seen:
+            return
+        self._guards_seen = len(items)
+        bad = self._violated()
+        for s in sorted(bad):
+            if s in self.active and not self._rechoose(s):
+                self.pin([s], self.history[:-1])
+        self._guards_seen = len(self.guards.items)
+
+    def _violated(self):
+        """The active symbols of the guards some shadow size breaks."""
+        envs = [self.env(None)] + [self.env(m) for m in self.corners]
+        bad = set()
+        for (poly, op), result in self.guards.items.items():
+            syms = set(poly.symbols()) & set(self.active)
+            if syms and any(_OPS[op](poly(env), 0) is not result for env in envs):
+                bad |= syms
+        return bad
+
+    def _rechoose(self, s):
+        """New shadow sizes for symbol s next to its captured value (where the step's
+        comparisons are likelier to answer the same), the shadows of the corners moving it
+        made again; False if none near it keeps every guard."""
+        c = self.values[s]
+        taken = set(self.values.values()) | {v for k, v in self.alt.items() if k != s} \
+            | {v for k, v in self.check.items() if k != s}
+        near = [c + d for k in range(1, 13) for d in (-k, k) if c + d >= 2 and c + d not in taken]
+        old = self.alt[s], self.check[s]
+        for a, b in itertools.combinations(near[:8], 2):
+            self.alt[s], self.check[s] = a, b
+            if s not in self._violated():
+                try:
+                    history = self.history[:-1]
+                    for m in [m for m in self.corners if s in m]:
+                        self.corners[m] = self._replay(self.env(m), history)
+                    self._recompute_checkpoint(history)
+                    return True
+                except Exception:   # noqa: BLE001 - an op refusing these sizes: try no more
+                    break
+        self.alt[s], self.check[s] = old
+        return False
 
     def _shadow_all(self, node, results):
         runs, failed = {}, {}
@@ -219,24 +270,41 @@ class Symbolic:
             s = max(counts, key=lambda s: counts[s])
             if not counts[s]:
                 break
-            self.guards.add(Poly.symbol(s) - Poly.const(self.values[s]), "==", True)
-            self.active.remove(s)
-            self.corners = {m: sh for m, sh in self.corners.items() if s not in m}
+            self._pin_one(s)
             failed = {m: e for m, e in failed.items() if s not in m}
-            self._recompute_checkpoint()
+            self._recompute_checkpoint(self.history[:-1])
         if failed:
             m, e = next(iter(failed.items()))
             raise self._error(node, f"fails at the shadow sizes {self._sizes(m)}: {e}")
 
-    def _recompute_checkpoint(self):
-        self.checkpoint = self._argument_shadows(self.env(None))
-        for node, results in self.history[:-1]:
-            outs, saved = self._run(node, self.checkpoint, self.env(None))
+    def pin(self, symbols, history=None):
+        """Guards.on_pin: sizes handed to Python as numbers (int(T), str(T)) hold only at
+        their captured values, so the shadow runs stop moving them from here on."""
+        moved = [s for s in symbols if s in self.active]
+        for s in moved:
+            self._pin_one(s)
+        if moved:
+            self._recompute_checkpoint(self.history if history is None else history)
+
+    def _pin_one(self, s):
+        self.guards.add(Poly.symbol(s) - Poly.const(self.values[s]), "==", True)
+        self.active.remove(s)
+        self.corners = {m: sh for m, sh in self.corners.items() if s not in m}
+
+    def _recompute_checkpoint(self, history):
+        self.checkpoint = self._replay(self.env(None), history)
+
+    def _replay(self, env, history):
+        """The shadow arrays at sizes `env` of the arguments and of every op in `history`."""
+        shadows = self._argument_shadows(env)
+        for node, results in history:
+            outs, saved = self._run(node, shadows, env)
             for r, o in zip(results, outs):
-                self.checkpoint[id(r.data)] = o
+                shadows[id(r.data)] = o
             for j, e in enumerate(node.saved or ()):
                 if e[3] is None and j < len(saved):
-                    self.checkpoint[id(e[0])] = saved[j]
+                    shadows[id(e[0])] = saved[j]
+        return shadows
 
     def _fit(self, node, corner_shapes, corners, real, check, what):
         if any(len(s) != len(real) for s in corner_shapes) or len(check) != len(real):

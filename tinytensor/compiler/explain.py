@@ -18,7 +18,7 @@ import math
 import os
 import shutil
 
-from . import instantiate
+from . import instantiate, symbolic
 from .capture import capture
 from .ir import nbytes
 from .passes import DEFAULT
@@ -61,11 +61,12 @@ def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
     program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"),
                             dynamic=dynamic)
     stages = {"captured": program}
-    for k, name in enumerate(DEFAULT):
-        program = importlib.import_module(f"{__package__}.passes.{name}").run(program)
-        stages[name if name not in stages else f"{name}{k}"] = program
-    stages["fuse"] = fuse.run(program)
-    return explain_stages(stages, out)
+    with symbolic.formulas():
+        for k, name in enumerate(DEFAULT):
+            program = importlib.import_module(f"{__package__}.passes.{name}").run(program)
+            stages[name if name not in stages else f"{name}{k}"] = program
+        stages["fuse"] = fuse.run(program)
+        return explain_stages(stages, out)
 
 
 def explain_stages(program_stages, out_dir):

@@ -28,7 +28,7 @@ _SCALARS = (bool, int, float, str, type(None))
 
 
 def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=False,
-              entry_grads=None):
+              entry_grads=None, entry_slots=None):
     """[(label, value)] for a call; equal value tuples replay the same program.
 
     `cleared`: ids of parameters whose .grad the step clears before reading it, left out.
@@ -38,9 +38,11 @@ def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=
     enter as their pattern of equal sizes, static dims as numbers; the program checks the
     sizes themselves (its guards).
     entry_grads ({id(leaf): its .grad then}): the .grads as they were when a capture began,
-    for the signature of a call that has run since (capture's meta)."""
+    for the signature of a call that has run since (capture's meta); entry_slots
+    (state.snapshot) likewise for the slots of the state objects."""
     walk = _Walk(cleared, {} if labels is None else labels, dynamic)
     walk.entry = entry_grads or {}
+    walk.entry_slots = entry_slots or {}
     walk.call(args, kwargs, extra)
     return list(zip(walk.names, walk.values))
 
@@ -93,6 +95,7 @@ class _Walk:
         self.static = dynamic if dynamic is not False else frozenset()
         self.tensors = 0   # tensors met so far (their number in state.walk_tensors)
         self.entry = {}
+        self.entry_slots = {}
 
     def add(self, label, what, value):
         self.values.append(value)
@@ -160,7 +163,8 @@ class _Walk:
             # a KV cache and the like: its layout and Python values, its tensors as tensors
             # (compiler/state.py); another object of the same layout replays the same program
             add(label, " object", type(a).__name__)
-            for path, v in state.slots_of(a):
+            slots = self.entry_slots.get(id(a))
+            for path, v in (state.slots_of(a) if slots is None else slots):
                 self.part(self._label(label, state.describe_tail(path)), v)
         else:
             add(label, " object", (type(a).__name__, id(a)))

@@ -72,6 +72,25 @@ def describe_tail(path):
     return "".join(f".{k}" if kind == "attr" else f"[{k!r}]" for kind, k in path)
 
 
+def snapshot(args, kwargs):
+    """{id(state object): its slots now} for every state object among the arguments: the
+    layout a capture began from, for a signature computed after the step changed it."""
+    out = {}
+
+    def go(a):
+        if isinstance(a, (tuple, list)):
+            for x in a:
+                go(x)
+        elif isinstance(a, dict):
+            for x in a.values():
+                go(x)
+        elif is_state_object(a):
+            out[id(a)] = slots_of(a)
+    for a in list(args) + list(kwargs.values()):
+        go(a)
+    return out
+
+
 def walk_tensors(args, kwargs):
     """The tensors of a call in the order guards' walk meets them (arguments, nested
     containers and state objects' slots in place; not Modules' or optimizers'), with a

@@ -11,16 +11,19 @@ Values carry them in their shapes, and a replay evaluates them for the sizes of 
 While a step is being captured (`capturing()`), a comparison of a SymInt (`T > 1024`,
 `S == T`, `if past:`) answers for the captured sizes and is recorded as a guard: a later
 call whose sizes answer differently is a new signature, captured again, because the Python
-branch it takes may differ. Outside a capture (the passes, code generation) `==` compares
-formulas (a dynamic size never equals a number, s0*s1 equals s1*s0) and ordering compares
-the captured values (heuristics only: which fusion saves more bytes).
+branch it takes may differ. Inside `formulas()` (the passes, code generation) `==`
+compares formulas (a dynamic size never equals a number, s0*s1 equals s1*s0) and ordering
+compares the captured values (heuristics only: which fusion saves more bytes). Anywhere
+else a SymInt is the number it holds.
 
 Symbols are at least 2 (sizes 0 and 1 are specialized, as a broadcast of size 1 behaves
 differently from any other size), which is what lets `s != 1` be answered without a guard
 outside a capture.
 """
 import contextlib
+import functools
 import math
+import operator
 
 from ..core.grad_mode import STATE
 
@@ -131,6 +134,13 @@ class Guards:
 
     def __init__(self):
         self.items = {}
+        self.on_pin = None   # dynamic.Symbolic: stop moving a pinned symbol in shadow runs
+
+    def pin(self, poly, value):
+        """A size handed to Python as a number (int(T), str(T), ...): valid only at `value`."""
+        self.add(poly - Poly.const(value), "==", True)
+        if self.on_pin is not None:
+            self.on_pin(poly.symbols())
 
     def add(self, poly, op, result):
         if not poly.is_const():
@@ -146,6 +156,30 @@ class Guards:
 _OPS = {"==": lambda a, b: a == b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
 
 _active = []   # the Guards of the captures in progress (innermost last)
+
+
+_formulas = [0]   # > 0 inside formulas(): the passes and code generation
+
+
+@contextlib.contextmanager
+def formulas():
+    """Inside, `==` on SymInts compares formulas (s0 != 8 even where s0 is 8 now): what the
+    passes and the code generators must see. Elsewhere (user code after a capture, a size
+    kept in a list) a SymInt compares as the number it holds."""
+    _formulas[0] += 1
+    try:
+        yield
+    finally:
+        _formulas[0] -= 1
+
+
+def with_formulas(fn):
+    """`fn` run inside formulas() (a pass or code generator called on its own)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with formulas():
+            return fn(*args, **kwargs)
+    return run
 
 
 @contextlib.contextmanager
@@ -187,11 +221,17 @@ class SymInt(int):
     # then valid only at this size, and a guard says so (a later size captures anew)
     def __int__(self):
         if _active:
-            _active[-1].add(self.poly - Poly.const(self._v), "==", True)
+            _active[-1].pin(self.poly, self._v)
         return self._v
 
     def __float__(self):
         return float(self.__int__())
+
+    def __divmod__(self, o):
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
 
     @staticmethod
     def make(value, poly):
@@ -199,25 +239,27 @@ class SymInt(int):
         return int(value) if poly.is_const() else SymInt(value, poly)
 
     def _arith(self, other, op, pop):
+        if isinstance(other, float):   # T * 0.5: a float of the sizes, recomputed per call
+            return SymFloat.of(op, self, other)
         p = _poly(other)
         if p is None:
             return NotImplemented
         return SymInt.make(op(self._v, _val(other)), pop(self.poly, p))
 
     def __add__(self, o):
-        return self._arith(o, int.__add__, Poly.__add__)
+        return self._arith(o, operator.add, Poly.__add__)
 
     def __radd__(self, o):
         return self._arith(o, lambda a, b: b + a, lambda a, b: b + a)
 
     def __sub__(self, o):
-        return self._arith(o, int.__sub__, Poly.__sub__)
+        return self._arith(o, operator.sub, Poly.__sub__)
 
     def __rsub__(self, o):
         return self._arith(o, lambda a, b: b - a, lambda a, b: b - a)
 
     def __mul__(self, o):
-        return self._arith(o, int.__mul__, Poly.__mul__)
+        return self._arith(o, operator.mul, Poly.__mul__)
 
     def __rmul__(self, o):
         return self._arith(o, lambda a, b: b * a, lambda a, b: b * a)
@@ -232,37 +274,49 @@ class SymInt(int):
         return self if self > 0 else -self
 
     def _quotient(self, o, op):
+        """self / o as a formula when o is one term dividing every term of self exactly
+        (B*T*8 // 8); else None."""
         p = _poly(o)
-        q = self.poly.divide(p) if p is not None and _val(o) > 0 else None
-        if q is None:
+        return self.poly.divide(p) if p is not None and _val(o) > 0 else None
+
+    def _inexact(self, a, o, op, value):
+        """An integer division the formulas cannot follow (T // 2 of an odd T, T % 3): while
+        capturing, the sizes involved are pinned (valid at these sizes only, a guard) and
+        the number is the answer; elsewhere it is an error."""
+        if not _active:
             raise DynamicSizeError(
-                f"tt.compile(dynamic=True): {self.poly} {op} {o} at {_user_line()}: only an exact "
-                "division by one term (a number, a size, a product of them) stays a formula the "
-                "program can recompute per call. Mark that dimension static, or compute the size "
-                "another way")
-        return q
+                f"{a} {op} {o}: only an exact division by one term (a number, a size, a "
+                "product of them) stays a formula of the dynamic sizes")
+        for x in (a, o):
+            if isinstance(x, SymInt):
+                _active[-1].pin(x.poly, x._v)
+        return value
 
     def __floordiv__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return SymInt.make(self._v // _val(o), self._quotient(o, "//"))
+        q = self._quotient(o, "//")
+        value = self._v // _val(o)
+        return self._inexact(self, o, "//", value) if q is None else SymInt.make(value, q)
 
     def __rfloordiv__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return SymInt.make(_val(o) // self._v, _as_sym(o)._quotient(self, "//"))
+        q = _as_sym(o)._quotient(self, "//")
+        value = _val(o) // self._v
+        return self._inexact(o, self, "//", value) if q is None else SymInt.make(value, q)
 
     def __mod__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        self._quotient(o, "%")
-        return 0
+        value = self._v % _val(o)
+        return self._inexact(self, o, "%", value) if self._quotient(o, "%") is None else 0
 
     def __rmod__(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        _as_sym(o)._quotient(self, "%")
-        return 0
+        value = _val(o) % self._v
+        return self._inexact(o, self, "%", value) if _as_sym(o)._quotient(self, "%") is None else 0
 
     def __truediv__(self, o):
         return SymFloat.of(lambda a, b: a / b, self, o)
@@ -275,7 +329,8 @@ class SymInt(int):
             return math.prod([self] * o) if o else 1
         return SymFloat.of(lambda a, b: a ** b, self, o)
 
-    # comparisons: recorded as guards while capturing, structural / by value otherwise
+    # comparisons: recorded as guards while capturing, formulas inside formulas(), values
+    # elsewhere
     def _compare(self, o, op):
         p = _poly(o)
         if p is None:
@@ -291,9 +346,9 @@ class SymInt(int):
             else:
                 _active[-1].add(diff, "<=", a <= b)
             return result
-        if op == "==":
+        if _formulas[0] and op == "==":
             return self.poly == p
-        if op == "!=":
+        if _formulas[0] and op == "!=":
             return self.poly != p
         return result
 
@@ -323,6 +378,12 @@ class SymInt(int):
     __hash__ = int.__hash__
 
     def __str__(self):
+        # the number to the step's own code while it is captured (f"{T}", a dict keyed by
+        # str(T): then valid at this size only, a guard), the formula elsewhere (the IR's
+        # text, the generated C)
+        if _active:
+            _active[-1].pin(self.poly, self._v)
+            return str(self._v)
         return str(self.poly)
 
     __repr__ = __str__
@@ -340,9 +401,10 @@ class SymFloat(float):
 
     _recompute = True
 
-    def __new__(cls, value, fn):
+    def __new__(cls, value, fn, polys=()):
         self = float.__new__(cls, value)
         self.fn = fn
+        self.polys = tuple(polys)   # (formula, value) of the sizes it was computed from
         return self
 
     @staticmethod
@@ -350,30 +412,60 @@ class SymFloat(float):
         if not all(isinstance(a, (int, float)) for a in args):
             return NotImplemented
         value = op(*(_plain(a) for a in args))
-        return SymFloat(value, lambda env: op(*(evaluate(a, env) for a in args)))
+        polys = [(a.poly, a._v) for a in args if isinstance(a, SymInt)]
+        polys += [pv for a in args if isinstance(a, SymFloat) for pv in a.polys]
+        return SymFloat(value, lambda env: op(*(evaluate(a, env) for a in args)), polys)
+
+    def _pinned(self):
+        """This float handed to Python as a number (int(), round(), math.floor, float()):
+        the sizes it comes from are pinned while capturing."""
+        if _active:
+            for poly, v in self.polys:
+                _active[-1].pin(poly, v)
+        return float.__float__(self)
+
+    def __float__(self):
+        return self._pinned()
+
+    def __int__(self):
+        return int(self._pinned())
+
+    __trunc__ = __int__
+
+    def __floor__(self):
+        return math.floor(self._pinned())
+
+    def __ceil__(self):
+        return math.ceil(self._pinned())
+
+    def __round__(self, n=None):
+        return round(self._pinned(), n)
+
+    def __str__(self):
+        return str(self._pinned())
 
     def _bin(op, swap=False):
         def f(self, o):
             return SymFloat.of((lambda a, b: op(b, a)) if swap else op, self, o)
         return f
 
-    __add__ = _bin(float.__add__)
-    __radd__ = _bin(float.__add__, swap=True)
-    __sub__ = _bin(float.__sub__)
-    __rsub__ = _bin(float.__sub__, swap=True)
-    __mul__ = _bin(float.__mul__)
-    __rmul__ = _bin(float.__mul__, swap=True)
-    __truediv__ = _bin(float.__truediv__)
-    __rtruediv__ = _bin(float.__truediv__, swap=True)
-    __pow__ = _bin(float.__pow__)
-    __rpow__ = _bin(float.__pow__, swap=True)
+    __add__ = _bin(operator.add)
+    __radd__ = _bin(operator.add, swap=True)
+    __sub__ = _bin(operator.sub)
+    __rsub__ = _bin(operator.sub, swap=True)
+    __mul__ = _bin(operator.mul)
+    __rmul__ = _bin(operator.mul, swap=True)
+    __truediv__ = _bin(operator.truediv)
+    __rtruediv__ = _bin(operator.truediv, swap=True)
+    __pow__ = _bin(operator.pow)
+    __rpow__ = _bin(operator.pow, swap=True)
     del _bin
 
     def __neg__(self):
         return SymFloat.of(lambda a: -a, self)
 
     def __repr__(self):
-        return f"SymFloat({float(self)!r})"
+        return f"SymFloat({float.__float__(self)!r})"
 
 
 def _val(x):

@@ -146,7 +146,7 @@ class Tensor(TensorMethods):
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return int(self.shape[0])   # a size turned into a number: pinned while capturing
 
     def __iter__(self):
         # without this, Python iterates via __getitem__ until IndexError: a 0-d tensor

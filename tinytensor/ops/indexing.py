@@ -78,6 +78,8 @@ def normalize_key(x, key, op="getitem"):
             continue
         elif k is not None:
             advanced = advanced or hasattr(k, "ndim")
+            if isinstance(k, slice) and hasattr(x.shape[dim], "_recompute"):
+                k = _sized_slice(k, x.shape[dim])
             dim += 1
         out.append(k)
     key = tuple(out)
@@ -85,6 +87,25 @@ def normalize_key(x, key, op="getitem"):
     if advanced:
         key = _ints_first(key)
     return key, advanced
+
+
+def _sized_slice(k, n):
+    """slice k of a dim whose size n is symbolic (tt.compile(dynamic=True)), resolved as
+    slice.indices resolves it, in Python: the comparisons (is -16 + T below 0?) are guards
+    of the capture, so x[:, -16:] captured at T = 4 is not taken to be all of T at T = 20."""
+    step = 1 if k.step is None else k.step
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    lo, hi = (0, n) if step > 0 else (-1, n - 1)
+
+    def bound(v, default):
+        if v is None:
+            return default
+        if v < 0:
+            v = v + n
+            return lo if v < lo else v
+        return hi if v > hi else v
+    return slice(bound(k.start, lo if step > 0 else hi), bound(k.stop, hi if step > 0 else lo), step)
 
 
 class IntsFirst(tuple):

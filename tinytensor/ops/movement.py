@@ -310,7 +310,8 @@ def split(x, split_size_or_sections, dim=0):
         size = int(split_size_or_sections)
         if size <= 0:
             raise OpError(f"split: split size must be positive, got {size}")
-        sizes = [builtins.min(size, n - i) for i in range(0, n, size)] or [0]
+        m = int(n)   # the number of pieces follows the size: pinned while capturing
+        sizes = [builtins.min(size, m - i) for i in range(0, m, size)] or [0]
     else:
         sizes = list(_sizes(split_size_or_sections))
         if builtins.sum(sizes) != n:

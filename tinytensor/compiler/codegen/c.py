@@ -593,6 +593,7 @@ def _column_kernel_source(body, cname, same=None):
     return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body))
 
 
+@symbolic.with_formulas
 def program_source(program, in_place=None):
     """The whole translation unit: the header, then one function per fused instruction.
     in_place: {output value id: input value id} computed in place (codegen/runner.py).
@@ -625,6 +626,7 @@ def translation_unit(program, head, kernel_source):
 
 
 # ---------------------------------------------------------------- the runner
+@symbolic.with_formulas
 def build_dynamic(program, write_back=None):
     """For a program of symbolic sizes: its kernels compiled once, taking the sizes as an
     argument, and an instantiate.Instances that makes the runner of each call's sizes (the

@@ -152,6 +152,7 @@ def _row_kernel_source(body, cname):
     return "\n".join(lines)
 
 
+@symbolic.with_formulas
 def program_source(program):
     """The whole CUDA translation unit: PRELUDE, then one kernel per fused instruction.
     Returns (source, {instr index: kernel name})."""
@@ -167,6 +168,7 @@ def build(program, write_back=None):
     return Runner(program, source, names)
 
 
+@symbolic.with_formulas
 def build_dynamic(program, write_back=None):
     """For a program of symbolic sizes: one module whose kernels take the sizes as
     arguments, and an instantiate.Instances making the runner of each call's sizes."""

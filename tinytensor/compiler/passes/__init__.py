@@ -16,10 +16,12 @@ import dataclasses
 import importlib
 
 import numpy as np
+from .. import symbolic
 
 DEFAULT = ("dce", "cse", "fold", "simplify", "dce", "remat")
 
 
+@symbolic.with_formulas
 def run_all(program, names=DEFAULT):
     """Run the named passes in order; returns (program, [(name, instruction count)])."""
     counts = [("captured", len(program.instrs))]

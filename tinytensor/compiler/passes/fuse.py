@@ -66,6 +66,7 @@ from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
 from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
+from .. import symbolic
 from . import freeze
 
 FLOAT = ("float32", "float64")
@@ -97,7 +98,7 @@ def fusible(ins):
         return False
     shape = ins.outputs[0].shape
     if not all(isinstance(d, int) for d in shape):
-        return False  # symbolic dims: the C backend specializes on static shapes
+        return False  # a dim that is neither a number nor a SymInt formula
     if any(v.dtype.name not in dtypes for v in list(ins.inputs) + ins.outputs):
         return False
     if ins.fn is E.PowScalar and ins.attrs.get("exponent") not in EXACT_POWERS:
@@ -136,6 +137,7 @@ def row_shapes(F, r):
 
 
 
+@symbolic.with_formulas
 def run(program):
     """`program` with its elementwise chains replaced by fused kernels."""
     program = lower_composites(transposed_products(program))
@@ -209,6 +211,7 @@ def column_sum(ins):
     return tuple(x.shape), r
 
 
+@symbolic.with_formulas
 def columns(program):
     """`program` (fused) with each column sum (`column_sum`) of an array eager holds
     C-contiguous computed as a column kernel: appended to the elementwise kernel (or the
