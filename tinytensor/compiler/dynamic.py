@@ -32,7 +32,7 @@ from . import symbolic
 from .symbolic import _OPS, Guards, Poly, SymInt
 
 # shadow sizes: primes, so a shadow size rarely equals a size the model fixes
-_PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)
+_PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)
 MAX_SYMBOLS = 4   # 2^4 + 1 shadow runs of every symbolic op
 
 
@@ -60,7 +60,7 @@ class Symbolic:
         self.saved_shapes = {}    # id(side array a forward saved) -> symbolic shape
         self.keep = []            # tensors whose ids are keys above stay alive
         self.active = []          # symbols not specialized
-        self.alt, self.check = {}, {}
+        self.alt, self.check, self.sq = {}, {}, {}   # shadow sizes of each symbol
         self.corners = {}         # frozenset of moved symbols -> {id(array): shadow array}
         self.checkpoint = {}      # {id(array): shadow array} at the check sizes
         self.history = []         # (node, results) of every symbolic op, in order
@@ -82,7 +82,7 @@ class Symbolic:
         used = set(self.values.values())
         free = [p for p in _PRIMES if p not in used and p not in self.alt.values()
                 and p not in self.check.values()]
-        self.alt[name], self.check[name] = free[0], free[1]
+        self.alt[name], self.check[name], self.sq[name] = free[0], free[1], free[2]
         return name
 
     def add_argument(self, t, where, static=(), number=None):
@@ -104,9 +104,19 @@ class Symbolic:
         self.args.append((t, shape))
 
     def begin(self):
-        """After every argument is registered: the shadow arrays of the arguments."""
+        """After every argument is registered: the shadow arrays of the arguments. A symbol
+        several dims share (a batch equal to the length) gets one more point, moving it
+        alone to a third size, so that a dim that is its square (B*T flattened) fits too."""
         self.corners = {frozenset(m): {} for r in range(1, len(self.active) + 1)
                         for m in itertools.combinations(self.active, r)}
+        uses = {}
+        for _, _, name in self.dims:
+            uses[name] = uses.get(name, 0) + 1
+        for name in self.active:
+            if uses.get(name, 0) > 1:
+                others = [x for x in self.active if x != name]
+                self.corners.update({frozenset({name + SQUARE, *m}): {} for r in range(len(others) + 1)
+                                     for m in itertools.combinations(others, r)})
         for moved, shadows in self.corners.items():
             shadows.update(self._argument_shadows(self.env(moved)))
         self.checkpoint = self._argument_shadows(self.env(None))
@@ -119,7 +129,8 @@ class Symbolic:
         check point."""
         if moved is None:
             return {s: (self.check[s] if s in self.active else v) for s, v in self.values.items()}
-        return {s: (self.alt[s] if s in moved else v) for s, v in self.values.items()}
+        return {s: (self.alt[s] if s in moved else self.sq[s] if s + SQUARE in moved else v)
+                for s, v in self.values.items()}
 
     numbers = staticmethod(symbolic.numbers)
 
@@ -191,22 +202,23 @@ class Symbolic:
         comparisons are likelier to answer the same), the shadows of the corners moving it
         made again; False if none near it keeps every guard."""
         c = self.values[s]
-        taken = set(self.values.values()) | {v for k, v in self.alt.items() if k != s} \
-            | {v for k, v in self.check.items() if k != s}
+        taken = set(self.values.values()) | {v for table in (self.alt, self.check, self.sq)
+                                             for k, v in table.items() if k != s}
         near = [c + d for k in range(1, 13) for d in (-k, k) if c + d >= 2 and c + d not in taken]
-        old = self.alt[s], self.check[s]
+        old = self.alt[s], self.check[s], self.sq[s]
         for a, b in itertools.combinations(near[:8], 2):
             self.alt[s], self.check[s] = a, b
+            self.sq[s] = next(x for x in near if x not in (a, b))
             if s not in self._violated():
                 try:
                     history = self.history[:-1]
-                    for m in [m for m in self.corners if s in m]:
+                    for m in [m for m in self.corners if s in _moved(m)]:
                         self.corners[m] = self._replay(self.env(m), history)
                     self._recompute_checkpoint(history)
                     return True
                 except Exception:   # noqa: BLE001 - an op refusing these sizes: try no more
                     break
-        self.alt[s], self.check[s] = old
+        self.alt[s], self.check[s], self.sq[s] = old
         return False
 
     def _shadow_all(self, node, results):
@@ -266,12 +278,12 @@ class Symbolic:
     def _specialize(self, node, failed):
         """Pin the symbols whose moving made `node` fail; raise if that does not explain it."""
         while failed:
-            counts = {s: sum(s in m for m in failed) for s in self.active}
+            counts = {s: sum(s in _moved(m) for m in failed) for s in self.active}
             s = max(counts, key=lambda s: counts[s])
             if not counts[s]:
                 break
             self._pin_one(s)
-            failed = {m: e for m, e in failed.items() if s not in m}
+            failed = {m: e for m, e in failed.items() if s not in _moved(m)}
             self._recompute_checkpoint(self.history[:-1])
         if failed:
             m, e = next(iter(failed.items()))
@@ -289,7 +301,7 @@ class Symbolic:
     def _pin_one(self, s):
         self.guards.add(Poly.symbol(s) - Poly.const(self.values[s]), "==", True)
         self.active.remove(s)
-        self.corners = {m: sh for m, sh in self.corners.items() if s not in m}
+        self.corners = {m: sh for m, sh in self.corners.items() if s not in _moved(m)}
 
     def _recompute_checkpoint(self, history):
         self.checkpoint = self._replay(self.env(None), history)
@@ -313,7 +325,10 @@ class Symbolic:
         for d, n in enumerate(real):
             samples = {frozenset(): int(n)}
             samples.update({m: int(s[d]) for m, s in zip(corners, corner_shapes)})
-            poly = self._multilinear(samples)
+            poly = self._multilinear({m: v for m, v in samples.items() if not _squared(m)})
+            for name in {x[:-len(SQUARE)] for m in samples for x in m if x.endswith(SQUARE)}:
+                if poly is not None:
+                    poly = self._plus_square(poly, name, samples)
             if poly is None or poly(self.env(None)) != check[d]:
                 raise self._error(node, f"{what} dim {d} ({n} now) is not a multilinear formula of "
                                         f"the dynamic sizes {self._names()}, or depends on the data "
@@ -321,10 +336,28 @@ class Symbolic:
             out.append(SymInt.make(int(n), poly))
         return tuple(out)
 
-    def _multilinear(self, samples):
-        """The multilinear polynomial in the active symbols through the corner samples
-        (Möbius inversion over the corners, then expanded), or None if not integral."""
-        names = self.active
+    def _plus_square(self, poly, name, samples):
+        """poly + q * (s - c) * (s - a), q multilinear in the other symbols, through the
+        points that move s to its third size (zero at the corners, which poly fits); None
+        where no integer q does."""
+        c, a, x = self.values[name], self.alt[name], self.sq[name]
+        mark, qs = name + SQUARE, {}
+        for m, v in samples.items():
+            if mark in m:
+                q, r = divmod(v - poly(self.env(m)), (x - c) * (x - a))
+                if r:
+                    return None
+                qs[frozenset(m - {mark})] = q
+        q = self._multilinear(qs, [o for o in self.active if o != name])
+        if q is None:
+            return None
+        sym = Poly.symbol(name)
+        return poly + q * (sym - Poly.const(c)) * (sym - Poly.const(a))
+
+    def _multilinear(self, samples, names=None):
+        """The multilinear polynomial in `names` (the active symbols) through the corner
+        samples (Möbius inversion over the corners, then expanded), or None if not integral."""
+        names = self.active if names is None else names
         total = {}
         for r in range(len(names) + 1):
             for S in itertools.combinations(names, r):
@@ -365,6 +398,18 @@ class Symbolic:
             "the dynamic sizes (B*T, S+1, 2*C): build shapes with integer arithmetic on "
             "x.shape and with tensor ops, or compile this function with dynamic=False (one "
             "program per shape)")
+
+
+SQUARE = "^2"   # a corner key's mark: the symbol moved alone to its third size
+
+
+def _moved(m):
+    """The symbols a corner key moves."""
+    return {x[:-len(SQUARE)] if x.endswith(SQUARE) else x for x in m}
+
+
+def _squared(m):
+    return any(x.endswith(SQUARE) for x in m)
 
 
 def _at(shape, env):

@@ -146,19 +146,12 @@ def test_cached_bart_decoding_on_encoder_outputs_follows_eager_logits():
             y = tt.tensor(want.numpy()[:, -1:].argmax(-1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "crash: a batch equal to the length shares one symbol (duck sizing, "
-    "dynamic.py Symbolic.symbol_for), so B*T is s0*s0, which dynamic.py Symbolic._fit "
-    "(_multilinear: degree <= 1 per symbol) refuses as 'not a multilinear formula'"))
 @pytest.mark.parametrize("shapes", [[(4, 4, 8)], [(2, 5, 8), (4, 4, 8)]])
 def test_flattening_batch_and_length_works_when_they_are_equal(shapes):
     _agrees(lambda x: x.reshape(x.shape[0] * x.shape[1], x.shape[2]).sum(0) + x.reshape(-1).sum(),
             shapes)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "crash: GPT's Linear flattens (B, T) to B*T rows (F.linear's reshape); with B == T that "
-    "is s0*s0, refused by dynamic.py Symbolic._fit (see the test above)"))
 def test_gpt_forward_with_batch_equal_to_length():
     tt.manual_seed(0)
     m = models.GPT(models.GPTConfig(vocab_size=32, n_positions=32, n_embd=16, n_layer=1,
