@@ -174,8 +174,9 @@ class MultiHeadAttention(Module):
                 tt.logical_not(m) if m.dtype is tt.bool else m)
         if is_causal:
             # bottom-right aligned once `past` keys are cached: query i sits at position past + i
-            tri = like.device.xp.tril(like.device.xp.ones((L, S), dtype=bool), k=past)
-            allowed.append(tt.as_tensor(tri, device=like.device))
+            # tensor ops, not NumPy's tril: under tt.compile(dynamic=True) L, S and past are
+            # sizes the program follows
+            allowed.append(tt.ones(L, S, dtype=tt.bool, device=like.device).tril(past))
         if not allowed and not additive:
             return None, False
         mask = None
@@ -225,7 +226,7 @@ def _attention_with_weights(q, k, v, mask, causal, dropout_p, scale):
     L, S = q.shape[-2], k.shape[-2]
     xp = q.device.xp
     if causal:
-        mask = tt.as_tensor(xp.tril(xp.ones((L, S), dtype=bool)), device=q.device)
+        mask = tt.ones(L, S, dtype=tt.bool, device=q.device).tril()   # (see _merge_masks)
     scores = (q @ k.mT) * scale  # (B, nh, L, S)
     live = None
     if mask is not None:

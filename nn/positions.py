@@ -24,6 +24,19 @@ from .layers import Embedding
 from .module import Module
 
 
+def _sized(*values):
+    """Whether a length or offset is a size tt.compile(dynamic=True) is capturing as a
+    formula: the positions are then built with tensor ops, which the program replays for
+    each call's sizes (NumPy's arange would bake today's)."""
+    return any(hasattr(v, "_recompute") for v in values)
+
+
+def _position_tensor(positions, past_length, device, dtype=None):
+    """arange(past, past + positions) as a recorded tensor op (see _sized)."""
+    return tt.arange(past_length, past_length + positions, device=device,
+                     dtype=dtype or tt.int64)
+
+
 def _positions(positions, past_length, device):
     """An int array of positions: `positions` itself, or arange(past, past + positions)."""
     xp = device.xp
@@ -45,9 +58,15 @@ def sinusoidal_positions(num_positions, dim, base=10000.0, interleaved=True, pos
     """
     dev = get_device(device) if device is not None else tt.Device("cpu")
     xp = dev.xp
-    pos = xp.arange(num_positions) if positions is None else _positions(positions, 0, dev)
     n_sin, n_cos = (dim + 1) // 2, dim // 2
     inv_freq = 1.0 / base ** (xp.arange(n_sin, dtype=xp.float64) * 2.0 / dim)
+    if isinstance(positions, tt.Tensor) and not dim % 2:   # a capture's sized positions
+        angle = positions.to(tt.float64).unsqueeze(-1) * tt.as_tensor(inv_freq, device=dev)
+        sin, cos = angle.sin(), angle.cos()
+        table = (tt.stack([sin, cos], -1).reshape(*angle.shape[:-1], dim) if interleaved
+                 else tt.cat([sin, cos], -1))
+        return table.to(dtype or tt.get_default_dtype())
+    pos = xp.arange(num_positions) if positions is None else _positions(positions, 0, dev)
     angle = pos.astype(xp.float64)[..., None] * inv_freq  # (..., n_sin)
     sin, cos = xp.sin(angle), xp.cos(angle)[..., :n_cos]
     if interleaved:
@@ -70,7 +89,10 @@ class SinusoidalPositionalEmbedding(Module):
     def forward(self, positions, past_length=0, dtype=None, device=None):
         dev = get_device(device) if device is not None else (
             positions.device if isinstance(positions, tt.Tensor) else tt.Device("cpu"))
-        pos = _positions(positions, past_length, dev) + self.offset
+        if _sized(positions, past_length) and not self.embedding_dim % 2:
+            pos = _position_tensor(positions, past_length, dev) + self.offset
+        else:
+            pos = _positions(positions, past_length, dev) + self.offset
         return sinusoidal_positions(None, self.embedding_dim, self.base, self.interleaved,
                                     positions=pos, dtype=dtype, device=dev)
 
@@ -89,6 +111,13 @@ class LearnedPositionalEmbedding(Embedding):
 
     def forward(self, positions, past_length=0):  # -> (..., dim)
         dev = self.weight.device
+        if _sized(positions, past_length):
+            last = past_length + positions + self.offset   # a size comparison: a guard
+            if last > self.num_embeddings or past_length + self.offset < 0:
+                raise IndexError(f"LearnedPositionalEmbedding: positions {past_length}.."
+                                 f"{past_length + positions - 1} out of range for "
+                                 f"{self.num_embeddings - self.offset} positions (offset {self.offset})")
+            return super().forward(_position_tensor(positions, past_length, dev) + self.offset)
         pos = _positions(positions, past_length, dev) + self.offset
         if pos.size and (int(pos.max()) >= self.num_embeddings or int(pos.min()) < 0):
             raise IndexError(f"LearnedPositionalEmbedding: positions {int(pos.min()) - self.offset}"
@@ -109,10 +138,14 @@ def rope_cos_sin(positions, rotary_dim, base=10000.0, past_length=0, dtype=None,
     xp = dev.xp
     if rotary_dim % 2:
         raise ValueError(f"rope_cos_sin: rotary_dim must be even, got {rotary_dim}")
-    pos = _positions(positions, past_length, dev).astype(xp.float64)
     inv_freq = 1.0 / base ** (xp.arange(0, rotary_dim, 2, dtype=xp.float64) / rotary_dim)
-    angle = pos[..., None] * inv_freq  # (..., rotary_dim / 2)
     dt = dtype or tt.get_default_dtype()
+    if _sized(positions, past_length):   # the same float64 ops, recorded (see _sized)
+        angle = _position_tensor(positions, past_length, dev, tt.float64).unsqueeze(-1) \
+            * tt.as_tensor(inv_freq, device=dev)
+        return angle.cos().to(dt), angle.sin().to(dt)
+    pos = _positions(positions, past_length, dev).astype(xp.float64)
+    angle = pos[..., None] * inv_freq  # (..., rotary_dim / 2)
     return (tt.tensor(xp.cos(angle), dtype=dt, device=dev),
             tt.tensor(xp.sin(angle), dtype=dt, device=dev))
 

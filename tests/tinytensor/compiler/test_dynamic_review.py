@@ -208,10 +208,6 @@ def test_str_of_a_size_is_its_number_while_capturing():
             [(2, 6, 8), (3, 10, 8)])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "one program per cache length (correct, but recaptured every token until the LIMIT of 8, "
-    "then eager): nn/positions.py rope_cos_sin builds cos/sin in NumPy from past_length and T, "
-    "which int()-guards both sizes"))
 def test_cached_llama_decoding_keeps_one_program_across_cache_lengths():
     tt.manual_seed(0)
     m = models.Llama(models.LlamaConfig(
