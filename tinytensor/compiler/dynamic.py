@@ -239,9 +239,18 @@ class Symbolic:
                                     f"{shapes}; now {', '.join(str(tuple(self.shape_of(t))) for t in node.inputs)}): "
                                     f"{e}") from e
         outs, saved = check
+        from .capture import CaptureError
+        try:
+            shapes = [self._fit(node, [a.shape for a in (runs[m][0][k] for m in runs)],
+                                list(runs), r.data.shape, outs[k].shape, f"output {k}")
+                      for k, r in enumerate(results)]
+        except CaptureError:
+            # perhaps a square (T * T): with points at a third size for every symbol, once
+            if self._add_squares():
+                return self._shadow_all(node, results)
+            raise
         for k, r in enumerate(results):
-            shape = self._fit(node, [a.shape for a in (runs[m][0][k] for m in runs)],
-                              list(runs), r.data.shape, outs[k].shape, f"output {k}")
+            shape = shapes[k]
             if any(isinstance(d, SymInt) for d in shape):
                 self.shapes[id(r.data)] = shape
             self.keep.append(r)
@@ -258,6 +267,27 @@ class Symbolic:
             for m, (_, sv) in runs.items():
                 self.corners[m][id(real)] = sv[j]
             self.checkpoint[id(real)] = saved[j]
+
+    def _add_squares(self):
+        """Points at a third size for the active symbols that have none (begin() gives them
+        only to symbols several dims share), their shadows replayed over the ops so far;
+        False if every symbol has them already or the replay fails."""
+        missing = [s for s in self.active if not any(s + SQUARE in m for m in self.corners)]
+        if not missing:
+            return False
+        history = self.history[:-1]
+        added = {}
+        try:
+            for name in missing:
+                others = [x for x in self.active if x != name]
+                for r in range(len(others) + 1):
+                    for m in itertools.combinations(others, r):
+                        key = frozenset({name + SQUARE, *m})
+                        added[key] = self._replay(self.env(key), history)
+        except Exception:   # noqa: BLE001 - an op refusing the third size: no squares then
+            return False
+        self.corners.update(added)
+        return True
 
     def _run(self, node, shadows, env):
         """(outputs, saved arrays) of node's forward on the shadow arrays at sizes `env`."""

@@ -386,7 +386,10 @@ class SymInt(int):
             return str(self._v)
         return str(self.poly)
 
-    __repr__ = __str__
+    def __repr__(self):
+        # the number while capturing, without a pin: the repr of a shape tuple in a message
+        # (f"query {tuple(q.shape)}") is built before it is known whether it is raised
+        return str(self._v) if _active else str(self.poly)
 
     def __format__(self, spec):
         return format(self._v, spec) if spec else str(self)
@@ -443,6 +446,30 @@ class SymFloat(float):
 
     def __str__(self):
         return str(self._pinned())
+
+    # a branch on a float of sizes (T / 2 > 3) holds at these sizes only: pinned
+    def __lt__(self, o):
+        return self._pinned() < o
+
+    def __le__(self, o):
+        return self._pinned() <= o
+
+    def __gt__(self, o):
+        return self._pinned() > o
+
+    def __ge__(self, o):
+        return self._pinned() >= o
+
+    def __eq__(self, o):
+        return self._pinned() == o
+
+    def __ne__(self, o):
+        return self._pinned() != o
+
+    def __bool__(self):
+        return bool(self._pinned())
+
+    __hash__ = float.__hash__
 
     def _bin(op, swap=False):
         def f(self, o):

@@ -28,9 +28,11 @@ from ..messages import OpError
 from ..core.tensor import Tensor
 from ..kernels import cuda_attention, fusion as _fusion
 from ..kernels._common import acc_dtype, is_cpu, xp_of
-from .elementwise import where
+from ..core.grad_mode import STATE
+from ..dtypes import bool_
+from .elementwise import cast, gt, isfinite, where
 from .linalg import matmul
-from .movement import broadcast_shapes, expand, reshape, unsqueeze, _where
+from .movement import broadcast_shapes, expand, reshape, tril, unsqueeze, _where
 from .nn import dropout
 from .reduce import sum as sum_
 from .softmax import softmax
@@ -49,10 +51,22 @@ def _probs(q, k, mask, causal, scale):
     xp = q.device.xp
     L, S = q.shape[-2], k.shape[-2]
     live = None  # bool array (mask shape[:-1] + (1,)), False on query rows that see no key
+    capturing = STATE.capture is not None
     if causal:
         # top-left aligned, as torch; every row keeps key 0, so no row is dead
-        allowed = Tensor._make(xp.tril(xp.ones((L, S), dtype=bool)), q.device, False)
+        if capturing:   # recorded ops: the sizes may be symbolic (tt.compile dynamic=True)
+            allowed = tril(Tensor._ones_meta((L, S), bool_, q.device))
+        else:
+            allowed = Tensor._make(xp.tril(xp.ones((L, S), dtype=bool)), q.device, False)
         scores = where(allowed, scores, float("-inf"))
+    elif mask is not None and capturing:
+        # a compiled step may be replayed with a mask that has dead rows where this one has
+        # none: the rows that see a key are computed with ops, never read off the data
+        finite = mask if mask.data.dtype == np.bool_ else isfinite(mask)
+        ok = gt(sum_(cast(finite, mask.dtype if mask.data.dtype != np.bool_ else "float32"),
+                     dim=-1, keepdim=True), 0.0)
+        scores = where(mask, scores, float("-inf")) if mask.data.dtype == np.bool_ else scores + mask
+        return where(ok, softmax(where(ok, scores, 0.0), dim=-1), 0.0)
     elif mask is not None:
         if mask.data.dtype == np.bool_:
             row_ok = mask.data.any(axis=-1, keepdims=True)

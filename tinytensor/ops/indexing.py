@@ -105,7 +105,10 @@ def _sized_slice(k, n):
             v = v + n
             return lo if v < lo else v
         return hi if v > hi else v
-    return slice(bound(k.start, lo if step > 0 else hi), bound(k.stop, hi if step > 0 else lo), step)
+    start, stop = bound(k.start, lo if step > 0 else hi), bound(k.stop, hi if step > 0 else lo)
+    if step < 0 and type(stop) is int and stop == -1:
+        stop = None   # "before index 0": NumPy would read -1 as the last element
+    return slice(start, stop, step)
 
 
 class IntsFirst(tuple):

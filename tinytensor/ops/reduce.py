@@ -11,6 +11,7 @@ import numpy as np
 from ..dtypes import BF16_NP, is_floating_np
 from ..messages import plain
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
                           minimum, mul, sign, where)
@@ -406,13 +407,22 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
 
 
+def _read_in_capture(x, op):
+    # all/any are computed from the data, not recorded: in a compiled function their answer
+    # would be frozen, so a capture refuses them on computed tensors (naming the line)
+    if STATE.capture is not None:
+        STATE.capture.read_value(x, op)
+
+
 def all(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    _read_in_capture(x, "all")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "all")
     return Tensor._make(x.device.xp.asarray(x.data.astype(bool).all(axis=dims, keepdims=keepdim)),
                         x.device, False)
 
 
 def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
+    _read_in_capture(x, "any")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "any")
     return Tensor._make(x.device.xp.asarray(x.data.astype(bool).any(axis=dims, keepdims=keepdim)),
                         x.device, False)
