@@ -65,7 +65,7 @@ class Symbolic:
         self.checkpoint = {}      # {id(array): shadow array} at the check sizes
         self.history = []         # (node, results) of every symbolic op, in order
         self.args = []            # (tensor, symbolic shape) of every argument registered
-        self.dims = []            # (tensor number, dim, symbol) of every dynamic dim given
+        self.dims = []            # (tensor number, dim, symbol, role) of every dynamic dim given
 
     # ---------------------------------------------------------------- arguments
     def symbol_for(self, size, where):
@@ -94,7 +94,7 @@ class Symbolic:
         for d, n in enumerate(t.data.shape):
             name = self.symbol_for(int(n), f"{where} dim {d}") if n >= 2 and d not in static else None
             if name is not None:
-                self.dims.append((number, d, name))
+                self.dims.append((number, d, name, (t.ndim, d)))
             shape.append(SymInt(int(n), Poly.symbol(name)) if name else int(n))
         shape = tuple(shape)
         if not any(isinstance(d, SymInt) for d in shape):
@@ -110,7 +110,7 @@ class Symbolic:
         self.corners = {frozenset(m): {} for r in range(1, len(self.active) + 1)
                         for m in itertools.combinations(self.active, r)}
         uses = {}
-        for _, _, name in self.dims:
+        for _, _, name, _ in self.dims:
             uses[name] = uses.get(name, 0) + 1
         for name in self.active:
             if uses.get(name, 0) > 1:
@@ -145,13 +145,14 @@ class Symbolic:
             if op == "==" and result is True and len(syms) == 1 and len(poly.terms) <= 2 \
                     and poly.terms.get((syms[0],)) == 1:
                 pinned.add(syms[0])
-        # a symbol that several dims share (a batch of 2 and 2 heads) may be pinned by one
-        # of them only: none of them is learned
-        uses = {}
-        for _, _, s in self.dims:
-            uses[s] = uses.get(s, 0) + 1
-        return frozenset((k, d) for k, d, s in self.dims
-                         if s in pinned and uses[s] == 1 and k is not None)
+        # a symbol that dims of different roles share (a batch of 2 and 2 heads) may be
+        # pinned by one of them only: none of them is learned. A role is a dim's place in a
+        # tensor of its rank: the heads dim of every cached key and value is one role
+        roles = {}
+        for _, _, s, role in self.dims:
+            roles.setdefault(s, set()).add(role)
+        return frozenset((k, d) for k, d, s, _ in self.dims
+                         if s in pinned and len(roles[s]) == 1 and k is not None)
 
     def shape_of(self, t):
         return self.shapes.get(id(t.data), t.data.shape)
