@@ -85,12 +85,12 @@ def _created(t, requires_grad):
 
 
 def _sized_by_symbols(*values):
+    """Whether tt.compile(dynamic=True) is capturing and sizes among `values` are formulas."""
     cap = STATE.capture
     if cap is None or cap.symbolic is None:
         return False
-    flat = [v for x in values for v in (x if isinstance(x, (tuple, list)) else (x,))]
-    flat = [v for x in flat for v in (x if isinstance(x, (tuple, list)) else (x,))]
-    return any(hasattr(v, "_recompute") for v in flat)
+    from .compiler.symbolic import contains_symbolic   # the compiler imports this module
+    return contains_symbolic(values)
 
 
 def _sym_shape(size):

@@ -172,8 +172,8 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
             "entry_grads": {k: g for k, (_, g) in entry_grads.items()}}
     if dynamic:
         sym = tape.symbolic
-        meta["symbolic"] = {"symbols": dict(sym.values), "origin": dict(sym.origin),
-                            "guards": sym.guards, "static": sym.pinned_dims()}
+        meta["symbolic"] = {"symbols": dict(sym.values), "guards": sym.guards,
+                            "static": sym.pinned_dims()}
     return program, result, meta
 
 

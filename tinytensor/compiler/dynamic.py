@@ -114,9 +114,7 @@ class Symbolic:
             uses[name] = uses.get(name, 0) + 1
         for name in self.active:
             if uses.get(name, 0) > 1:
-                others = [x for x in self.active if x != name]
-                self.corners.update({frozenset({name + SQUARE, *m}): {} for r in range(len(others) + 1)
-                                     for m in itertools.combinations(others, r)})
+                self.corners.update({key: {} for key in self._square_keys(name)})
         for moved, shadows in self.corners.items():
             shadows.update(self._argument_shadows(self.env(moved)))
         self.checkpoint = self._argument_shadows(self.env(None))
@@ -269,6 +267,13 @@ class Symbolic:
                 self.corners[m][id(real)] = sv[j]
             self.checkpoint[id(real)] = saved[j]
 
+    def _square_keys(self, name):
+        """The points moving `name` to its third size, each with any set of the others at
+        their shadow size."""
+        others = [x for x in self.active if x != name]
+        return [frozenset({name + SQUARE, *m}) for r in range(len(others) + 1)
+                for m in itertools.combinations(others, r)]
+
     def _add_squares(self):
         """Points at a third size for the active symbols that have none (begin() gives them
         only to symbols several dims share), their shadows replayed over the ops so far;
@@ -280,11 +285,8 @@ class Symbolic:
         added = {}
         try:
             for name in missing:
-                others = [x for x in self.active if x != name]
-                for r in range(len(others) + 1):
-                    for m in itertools.combinations(others, r):
-                        key = frozenset({name + SQUARE, *m})
-                        added[key] = self._replay(self.env(key), history)
+                for key in self._square_keys(name):
+                    added[key] = self._replay(self.env(key), history)
         except Exception:   # noqa: BLE001 - an op refusing the third size: no squares then
             return False
         self.corners.update(added)
@@ -481,11 +483,9 @@ def sizes_of(inputs, arrays):
     env = {}
     for v, a in zip(inputs, arrays):
         for d, n in zip(v.shape, a.shape):
-            if isinstance(d, SymInt) and len(d.poly.terms) == 1:
-                (mono, coef), = d.poly.terms.items()
-                if len(mono) == 1 and coef == 1:
-                    if env.setdefault(mono[0], int(n)) != n:
-                        return None
+            name = symbolic.bare_symbol(d)
+            if name is not None and env.setdefault(name, int(n)) != n:
+                return None
     return env
 
 

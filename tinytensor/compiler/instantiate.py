@@ -39,13 +39,8 @@ def at(program, env):
 def captured(program):
     """`program` at the sizes it was captured with (a program without symbols as it is):
     what explain's tables measure. Every symbol is a whole dim of some input."""
-    env = {}
-    for v in program.inputs:
-        for d in v.shape:
-            if isinstance(d, symbolic.SymInt) and len(d.poly.terms) == 1:
-                (mono, coef), = d.poly.terms.items()
-                if len(mono) == 1 and coef == 1:
-                    env[mono[0]] = int(d)
+    env = {symbolic.bare_symbol(d): int(d) for v in program.inputs for d in v.shape
+           if symbolic.bare_symbol(d) is not None}
     return at(program, env) if env else program
 
 

@@ -26,27 +26,29 @@ def is_state_object(o):
             and not hasattr(o, "param_groups") and not callable(o))
 
 
+def _reach(args, kwargs):
+    """(path, item) of every argument and of everything inside their tuples, lists and
+    dicts (not inside other objects): where a call's tensors and state objects sit."""
+    def go(a, path):
+        if isinstance(a, (tuple, list)):
+            for j, x in enumerate(a):
+                yield from go(x, path + (("item", j),))
+        elif isinstance(a, dict):
+            for k, x in a.items():
+                yield from go(x, path + (("item", k),))
+        else:
+            yield path, a
+    for i, a in enumerate(args):
+        yield from go(a, (("arg", i),))
+    for k, a in kwargs.items():
+        yield from go(a, (("kwarg", k),))
+
+
 def slots(args, kwargs):
     """[(path, value)] of every tensor, scalar or None slot of the state objects inside
     the arguments; path = (("arg", i) | ("kwarg", k), then ("attr", name) | ("item", key)...)."""
-    out = []
-    for i, a in enumerate(args):
-        _containers(a, (("arg", i),), out)
-    for k, a in kwargs.items():
-        _containers(a, (("kwarg", k),), out)
-    return out
-
-
-def _containers(a, path, out):
-    """Descend into tuples/lists/dicts of the arguments until a state object."""
-    if isinstance(a, (tuple, list)):
-        for j, x in enumerate(a):
-            _containers(x, path + (("item", j),), out)
-    elif isinstance(a, dict):
-        for k, x in a.items():
-            _containers(x, path + (("item", k),), out)
-    elif is_state_object(a):
-        _object(a, path, out, DEPTH)
+    return [(path + p, v) for path, a in _reach(args, kwargs) if is_state_object(a)
+            for p, v in slots_of(a)]
 
 
 def _object(o, path, out, depth):
@@ -75,20 +77,7 @@ def describe_tail(path):
 def snapshot(args, kwargs):
     """{id(state object): its slots now} for every state object among the arguments: the
     layout a capture began from, for a signature computed after the step changed it."""
-    out = {}
-
-    def go(a):
-        if isinstance(a, (tuple, list)):
-            for x in a:
-                go(x)
-        elif isinstance(a, dict):
-            for x in a.values():
-                go(x)
-        elif is_state_object(a):
-            out[id(a)] = slots_of(a)
-    for a in list(args) + list(kwargs.values()):
-        go(a)
-    return out
+    return {id(a): slots_of(a) for _, a in _reach(args, kwargs) if is_state_object(a)}
 
 
 def walk_tensors(args, kwargs):
@@ -96,23 +85,11 @@ def walk_tensors(args, kwargs):
     containers and state objects' slots in place; not Modules' or optimizers'), with a
     readable name each: what dynamic=True numbers its tensors by."""
     out = []
-
-    def go(a, name):
+    for path, a in _reach(args, kwargs):
         if isinstance(a, Tensor):
-            out.append((a, name))
-        elif isinstance(a, (tuple, list)):
-            for j, x in enumerate(a):
-                go(x, f"{name}[{j}]")
-        elif isinstance(a, dict):
-            for k, x in a.items():
-                go(x, f"{name}[{k!r}]")
+            out.append((a, describe(path)))
         elif is_state_object(a):
-            for path, v in slots_of(a):
-                go(v, name + describe_tail(path))
-    for i, a in enumerate(args):
-        go(a, f"arg {i}")
-    for k, a in kwargs.items():
-        go(a, f"argument {k!r}")
+            out += [(v, describe(path + p)) for p, v in slots_of(a) if isinstance(v, Tensor)]
     return out
 
 

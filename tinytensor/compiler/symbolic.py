@@ -25,7 +25,6 @@ import functools
 import math
 import operator
 
-from ..core.grad_mode import STATE
 
 
 class Poly:
@@ -575,8 +574,14 @@ def symbols_in(x, out=None):
     return out
 
 
-def capture_active():
-    return STATE.capture is not None and getattr(STATE.capture, "symbolic", None) is not None
+def bare_symbol(d):
+    """The symbol name when size d is one symbol alone (s0, not 2*s0 or s0 + 1), else None:
+    the dims a call's sizes are read off."""
+    if isinstance(d, SymInt) and len(d.poly.terms) == 1:
+        (mono, coef), = d.poly.terms.items()
+        if len(mono) == 1 and coef == 1:
+            return mono[0]
+    return None
 
 
 def program_symbols(program):
@@ -586,5 +591,5 @@ def program_symbols(program):
     for v in program.defined():
         symbols_in(tuple(v.shape), out)
     for ins in program.instrs:
-        symbols_in(ins.attrs.get("shape", ()), out)
+        symbols_in(ins.attrs, out)
     return sorted(out, key=lambda s: (len(s), s))

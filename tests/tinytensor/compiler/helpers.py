@@ -84,3 +84,20 @@ def train_run(make, opt_cls, batches, step, opts):
             g["lr"] = 1e-2 * (1 - i / len(batches))
         losses.append(float(step(m, opt, *batch).data))
     return losses, [p.data.copy() for p in m.parameters()], m, opt
+
+
+def random_tensor(shape, seed=0):
+    return tt.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def agrees_dynamic(fn, shapes, backend="numpy"):
+    """fn compiled with dynamic=True returns what fn returns, at each shape in turn (the
+    first call captures, the others replay unless a guard fails); the compiled function."""
+    fast = tt.compile(fn, backend=backend, dynamic=True)
+    for k, shape in enumerate(shapes):
+        x = random_tensor(shape, seed=k)
+        want, got = fn(x), fast(x)
+        assert got.shape == want.shape, f"at {shape}: shape {got.shape}, eager {want.shape}"
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"at input shape {shape}")
+    return fast

@@ -12,24 +12,11 @@ import nn
 import tinytensor as tt
 import tinytensor.functional as F
 
+from .helpers import agrees_dynamic, random_tensor
+
 BACKENDS = ["numpy", "c"]
 
 
-def _x(shape, seed=0):
-    return tt.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
-
-
-def _agrees(fn, shapes, backend="numpy"):
-    """fn compiled with dynamic=True returns what fn returns, at each shape in turn (the
-    first call captures, the others replay unless a guard fails); the compiled function."""
-    fast = tt.compile(fn, backend=backend, dynamic=True)
-    for k, shape in enumerate(shapes):
-        x = _x(shape, seed=k)
-        want, got = fn(x), fast(x)
-        assert got.shape == want.shape, f"at {shape}: shape {got.shape}, eager {want.shape}"
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
-                                   err_msg=f"at input shape {shape}")
-    return fast
 
 
 # ---------------------------------------------------------------- passing cases, locked in
@@ -39,7 +26,7 @@ def test_reductions_and_normalizations_over_a_dynamic_dim_follow_its_size(backen
         T = x.shape[1]
         return (F.softmax(x, dim=1) + x.var(1, keepdim=True) + x.std(1, keepdim=True)
                 + F.layer_norm(x.transpose(1, 2), (T,)).transpose(1, 2) + x.mean())
-    fast = _agrees(fn, [(2, 5, 8), (3, 7, 8), (2, 9, 8)], backend)
+    fast = agrees_dynamic(fn, [(2, 5, 8), (3, 7, 8), (2, 9, 8)], backend)
     assert len(fast.programs) == 1
 
 
@@ -51,7 +38,7 @@ def test_masks_pads_and_cats_built_from_sizes_follow_the_sizes(backend):
         y = tt.einsum("btc,bsc->bts", x, x) * band                          # (B, T, T)
         y = F.pad(y, (1, 2))[:, :T - 1]
         return tt.cat([y, x[:, :1, :1].expand(B, 1, T + 3)], dim=1).sum(1) + tt.arange(T + 3)
-    fast = _agrees(fn, [(2, 5, 4), (3, 7, 4), (2, 11, 4)], backend)
+    fast = agrees_dynamic(fn, [(2, 5, 4), (3, 7, 4), (2, 11, 4)], backend)
     assert len(fast.programs) == 1
 
 
@@ -60,7 +47,7 @@ def test_narrow_split_and_expand_sum_follow_the_sizes():
         T = x.shape[1]
         head, rest = x.split([1, T - 1], dim=1)
         return x.narrow(1, 1, T - 2).sum(1) + rest.sum(1) + head.expand(-1, T, -1).sum(1)
-    fast = _agrees(fn, [(2, 5, 8), (3, 7, 8), (2, 9, 8)])
+    fast = agrees_dynamic(fn, [(2, 5, 8), (3, 7, 8), (2, 9, 8)])
     assert len(fast.programs) == 1
 
 
@@ -75,7 +62,7 @@ def test_a_state_object_appended_to_needs_no_module_to_replay_right():
     fast = tt.compile(acc, dynamic=True)
     eager_state, fast_state = State(), State()
     for k in range(5):
-        x = _x((3, 2), seed=k)
+        x = random_tensor((3, 2), seed=k)
         np.testing.assert_allclose(fast(x, fast_state).numpy(), acc(x, eager_state).numpy(),
                                    rtol=1e-6, err_msg=f"step {k}")
 
@@ -120,7 +107,7 @@ def test_a_state_slot_the_first_call_fills_does_not_key_the_program_as_filled(dy
         return s.h.sum()
     fast = tt.compile(step, dynamic=dynamic)
     eager_state, fast_state = State(), State()
-    x = _x((3, 16))
+    x = random_tensor((3, 16))
     for k in range(3):
         np.testing.assert_allclose(fast(x, fast_state).detach().numpy(),
                                    step(x, eager_state).detach().numpy(), rtol=1e-5,
@@ -148,7 +135,7 @@ def test_cached_bart_decoding_on_encoder_outputs_follows_eager_logits():
 
 @pytest.mark.parametrize("shapes", [[(4, 4, 8)], [(2, 5, 8), (4, 4, 8)]])
 def test_flattening_batch_and_length_works_when_they_are_equal(shapes):
-    _agrees(lambda x: x.reshape(x.shape[0] * x.shape[1], x.shape[2]).sum(0) + x.reshape(-1).sum(),
+    agrees_dynamic(lambda x: x.reshape(x.shape[0] * x.shape[1], x.shape[2]).sum(0) + x.reshape(-1).sum(),
             shapes)
 
 
@@ -163,7 +150,7 @@ def test_gpt_forward_with_batch_equal_to_length():
 
 
 def test_a_size_pinned_by_int_is_no_longer_moved_by_the_shadow_runs():
-    _agrees(lambda x: F.pad(x, (0, 0, 0, x.shape[1]))[:, :2 * x.shape[1] - 1], [(2, 5, 3), (3, 7, 3)])
+    agrees_dynamic(lambda x: F.pad(x, (0, 0, 0, x.shape[1]))[:, :2 * x.shape[1] - 1], [(2, 5, 3), (3, 7, 3)])
 
 
 @pytest.mark.parametrize("half", [
@@ -171,7 +158,7 @@ def test_a_size_pinned_by_int_is_no_longer_moved_by_the_shadow_runs():
     lambda T: round(T * 0.5), lambda T: divmod(T, 2)[0]],
     ids=["int", "ceil", "floor", "round", "divmod"])
 def test_a_size_computed_through_a_float_or_divmod_is_not_baked(half):
-    _agrees(lambda x: x[:, :half(x.shape[1])] * 1.0, [(2, 6, 8), (3, 10, 8)])
+    agrees_dynamic(lambda x: x[:, :half(x.shape[1])] * 1.0, [(2, 6, 8), (3, 10, 8)])
 
 
 _NOT_FOLLOWED = pytest.mark.xfail(strict=True, reason=(
@@ -183,7 +170,7 @@ _NOT_FOLLOWED = pytest.mark.xfail(strict=True, reason=(
                                    pytest.param(lambda T: math.log(T), marks=_NOT_FOLLOWED)],
                          ids=["times-float", "plus-float", "math.log"])
 def test_a_size_mixed_with_floats_scales_by_the_call_size(scale):
-    _agrees(lambda x: x * scale(x.shape[1]), [(2, 6, 8), (3, 10, 8)])
+    agrees_dynamic(lambda x: x * scale(x.shape[1]), [(2, 6, 8), (3, 10, 8)])
 
 
 _INDEX = pytest.mark.xfail(strict=True, reason=(
@@ -199,12 +186,12 @@ _INDEX = pytest.mark.xfail(strict=True, reason=(
     pytest.param(lambda x: x * sum(range(x.shape[1])), marks=_INDEX),
     lambda x: sum(x.unbind(1))], ids=["len", "list-index", "range-loop", "sum-range", "unbind"])
 def test_sizes_read_through_index_are_guarded(use):
-    _agrees(use, [(2, 6, 8), (3, 10, 8)])
+    agrees_dynamic(use, [(2, 6, 8), (3, 10, 8)])
 
 
 def test_str_of_a_size_is_its_number_while_capturing():
     table = {"6": 1.0, "10": 3.0}
-    _agrees(lambda x: x * table[str(x.shape[1])] * table[f"{x.shape[1]}"],
+    agrees_dynamic(lambda x: x * table[str(x.shape[1])] * table[f"{x.shape[1]}"],
             [(2, 6, 8), (3, 10, 8)])
 
 
@@ -243,4 +230,4 @@ def test_a_size_the_step_keeps_in_python_still_compares_as_its_number():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_slice_clamped_by_a_longer_dim_is_guarded_not_fitted_as_the_dim(backend):
-    _agrees(lambda x: x[:, -16:].mean(1), [(3, 4, 2), (3, 20, 2)], backend)
+    agrees_dynamic(lambda x: x[:, -16:].mean(1), [(3, 4, 2), (3, 20, 2)], backend)

@@ -10,24 +10,11 @@ import tinytensor as tt
 import tinytensor.functional as F
 from nn import positions
 
+from .helpers import agrees_dynamic, random_tensor
+
 BACKENDS = ["numpy", "c"]
 
 
-def _x(shape, seed=0):
-    return tt.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
-
-
-def _agrees(fn, shapes, backend="numpy"):
-    """fn compiled with dynamic=True returns what fn returns at each shape in turn; the
-    compiled function."""
-    fast = tt.compile(fn, backend=backend, dynamic=True)
-    for k, shape in enumerate(shapes):
-        x = _x(shape, seed=k)
-        want, got = fn(x), fast(x)
-        assert got.shape == want.shape, f"at {shape}: shape {got.shape}, eager {want.shape}"
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6,
-                                   err_msg=f"at input shape {shape}")
-    return fast
 
 
 # ---------------------------------------------------------------- passing cases, locked in
@@ -35,7 +22,7 @@ def _agrees(fn, shapes, backend="numpy"):
                                  lambda T: slice(1, T - 1), lambda T: slice(-16, None)],
                          ids=["-3:-1", ":1:-1", "1:T-1", "-16:"])
 def test_slices_with_negative_bounds_on_a_dynamic_dim_follow_its_size(key):
-    _agrees(lambda x: x[:, key(x.shape[1])] + 1, [(2, 5, 3), (2, 8, 3), (2, 11, 3)])
+    agrees_dynamic(lambda x: x[:, key(x.shape[1])] + 1, [(2, 5, 3), (2, 8, 3), (2, 11, 3)])
 
 
 def test_learned_positions_of_sizes_follow_them_and_still_refuse_past_the_table():
@@ -44,10 +31,10 @@ def test_learned_positions_of_sizes_follow_them_and_still_refuse_past_the_table(
     def fn(x):
         return x + emb(x.shape[1], past_length=x.shape[0])
     with tt.no_grad():
-        fast = _agrees(fn, [(2, 5, 6), (3, 7, 6), (6, 14, 6)])
+        fast = agrees_dynamic(fn, [(2, 5, 6), (3, 7, 6), (6, 14, 6)])
         assert len(fast.programs) == 1
         with pytest.raises(IndexError, match="out of range for 20 positions"):
-            fast(_x((6, 15, 6)))
+            fast(random_tensor((6, 15, 6)))
 
 
 # ---------------------------------------------------------------- found in review
@@ -56,7 +43,7 @@ def test_learned_positions_of_sizes_follow_them_and_still_refuse_past_the_table(
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("key", [slice(None, None, -1), slice(3, -100, -1)], ids=["::-1", "3:-100:-1"])
 def test_reversed_slices_of_a_dynamic_dim_keep_their_elements(backend, key):
-    _agrees(lambda x: x[:, key] * 2, [(2, 5, 3), (2, 8, 3)], backend)
+    agrees_dynamic(lambda x: x[:, key] * 2, [(2, 5, 3), (2, 8, 3)], backend)
 
 
 @pytest.mark.parametrize("key", [slice(1, -1, 2), slice(-2, None, -2)],
@@ -65,7 +52,7 @@ def test_a_slice_stepping_over_a_dynamic_dim_is_right_or_refused_naming_getitem(
     # ceil((stop - start) / step) is no formula a program follows: refusing is fine, an
     # empty result is not
     try:
-        _agrees(lambda x: x[:, key] * 2, [(2, 5, 3), (2, 8, 3)])
+        agrees_dynamic(lambda x: x[:, key] * 2, [(2, 5, 3), (2, 8, 3)])
     except tt.compiler.capture.CaptureError as e:
         assert "op getitem" in str(e)
 
@@ -76,7 +63,7 @@ def test_multihead_attention_keeps_one_program_across_lengths():
     fast = tt.compile(lambda x: mha(x, x, x), dynamic=True)
     with tt.no_grad():
         for T in (3, 5, 7, 9):
-            x = _x((2, T, 8), seed=T)
+            x = random_tensor((2, T, 8), seed=T)
             np.testing.assert_allclose(fast(x).numpy(), mha(x, x, x).numpy(), atol=1e-5)
     assert len(fast.programs) <= 2, f"{len(fast.programs)} programs for 4 lengths"
 
@@ -88,7 +75,7 @@ def test_multihead_attention_keeps_one_program_across_lengths():
     lambda x, T: x * 2 if T * 0.5 == 2.5 else x * 3,
     lambda x, T: x * max(T / 2, 3.0)], ids=["T/2>3", "T*0.5==2.5", "max"])
 def test_a_branch_on_a_float_of_a_size_is_guarded(branch):
-    _agrees(lambda x: branch(x, x.shape[1]), [(2, 5, 2), (2, 9, 2)])
+    agrees_dynamic(lambda x: branch(x, x.shape[1]), [(2, 5, 2), (2, 9, 2)])
 
 
 @pytest.mark.parametrize("fn", [
@@ -97,7 +84,7 @@ def test_a_branch_on_a_float_of_a_size_is_guarded(branch):
     lambda x: x.sum() + tt.ones(x.shape[0], x.shape[0]).reshape(-1)],
     ids=["ones(T*T)", "x[:, :B] flattened", "ones(B, B) flattened"])
 def test_a_square_of_an_unshared_size_is_followed(fn):
-    _agrees(fn, [(2, 5), (3, 7)])
+    agrees_dynamic(fn, [(2, 5), (3, 7)])
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -105,7 +92,7 @@ def test_a_square_of_an_unshared_size_is_followed(fn):
     "and x.reshape(-1) is s0**3, which the SQUARE points of 4e88afe do not fit; an input whose "
     "dims are all equal (a cube, a (B, T, C) with B == T == C) cannot be compiled"))
 def test_flattening_three_equal_dims_works():
-    _agrees(lambda x: x.reshape(-1) * 2, [(2, 5, 7), (3, 3, 3)])
+    agrees_dynamic(lambda x: x.reshape(-1) * 2, [(2, 5, 7), (3, 3, 3)])
 
 
 def test_causal_attention_keeps_one_program_across_lengths():
@@ -113,7 +100,7 @@ def test_causal_attention_keeps_one_program_across_lengths():
     fast = tt.compile(fn, dynamic=True)
     with tt.no_grad():
         for T in (3, 5, 7, 9):
-            x = _x((1, 2, T, 4), seed=T)
+            x = random_tensor((1, 2, T, 4), seed=T)
             np.testing.assert_allclose(fast(x).numpy(), fn(x).numpy(), atol=1e-5)
     assert len(fast.programs) <= 2, f"{len(fast.programs)} programs for 4 lengths"
 
@@ -122,7 +109,7 @@ def test_causal_attention_keeps_one_program_across_lengths():
 def test_a_bool_attention_mask_with_a_dead_row_after_a_full_one_gives_zeros(dynamic):
     fn = lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m)  # noqa: E731
     fast = tt.compile(fn, dynamic=dynamic)
-    q = _x((1, 2, 3, 4))
+    q = random_tensor((1, 2, 3, 4))
     full = tt.tensor(np.ones((3, 3), bool))
     dead_row = tt.tensor(np.array([[1, 1, 1], [0, 0, 0], [1, 0, 1]], bool))
     with tt.no_grad():
