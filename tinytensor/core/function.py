@@ -50,6 +50,11 @@ class _Ctx:
 class Function:
     is_view = False   # True when output 0 may share memory with input 0 (reshape, transpose, ...)
     name = None       # op name on the tape; defaults to the lower-case class name
+    # An op whose one result is a fresh C-contiguous array may also define
+    # `forward_into(out, *arrays, **attrs)`: forward's result written into `out` (that shape
+    # and dtype) and returned. The compiler's C runner then computes it into its arena, as
+    # it does matmuls, instead of allocating (and page-faulting) a new array per call.
+    forward_into = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

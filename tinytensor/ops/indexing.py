@@ -218,11 +218,18 @@ class IndexAdd(Function):
 
     @staticmethod
     def forward(ctx, g, key, advanced, shape):
-        xp = _xp(g)
-        out = xp.zeros(shape, dtype=g.dtype)
+        return IndexAdd.forward_into(_xp(g).zeros(shape, dtype=g.dtype), g, key, advanced, shape,
+                                     zeroed=True)
+
+    @staticmethod
+    def forward_into(out, g, key, advanced, shape, zeroed=False):
+        """forward's result computed into `out` (C-contiguous, of `shape` and g's dtype):
+        the compiler's runner gives it memory of its arena instead of a fresh array."""
+        if not zeroed:
+            out.fill(0)
         a, k = _target(out, key)
         if advanced:
-            _add_at(xp, a, k, g)
+            _add_at(_xp(g), a, k, g)
         else:
             a[k] = g
         return out

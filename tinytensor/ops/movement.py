@@ -263,6 +263,11 @@ class Cat(Function):
         return _xp(xs[0]).concatenate(xs, axis=dim)
 
     @staticmethod
+    def forward_into(out, *xs, dim):
+        """forward's result written into `out` (C-contiguous, of the result's shape and dtype)."""
+        return _xp(xs[0]).concatenate(xs, axis=dim, out=out)
+
+    @staticmethod
     def backward(ctx, g):
         dim = ctx.attrs["dim"]
         sizes = [m[0][dim] for m in ctx.in_meta]

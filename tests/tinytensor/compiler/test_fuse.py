@@ -106,6 +106,15 @@ def test_only_ops_numpy_computes_exactly_are_fused_and_a_lone_cheap_op_is_left_a
     assert {i.op for i in fused.instrs} == {"pow", "gelu", "add", "fused"}
 
 
+def test_a_lone_cheap_op_of_a_large_result_is_a_kernel():
+    # NumPy would hand it a fresh array per call (page faults); a kernel writes the arena
+    big = rng.standard_normal((fuse.LONE_BYTES // 4 // 256, 256)).astype(np.float32)
+    _, fused = fused_and_checked(lambda x, b: x + b, big, rng.standard_normal(256).astype(np.float32))
+    assert [i.op for i in fused.instrs] == ["fused"]
+    _, fused = fused_and_checked(lambda x, b: x + b, big[:-1], rng.standard_normal(256).astype(np.float32))
+    assert [i.op for i in fused.instrs] == ["add"]
+
+
 def test_every_fusible_op_has_a_c_emitter():
     assert set(fuse.FUSIBLE) == set(c.EMIT)
 

@@ -5,7 +5,7 @@ import numpy as np
 import nn
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.compiler.passes import plan, remat, run_all
+from tinytensor.compiler.passes import fuse, plan, remat, run_all
 
 from .helpers import assert_bitwise, captured, gpt, interpreted, lm_step
 
@@ -69,3 +69,32 @@ def test_a_tiny_gpt_step_is_bitwise_unchanged():
     assert {ins.op for ins in after.instrs[len(program.instrs) // 2:] if ins.role == "backward"} >= {"gelu"}
     assert_bitwise(interpreted(after, arrays), outs)
     assert plan.plan(after).peak <= plan.plan(program).peak
+
+
+def test_fusion_does_not_pull_a_recomputed_value_back_into_the_forward():
+    # the recomputed gelu reads the forward's input of gelu, so vertical or sibling fusion
+    # could join it to the forward's kernel; a kernel never spans more than fuse.SPANNED
+    # matmuls, so the first block's (whose forward and backward lie across the second
+    # block's matmuls) stays in the backward, and so does the memory remat saved
+    program, outs, arrays = _block_program()
+    after = remat.run(program)
+    fused = fuse.run(after)
+    for ins in fused.instrs:
+        if ins.op == "fused" and ins.role == "forward":
+            body = ins.attrs["body"].instrs
+            assert not any(m.role == "backward" and m.scope.startswith("0") for m in body), ins.attrs["name"]
+    first = [ins for ins in fused.instrs if ins.op == "fused" and ins.role == "backward"
+             and any(m.scope == "0" and m.op in ("gelu", "tanh") for m in ins.attrs["body"].instrs)]
+    assert first        # the first block's gelu, recomputed inside a backward kernel
+    assert_bitwise(interpreted(fused, arrays), outs)
+    unbounded = _fused_with_span(after, 10 ** 9)
+    assert plan.plan(fused).peak < plan.plan(unbounded).peak
+
+
+def _fused_with_span(program, spanned):
+    saved = fuse.SPANNED
+    fuse.SPANNED = spanned
+    try:
+        return fuse.run(program)
+    finally:
+        fuse.SPANNED = saved

@@ -1,8 +1,9 @@
 """The C backend's runner: executes a built program's schedule, its intermediates in one
 arena laid out by the memory plan (passes/plan.py).
 
-Fused kernels write their outputs straight into arena slots, and float matmuls into theirs
-through `np.matmul(..., out=)`: those slots are views made once, at build time, so a
+Fused kernels write their outputs straight into arena slots, float matmuls into theirs
+through `np.matmul(..., out=)`, and ops with a `forward_into` (index_add, cat) through
+it: those slots are views made once, at build time, so a
 replay allocates nothing for them and its peak memory is the planned one. Every other
 instruction runs its Function's NumPy forward, as eager does, into memory of its own,
 freed as soon as its last reader has run.
@@ -30,7 +31,7 @@ from sys import getrefcount
 import numpy as np
 
 from ...ops.movement import Permute, Reshape
-from ..interpret import _dead_after, compile_instr, run_instr
+from ..interpret import _dead_after, compile_instr, fill_attrs, run_instr
 from ..symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
 
@@ -82,6 +83,8 @@ def placed_in_arena(ins):
     """Instructions whose outputs the runner writes into arena slots."""
     if ins.op == "fused":
         return True
+    if ins.fn is not None and ins.fn.forward_into is not None:
+        return not ins.saved and len(ins.outputs) == 1 and len(ins.outputs[0].shape) > 0
     return (ins.op == "matmul" and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 2
             and all(v.ndim >= 2 for v in ins.inputs)
             and all(v.dtype.np == ins.outputs[0].dtype.np for v in ins.inputs)
@@ -114,13 +117,17 @@ class Runner:
         # values whose arrays the runner makes itself, C-contiguous and of their own dtype:
         # a kernel reading one needs no layout check
         made = {v.id for k, ins in enumerate(program.instrs) if k in kernels or
-                (ins.op == "matmul" and placed_in_arena(ins)) for v in ins.outputs}
+                (ins.op == "matmul" or ins.fn is not None and ins.fn.forward_into is not None)
+                and placed_in_arena(ins) for v in ins.outputs}
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
                 step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv)
             elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
+            elif ins.fn is not None and ins.fn.forward_into is not None and placed_in_arena(ins) \
+                    and not generic:
+                step = _into_step(ins, slots.get(ins.outputs[0].id))
             else:
                 step = numpy_step(ins, self._bounds, self._senv)
             self.steps.append((step, dead[k]))
@@ -304,6 +311,34 @@ def _matmul_step(ins, out):
             if o is None or getrefcount(o) > _HELD_BY_US:
                 o = spare[0] = empty(shape, dt)
         env[o_id] = matmul(env[a_id], env[b_id], out=o)
+    return step
+
+
+def _into_step(ins, out):
+    """An op's `forward_into` (core/function.py) into `out`, its arena slot, or, for a
+    result handed to the caller, into the last call's result once the caller let go of it."""
+    in_ids = [v.id for v in ins.inputs]
+    n_attr = len(ins.attr_inputs)    # the last inputs fill attributes (an index array of a key)
+    o_id = ins.outputs[0].id
+    shape, dt = tuple(ins.outputs[0].shape), ins.outputs[0].dtype.np
+    into, attrs, empty, ndarray = ins.fn.forward_into, ins.attrs, np.empty, np.ndarray
+    plain = compile_instr(ins)
+    spare = [None]
+
+    def step(env):
+        arrays = [env[i] for i in in_ids]
+        if arrays and arrays[0].__class__ is not ndarray:   # CuPy's, or a subclass's
+            env[o_id] = plain(arrays)[0]
+            return
+        o = out
+        if o is None:
+            o = spare[0]
+            if o is None or getrefcount(o) > _HELD_BY_US:
+                o = spare[0] = empty(shape, dt)
+        if n_attr:
+            env[o_id] = into(o, *arrays[:-n_attr], **fill_attrs(attrs, ins.attr_inputs, arrays[-n_attr:]))
+        else:
+            env[o_id] = into(o, *arrays, **attrs)
     return step
 
 

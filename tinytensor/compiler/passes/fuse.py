@@ -89,6 +89,11 @@ FUSIBLE = {
 EXACT_POWERS = (1, 2, 0.5, -1)
 # ops that are several NumPy passes on their own: worth a kernel even when nothing fuses
 COMPOSITE = (E.Gelu, E.Sigmoid, E.Silu, E.Rsqrt)
+# A lone cheap op whose result is at least this big is a kernel too: NumPy would give it a
+# fresh array per call, and page faults on that much new memory cost more than the op
+# (a bias add of (8, 128, 768) float32 before the q/k/v split: 0.7-1 ms in NumPy inside
+# a training step, 0.2 ms as a kernel writing into the runner's arena).
+LONE_BYTES = 1 << 20
 
 
 def fusible(ins):
@@ -152,6 +157,7 @@ def run(program):
     group = [None] * len(instrs)      # instruction index -> group id
     members = {}                      # group id -> sorted instruction indices
     domain = {}                       # group id -> (F, r): loop shape, row dims (None: no reduction)
+    spans = _matmul_spans(instrs)
 
     for k, ins in enumerate(instrs):
         own = row_reduction(ins) or ((tuple(ins.outputs[0].shape), None) if fusible(ins) else None)
@@ -168,7 +174,7 @@ def run(program):
         for g in sorted(saving, key=lambda g: (-saving[g], g)):
             dom = _joint(domain[g], domain[mine] if mine is not None else own)
             merged = sorted(members[g] + (members[mine] if mine is not None else [k]))
-            if dom is not None and _rows_ok(merged, instrs, dom) \
+            if dom is not None and not spans(merged) and _rows_ok(merged, instrs, dom) \
                     and _acyclic(merged, users, group, members):
                 for m in members.pop(g):
                     group[m] = mine if mine is not None else g
@@ -181,9 +187,13 @@ def run(program):
         if mine is None:
             group[k] = k
             members[k], domain[k] = [k], own
-    _merge_siblings(instrs, group, members, domain, users)
+    _merge_siblings(instrs, group, members, domain, users, spans)
 
     return program.replace(instrs=_schedule(program, group, members, uses, outputs))
+
+
+def _big(v):
+    return _static(v.shape) and nbytes(v) >= LONE_BYTES
 
 
 def column_sum(ins):
@@ -484,7 +494,27 @@ def _rows_ok(merged, instrs, dom):
     return True
 
 
-def _merge_siblings(instrs, group, members, domain, users):
+# The most matmuls a kernel's members may lie across (`_matmul_spans`): enough for a
+# layer's backward (a Linear's input and weight gradients between a recomputed activation
+# and the backward of its op, both reading one input), never a forward-to-backward gap.
+SPANNED = 2
+
+
+def _matmul_spans(instrs):
+    """spans(members) -> whether more than SPANNED matmuls lie between the first and the
+    last of `members` (sorted instruction indices). A kernel runs where its first member stood, so a group
+    across a matmul would compute its later members before that matmul, and keep their
+    results alive from there: a backward op joined to a forward kernel (a value that remat
+    recomputes in the backward, fused back into the softmax of the forward) is stored
+    through the whole forward-backward gap, the very memory remat saved."""
+    before, n = [], 0    # before[k]: matmuls among instructions 0 .. k-1
+    for ins in instrs:
+        before.append(n)
+        n += ins.fn is MatMul
+    return lambda ms: before[ms[-1]] - before[ms[0] + 1] > SPANNED if len(ms) > 1 else False
+
+
+def _merge_siblings(instrs, group, members, domain, users, spans=lambda ms: False):
     """Horizontal fusion: elementwise groups of one loop shape that read a common value of
     that shape from outside become one kernel with the outputs of both, when no path
     leads from one to the other (GELU's forward and its backward both read x: one sweep
@@ -509,7 +539,8 @@ def _merge_siblings(instrs, group, members, domain, users):
                 g = group[b]
                 merged = sorted(members[g] + members[h])
                 bound = max([merged[-1]] + [ms[-1] for ms in members.values() if len(ms) > 1])
-                if g != h and domain[g] == domain[h] and _acyclic(merged, users, group, members, bound):
+                if g != h and domain[g] == domain[h] and not spans(merged) \
+                        and _acyclic(merged, users, group, members, bound):
                     for m in members.pop(h):
                         group[m] = g
                     domain.pop(h)
@@ -550,7 +581,8 @@ def _schedule(program, group, members, uses, outputs):
     instrs = program.instrs
     nodes = {}   # first instruction index -> Instr (fused or original)
     for g, ms in members.items():
-        if len(ms) == 1 and instrs[ms[0]].fn not in COMPOSITE:
+        lone = instrs[ms[0]]
+        if len(ms) == 1 and lone.fn not in COMPOSITE and not _big(lone.outputs[0]):
             continue   # a lone cheap op gains nothing from a kernel of its own
         nodes[ms[0]] = _fused(program, [instrs[m] for m in ms], set(ms), uses, outputs)
     for k, ins in enumerate(instrs):
