@@ -343,8 +343,14 @@ class ScatterAdd(Function):
     @staticmethod
     def forward(ctx, x, index, src, dim):
         ctx.save_for_backward(index)
+        return ScatterAdd.forward_into(x.copy(), x, index, src, dim, copied=True)
+
+    @staticmethod
+    def forward_into(out, x, index, src, dim, copied=False):
+        """forward's result computed into `out` (C-contiguous, x's shape and dtype)."""
         xp = _xp(x)
-        out = x.copy()
+        if not copied:
+            out[...] = x
         sl = tuple(slice(0, s) for s in index.shape)
         _add_at(xp, out, _along_dim_key(xp, index, dim), src[sl])
         return out

@@ -72,6 +72,23 @@ def test_exactly_rounded_ops_are_bitwise_equal_to_eager(dtype):
         np.testing.assert_array_equal(bits(g), bits(w))
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integers_are_compared_and_selected_in_a_kernel_with_numpys_results(dtype):
+    # cross-entropy's ignore_index: labels != -100, where(valid, labels, 0), on int64 labels
+    info = np.iinfo(dtype)
+    a = np.array([info.min, info.min + 1, -100, -1, 0, 1, 7, info.max - 1, info.max], dtype)
+    b = np.array([0, info.min, -100, info.max, 0, 2, 7, info.max, info.min], dtype)
+
+    def f(a, b):
+        keep = (a != -100) & (a < b) | (a == info.min) | (b >= info.max)
+        return tt.where(keep, a, info.min), tt.where(a > b, b, a) <= 1, a.expand(2, 9) == b
+    got, program, _ = compiled(f, a, b)
+    assert {ins.op for ins in fuse.run(program).instrs} == {"fused"}   # no op left to NumPy
+    for g, w in zip(got, eager(f, a, b)):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_broadcasts_a_row_a_column_a_scalar_and_an_expand():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 1, 5)).astype(np.float32)

@@ -61,6 +61,12 @@ def all_math(x):
     return tuple(op(x) * 1.0 for op, _ in MATH.values())
 
 
+def int_ops(a, b):
+    """int64 labels compared and selected (cross-entropy's ignore_index), the minimum as a literal."""
+    keep = (a != -100) & (a < b) | (a == -2**63)
+    return tt.where(keep, a, -2**63), tt.where(a > b, b, a) <= 1
+
+
 def huge():
     """A fused add-mul over 2^32 elements (built as IR: nothing is allocated), so the
     kernel needs 64-bit indices."""
@@ -91,6 +97,8 @@ PROGRAMS = {  # name -> () -> fused program
     "math_f32": lambda: fuse.run(program_of(all_math, wide(np.float32, 64))[0]),
     "math_f64": lambda: fuse.run(program_of(all_math, wide(np.float64, 64))[0]),
     "huge": huge,
+    "ints": lambda: fuse.run(program_of(int_ops, np.array([-2**63, -100, 0, 5, 2**63 - 1]),
+                                        np.array([0, -100, 1, 5, -2**63]))[0]),
     "mlp_step": lambda: _captured_program(mse_step, mlp, np.ones((8, 16), np.float32),
                                           np.ones((8, 4), np.float32)),
     "gpt_step": lambda: _captured_program(lm_step, gpt, np.arange(16).reshape(2, 8) % 32),

@@ -40,7 +40,9 @@ from .runner import Runner
 FLAGS = ["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fPIC", "-shared"]
 HEADER = os.path.join(os.path.dirname(__file__), "tt_math.h")
-CTYPE = {"float32": "float", "float64": "double", "bool": "unsigned char"}
+CTYPE = {"float32": "float", "float64": "double", "bool": "unsigned char",
+         "int64": "long long", "int32": "int"}   # ints: compared and selected only (fuse.INT)
+_INT = {"long long": ("LL", 64), "int": ("", 32)}
 _CLONES = ('__attribute__((target_clones("avx512f", "avx2", "default")))\n'
            if platform.machine() in ("x86_64", "AMD64") and platform.system() == "Linux" else "")
 
@@ -52,6 +54,12 @@ _CLONES = ('__attribute__((target_clones("avx512f", "avx2", "default")))\n'
 def _lit(x, ctype):
     if ctype == "unsigned char":
         return "1" if x else "0"
+    if ctype in _INT:
+        suffix, bits = _INT[ctype]
+        x = int(x)
+        if x == -2 ** (bits - 1):   # its magnitude is no literal of the type: write it as an expression
+            return f"({x + 1}{suffix} - 1)"
+        return f"({x}{suffix})"
     x = float(x)
     if math.isnan(x):
         return "NAN"

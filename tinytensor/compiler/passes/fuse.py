@@ -49,7 +49,7 @@ of their own or after an elementwise kernel: not after a row kernel), prod/min/m
 as their own ops (mean is captured as sum * (1/n) already), matmul and movement ops other than `expand` stay separate
 instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
 has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
-and division).
+and division): integers are only compared, selected (where) and broadcast in kernels.
 """
 import dataclasses
 import heapq
@@ -60,7 +60,7 @@ import numpy as np
 from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.linalg import MatMul
-from ...ops.indexing import GetItemCopy, IndexAdd
+from ...ops.indexing import GetItemCopy, IndexAdd, ScatterAdd
 from ...ops.movement import Permute, Reshape
 from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
@@ -72,6 +72,10 @@ from . import freeze
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
 FLOAT_OR_BOOL = FLOAT + BOOL
+# integers are only compared, selected and broadcast in a kernel: exact in C as in NumPy
+# (their arithmetic stays NumPy's: C and NumPy differ on overflow and division)
+INT = ("int64", "int32")
+ANY = FLOAT_OR_BOOL + INT
 
 # Function class -> the dtypes (of inputs and output) it is fused for. Each one has a C
 # emitter in codegen/c.py (test_fuse checks the two tables agree).
@@ -79,11 +83,11 @@ FUSIBLE = {
     E.Add: FLOAT, E.Sub: FLOAT, E.Mul: FLOAT, E.Div: FLOAT, E.Neg: FLOAT,
     E.Maximum: FLOAT, E.Minimum: FLOAT, E.Abs: FLOAT, E.Sqrt: FLOAT, E.Rsqrt: FLOAT,
     E.Exp: FLOAT, E.Log: FLOAT, E.Tanh: FLOAT, E.Sigmoid: FLOAT, E.Silu: FLOAT,
-    E.Gelu: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: FLOAT_OR_BOOL,
-    E.Where: FLOAT_OR_BOOL, P.Cast: FLOAT_OR_BOOL, P.Expand: FLOAT_OR_BOOL,
+    E.Gelu: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: ANY,
+    E.Where: ANY, P.Cast: FLOAT_OR_BOOL, P.Expand: ANY,
     E.LogicalAnd: FLOAT_OR_BOOL, E.LogicalOr: FLOAT_OR_BOOL, E.LogicalXor: FLOAT_OR_BOOL,
     E.LogicalNot: FLOAT_OR_BOOL, E.BitwiseAnd: BOOL, E.BitwiseOr: BOOL, E.BitwiseXor: BOOL,
-    E.BitwiseNot: BOOL, E.Eq: FLOAT_OR_BOOL, E.Ne: FLOAT_OR_BOOL, E.Lt: FLOAT_OR_BOOL, E.Le: FLOAT_OR_BOOL, E.Gt: FLOAT_OR_BOOL, E.Ge: FLOAT_OR_BOOL,
+    E.BitwiseNot: BOOL, E.Eq: ANY, E.Ne: ANY, E.Lt: ANY, E.Le: ANY, E.Gt: ANY, E.Ge: ANY,
 }
 # x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x), so the kernel can match it bit for bit
 EXACT_POWERS = (1, 2, 0.5, -1)
@@ -288,8 +292,8 @@ def _eager_contiguous(program):
     """Ids of the values whose arrays eager (and the interpreter) hold C-contiguous: a
     column sum has NumPy's order only on those. Element strides are followed through the
     ops whose results' layout is known: program inputs are taken to be contiguous
-    (tensors are made so); matmul, reductions and index_add (zeros(shape), then added
-    into) make fresh C-order arrays; an elementwise result takes the layout of its
+    (tensors are made so); matmul, reductions, index_add (zeros(shape), then added
+    into) and scatter_add (x.copy(), then added into) make fresh C-order arrays; an elementwise result takes the layout of its
     full-shape operands (NumPy's order "K"), C order when they all have it; a permute
     permutes strides; a reshape is a view where NumPy can make one, else a C-order copy.
     `x[index array]` gathers rows into a fresh C-order array. Any other op may give a
@@ -307,7 +311,7 @@ def _eager_contiguous(program):
         if len(ins.outputs) != 1 or not ins.inputs:
             continue
         out, src = ins.outputs[0], layout.get(ins.inputs[0].id)
-        if ins.fn in (MatMul, IndexAdd) or (ins.fn in (Sum, P.SumTo, Amax) and src == _c_strides(ins.inputs[0].shape)):
+        if ins.fn in (MatMul, IndexAdd, ScatterAdd) or (ins.fn in (Sum, P.SumTo, Amax) and src == _c_strides(ins.inputs[0].shape)):
             layout[out.id] = _c_strides(out.shape)
         elif ins.fn is GetItemCopy and len(ins.inputs) == 2 and len(ins.attrs["key"]) == 1 \
                 and src == _c_strides(ins.inputs[0].shape):
