@@ -17,12 +17,18 @@ from .tensor import Tensor
 _ndarray = np.ndarray
 
 
-def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False):
+def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False,
+                 graph=None):
     """Propagate `grad_outputs` from `outputs` back through the graph.
 
     With `inputs=None` gradients accumulate into the `.grad` of every leaf reached
     (Tensor.backward); otherwise they are returned for `inputs` only (tt.grad).
+    `graph` (default: create_graph) says whether the gradient ops, which create_graph runs
+    as Tensor ops, build a graph of their own: tt.compile's capture records them as ops
+    (create_graph) without one (graph=False) unless the step asked for create_graph.
     """
+    if graph is None:
+        graph = create_graph
     # Nodes are processed in decreasing creation order, taken from a heap holding
     # exactly the nodes that have received a gradient: every consumer of a node was
     # created after it, so its gradient is complete when it comes off the heap.
@@ -64,7 +70,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                                 {id(t) for t in inputs if t.grad_fn is None})
 
     prev_mode = STATE.grad_enabled
-    STATE.grad_enabled = create_graph
+    STATE.grad_enabled = graph
     # while recording, the ops a backward runs carry the module path of the op being
     # differentiated and a derivative order, so graph export can place and colour them
     recording = bool(STATE.tapes)
@@ -158,7 +164,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             result.append(g)
         return tuple(result)
 
-    with set_grad_enabled(create_graph), _OrderSet(recording, pass_order):
+    with set_grad_enabled(graph), _OrderSet(recording, pass_order):
         for key, leaf in leaves.items():
             g = leaf_grads[key]
             if fast:
@@ -395,9 +401,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     gos = [_default_grad(o, g, "grad") for o, g in zip(outputs, grad_outputs)]
     if retain_graph is None:
         retain_graph = create_graph
+    graph = None
     if STATE.capture is not None:  # the compiler records gradients as ops, as create_graph does
-        create_graph = True
-    return run_backward(outputs, gos, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused)
+        graph, create_graph = create_graph, True
+    return run_backward(outputs, gos, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused,
+                        graph=graph)
 
 
 def _default_grad(out, g, op):

@@ -314,19 +314,22 @@ class Tensor(TensorMethods):
         """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""
         from .engine import _default_grad, run_backward  # the engine makes Tensors: it imports this module
         g = _default_grad(self, gradient, "backward")
-        if STATE.capture is not None:  # the compiler captures the backward as ops, as create_graph records it
-            create_graph = True
+        graph = None
+        if STATE.capture is not None:
+            # the compiler captures the backward as ops, as create_graph records it; those ops
+            # build a graph of their own (saving their inputs) only if create_graph asked it
+            graph, create_graph = create_graph, True
         if retain_graph is None:
             retain_graph = create_graph
         if inputs is not None:
             inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
             grads = run_backward([self], [g], retain_graph, create_graph, inputs=inputs,
-                                 allow_unused=True)
+                                 allow_unused=True, graph=graph)
             for t, gt in zip(inputs, grads):
                 if gt is not None:
                     t.grad = gt if t.grad is None else t.grad + gt
             return
-        run_backward([self], [g], retain_graph, create_graph)
+        run_backward([self], [g], retain_graph, create_graph, graph=graph)
 
     def retain_grad(self):
         """Keep .grad on a non-leaf tensor after backward."""
