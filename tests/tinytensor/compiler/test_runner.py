@@ -275,3 +275,27 @@ def test_index_add_and_cat_are_computed_into_the_arena_with_eager_bits():
         held.append((m.emb.weight.grad, want_grad))
     for grad, want in held:     # a result the caller still holds is never written again
         assert grad.numpy().tobytes() == want.tobytes()
+
+
+def test_an_input_array_is_checked_again_whenever_it_is_another_object():
+    # a kernel keeps the pointer of an input that is the very array of the last call; a
+    # new array (a replaced parameter, a strided view, new contents in place) is read anew
+    rng = np.random.default_rng(7)
+    w = tt.tensor(rng.standard_normal((16, 16)).astype(np.float32))
+    x = tt.tensor(rng.standard_normal((16, 16)).astype(np.float32))
+    f = lambda w, x: tt.maximum(x * w + 1.0, w) * 0.5   # exactly rounded: eager bits
+    step = tt.compile(f, backend="c")
+
+    def check():
+        assert step(w, x).numpy().tobytes() == f(w, x).numpy().tobytes()
+    check()
+    check()                                   # the same arrays: pointers kept
+    x.data[...] = rng.standard_normal((16, 16)).astype(np.float32)
+    check()                                   # same array, new contents
+    w.data = rng.standard_normal((16, 16)).astype(np.float32)
+    check()                                   # a new array object
+    w.data = np.asfortranarray(rng.standard_normal((16, 16)).astype(np.float32))
+    check()                                   # not C-contiguous: a copy per call
+    check()
+    w.data = np.ascontiguousarray(w.data)
+    check()

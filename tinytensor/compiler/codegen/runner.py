@@ -116,13 +116,15 @@ class Runner:
         dead = _dead_after(program)
         # values whose arrays the runner makes itself, C-contiguous and of their own dtype:
         # a kernel reading one needs no layout check
+        given = {v.id for v in program.inputs} | {v.id for v in program.consts}
         made = {v.id for k, ins in enumerate(program.instrs) if k in kernels or
                 (ins.op == "matmul" or ins.fn is not None and ins.fn.forward_into is not None)
                 and placed_in_arena(ins) for v in ins.outputs}
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
-                step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv)
+                step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv,
+                                    given)
             elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
             elif ins.fn is not None and ins.fn.forward_into is not None and placed_in_arena(ins) \
@@ -228,12 +230,17 @@ def _shaper(shape, senv):
     return lambda: tuple([d.poly(senv) if isinstance(d, SymInt) else d for d in shape])
 
 
-def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=None):
+def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=None, given=frozenset()):
     """The call of a fused kernel: its operands' pointers in one array, `fn(that array)`.
     `made`: ids of values the runner itself makes (`Runner`): an input among them needs no
     layout check, and one in an arena slot (`slots`) has the same pointer at every call.
     `sizes`: the address of the dynamic sizes, the second argument of a kernel generated
-    for symbolic sizes."""
+    for symbolic sizes. `given`: ids of the program's inputs and constants: a parameter, an
+    optimizer state or a learning rate is usually the very array of the last call, whose
+    address and layout a kernel then need not read again (an array object keeps its data
+    pointer for life; its shape and dtype are in the call's guards): the step keeps the
+    last one it checked, which holds that array (an argument's last batch) until the next
+    call."""
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] if sizes is None else [ctypes.c_void_p, ctypes.c_void_p]
     call = (lambda: fn(addr)) if sizes is None else (lambda: fn(addr, sizes))
@@ -248,14 +255,18 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
     for k, a in enumerate(fixed):
         if a is not None:
             ptrs[k] = a.ctypes.data
-    ins_, trusted = [], []
+    ins_, trusted, same = [], [], []
     for k, v in enumerate(ins.inputs, start=n_out):
         if v.id in made and v.id in slots:
             ptrs[k] = slots[v.id].ctypes.data
         elif v.id in made:
             trusted.append((k, v.id))
+        elif v.id in given:
+            same.append((k, v.id, v.dtype.np, len(same)))
         else:
             ins_.append((k, v.id, v.dtype.np))
+    checked = [None] * len(same)   # the array each `same` operand was last checked on
+    took = [None] * len(into)      # the array each in-place output last computed into
     addr = ctypes.addressof(ptrs)
     empty, contiguous, ndarray = np.empty, np.ascontiguousarray, np.ndarray
 
@@ -270,13 +281,20 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
                 a = spare[k] = empty(shape, dt)
             env[i] = a
             ptrs[k] = pointer(a)
-        for k, i, shape, dt, dest in into:  # the array this value replaces, if it can take it
-            a, shape = env[dest], shape()
+        for n, (k, i, shape, dt, dest) in enumerate(into):  # the array this value replaces, if it can take it
+            a = env[dest]
+            if a is took[n]:     # the same parameter (or state) array as at the last call
+                env[i] = a
+                continue
+            shape = shape()
             # flags.carray: C-contiguous, aligned and writeable, in one read
             if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
                     or a.shape != shape or not a.flags.carray:
                 # the kernel reads that input through this pointer: a copy of it, then
                 a = np.array(a, dtype=dt, order="C").reshape(shape)
+                took[n] = None
+            else:
+                took[n] = a
             env[i] = a
             ptrs[k] = pointer(a)
         for i, a in outs:
@@ -284,6 +302,18 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
         for k, i in trusted:
             ptrs[k] = pointer(env[i])
         keep = []   # contiguous copies must outlive the call
+        for k, i, dt, n in same:
+            a = env[i]
+            if a is checked[n]:
+                continue
+            if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
+                    or not a.flags.c_contiguous:
+                a = contiguous(a, dtype=dt)
+                keep.append(a)
+                checked[n] = None       # a copy: made again at the next call
+            else:
+                checked[n] = a
+            ptrs[k] = pointer(a)
         for k, i, dt in ins_:
             a = env[i]
             if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
