@@ -69,6 +69,29 @@ def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
     assert np.isnan(got[1][1, 0]) and np.isnan(got[0])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_rows_max_in_lanes_keeps_the_first_nan_infinities_and_every_length(dtype):
+    # the C max scans a row in c.MAX_LANES interleaved lanes: rows shorter than the lanes,
+    # tails, nans (of two signs: which one NumPy's SIMD reduction returns is its own
+    # business, so a nan row is compared as nan), +-inf, all -inf
+    lengths = [1, 3, c.MAX_LANES, c.MAX_LANES + 1, 2 * c.MAX_LANES + 5, 100]
+    for n in lengths:
+        x = rows(n, dtype, seed=n, lead=(6,))
+        x[1, -1] = np.inf
+        x[2, :] = -np.inf
+        neg_nan = np.copysign(np.array(np.nan, dtype), -1)
+        x[3, n // 2] = neg_nan
+        if n > 1:
+            x[3, -1] = np.nan             # a later nan of the other sign: the first one wins
+        x[4, 0] = np.nan
+        x[5, -1] = -np.inf
+        program, inputs = program_of(lambda x: (x * 1.0).amax(-1) + 0.0, x)
+        (got,), (want,) = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+        nan = np.isnan(want)
+        assert list(np.nonzero(nan)[0]) == [3, 4] and np.array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(bits(got[~nan]), bits(want[~nan]))
+
+
 def test_pairwise_leaves_are_numpys_recursion():
     assert c.pairwise_leaves(128) == [(0, 128)]
     assert c.pairwise_leaves(129) == [(0, 64), (64, 65)]

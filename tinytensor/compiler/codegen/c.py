@@ -358,6 +358,7 @@ class RowKernel:
         self.itype = "int64_t"
         self.pragma = []   # lines before each loop over a row's elements (the CUDA backend's)
         self.kept = {}     # value id of shape F -> a row buffer holding it (filled by a sum's loop)
+        self.max_lanes = 0   # lanes of a row's max (`_max_phase`); the C backend sets MAX_LANES
 
     def base(self, key):
         """The variable holding the row's offset into operand `key`: one per distinct
@@ -422,12 +423,7 @@ class RowKernel:
                             and self.n <= PW_BLOCK and ins.inputs[0].id in made:
                         self.kept[ins.inputs[0].id] = f"w{n}"   # the whole row: later loops read it
                 else:
-                    first_nan = f"({acc} != {acc}) ? {acc} : "
-                    step = f"{acc} = {first_nan}((e > {acc} || e != e) ? e : {acc});"
-                    out += [f"{t} {acc} = -INFINITY;", *self.pragma,
-                            f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
-                            *("    " + x for x in pre), f"    const {t} e = {elem};",
-                            f"    {step}", "}"]
+                    out += self._max_phase(acc, t, pre, elem)
                 names[v.id] = acc
                 continue
             shape = tuple(v.shape)
@@ -445,6 +441,39 @@ class RowKernel:
             if v.id not in self.full:
                 out.append(f"p{k}[{self.base(('r', k, tuple(v.shape)))}] = {names[v.id]};")
         return out
+
+    def _max_phase(self, acc, t, pre, elem):
+        """Lines setting `acc` to the max of `elem` over the row: from -inf, the first nan
+        if there is one (np.maximum.reduce propagates a nan too, though its SIMD loop may
+        hand back another nan of the row: tests compare nan rows as nan). With `max_lanes` (the C
+        backend's), the row is scanned in that many interleaved lanes, which the C compiler
+        vectorizes (a single running max is a loop-carried select it does not), and a row
+        holding a nan is scanned again in order for that first nan. Lanes can pick another
+        of two equal zeros (-0.0, +0.0) than one running max would, which NumPy's own SIMD
+        reduction does too; every other value is the same."""
+        first_nan = f"({acc} != {acc}) ? {acc} : "
+        step = f"{acc} = {first_nan}((e > {acc} || e != e) ? e : {acc});"
+        scan = [f"{acc} = -INFINITY;", *self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
+                *("    " + x for x in pre), f"    const {t} e = {elem};", f"    {step}", "}"]
+        L = self.max_lanes
+        if not L:
+            return [f"{t} {acc};", *scan]
+        lane, nan = f"{acc}_lane", f"{acc}_nan"
+        body = [*("        " + x for x in pre), f"        const {t} e = {elem};",
+                f"        {nan} |= (e != e);",
+                f"        {lane}[j - jb] = (e > {lane}[j - jb]) ? e : {lane}[j - jb];"]
+        return [f"{t} {acc};", "{",
+                f"    {t} {lane}[{L}];",
+                f"    for (int k = 0; k < {L}; k++) {lane}[k] = -INFINITY;",
+                f"    unsigned char {nan} = 0;",
+                f"    {self.itype} jb = 0;",
+                f"    for (; jb + {L} <= {self.n}; jb += {L}) {{",
+                f"        for ({self.itype} j = jb; j < jb + {L}; j++) {{",
+                *("    " + x for x in body), "        }", "    }",
+                f"    for ({self.itype} j = jb; j < {self.n}; j++) {{", *body, "    }",
+                f"    {acc} = {lane}[0];",
+                f"    for (int k = 1; k < {L}; k++) {acc} = ({lane}[k] > {acc}) ? {lane}[k] : {acc};",
+                f"    if ({nan}) {{", *("        " + x for x in scan), "    }", "}"]
 
     def _elements(self, wanted, made, names):
         """(lines, expression(s)) computing the values `wanted` (one Value or a list) at
@@ -523,8 +552,12 @@ def _pairwise_sum_phase(rk):
     return phase
 
 
+MAX_LANES = 8   # a row's max in 8 lanes: one AVX2 vector of floats (SSE2 and AVX-512 clones too)
+
+
 def _row_kernel_source(body, cname, same=None):
     rk = RowKernel(body)
+    rk.max_lanes = MAX_LANES
     lines = []
     idx = [f"i{d}" for d in range(len(rk.outer_dims))]
     indent = "    "
