@@ -219,16 +219,26 @@ _HELD_BY_TAPE = _held_by_tape()
 
 class _Released:
     """A released result's `.data`: its shape and dtype, which building the program reads,
-    and no memory. Any other use is an error (a bug of the release), never a value."""
+    and no memory. Any other use is an error, never a value: a tensor the step reaches
+    only through a weak reference (which the tape's own reference keeps alive, where eager
+    would have let it die), or a bug of the release."""
     __slots__ = ("shape", "dtype", "ndim", "size")
-    __array_ufunc__ = None   # NumPy refuses to compute with it
 
     def __init__(self, a):
         self.shape, self.dtype, self.ndim, self.size = a.shape, a.dtype, a.ndim, a.size
 
     def __array__(self, *args, **kwargs):
-        raise RuntimeError("tt.compile: internal error: a capture released the array of a tensor "
-                           "that is still read")
+        raise CaptureError(
+            "tt.compile: the step read a tensor whose array the capture had released, as "
+            "nothing but the recording held it: a tensor reached only through a weak "
+            "reference (weakref.ref, a WeakValueDictionary) cannot be read back inside a "
+            "compiled function; hold it with a normal reference, or compute it again")
+
+    def __array_ufunc__(self, *args, **kwargs):
+        self.__array__()
+
+    def __array_function__(self, *args, **kwargs):
+        self.__array__()
 
     def __getattr__(self, name):
         self.__array__()

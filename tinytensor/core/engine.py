@@ -312,7 +312,11 @@ def _apply_output_hooks(node, grads, fast):
         if node.retained and i in node.retained:
             t = node.retained[i]()
             if t is not None:
-                gd = Tensor._make(g.data.copy(), g._device, False)  # its own memory, as .grad
+                if STATE.capture is None:
+                    gd = Tensor._make(g.data.copy(), g._device, False)  # its own memory, as .grad
+                else:   # a recorded copy: a raw one would be a constant of the captured program
+                    with set_grad_enabled(False):
+                        gd = g.clone()
                 t.grad = gd if t.grad is None else t.grad + gd
         grads[i] = g.data if fast else g
     return grads
