@@ -26,6 +26,7 @@ import copy
 import functools
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -168,6 +169,17 @@ class Optimizer:
 
     # ------------------------------------------------------------------ captured (tt.compile)
     def _captured_step(self, capture):
+        if id(self) in capture.stepped:
+            # each step's state reads (step count, bias corrections) are inputs a replay
+            # reads once, before the program: a second step would read the first one's
+            from tinytensor.compiler.capture import CaptureError, user_frame
+            raise CaptureError(
+                f"tt.compile: {capture.fn_name} calls {type(self).__name__}.step() a second time "
+                f"at {user_frame(skip=(os.path.dirname(__file__),))}; a compiled function can "
+                "hold one step of each optimizer. "
+                "Compile the function of one step and call it in a loop (or accumulate the "
+                "gradients of several micro-batches, then step once)")
+        capture.stepped.add(id(self))
         reads = _Reads(self)
         capture.before_call.append(reads.refresh)  # first: the others read what it looks up
         with tt.no_grad(), capture.recording_as("optimizer"):

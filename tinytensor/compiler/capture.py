@@ -260,6 +260,7 @@ class _CaptureTape(Tape):
         self.assigns = []           # (node count then, target tensor or None, new tensor, write, into)
         self.assigned = {}          # id(target's version cell) -> bumps the assignments made
         self.before_call = []       # functions a replay calls before reading its inputs
+        self.stepped = set()        # ids of the optimizers whose step() this capture recorded
         self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
         self.symbolic = None        # a dynamic.Symbolic when the sizes are symbolic
         self.size_inputs = []       # (tensor, SymInt or SymFloat, NumPy dtype): numbers of sizes
@@ -378,10 +379,12 @@ class _CaptureTape(Tape):
             "if), or return the tensor and read it outside the compiled function.")
 
 
-def user_frame():
-    """'file:line (`source`)' of the innermost frame outside tinytensor's own code."""
+def user_frame(skip=()):
+    """'file:line (`source`)' of the innermost frame outside tinytensor's own code and the
+    directories in `skip` (nn/ for its optimizers)."""
+    inside = tuple(os.path.abspath(d) + os.sep for d in (_PACKAGE, *skip))
     f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE + os.sep):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(inside):
         f = f.f_back
     if f is None:
         return "an unknown line"

@@ -172,3 +172,23 @@ def test_an_optimizer_without_a_captured_update_is_a_clear_error():
     step = tt.compile(train_step)
     with pytest.raises(NotImplementedError, match="Halve cannot be captured by tt.compile.*outside"):
         step(m, Halve(m.parameters()), *_mlp_batches(1)[0])
+
+
+def test_a_second_step_of_one_optimizer_in_a_compiled_function_is_refused_naming_the_line():
+    # a replay reads each step's state (step count, bias corrections) once, before the
+    # program: a second step would have read the first one's, a silent wrong update
+    from tinytensor.compiler.capture import CaptureError
+    tt.manual_seed(0)
+    lin = nn.Linear(4, 3)
+    opt = nn.optim.AdamW(lin.parameters(), lr=1e-2)
+    x = tt.tensor(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+
+    def two_steps(m, opt, x):
+        for _ in range(2):
+            loss = (m(x) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return loss
+    with pytest.raises(CaptureError, match=r"AdamW.step\(\) a second time at .*test_optimizer_capture.py"):
+        tt.compile(two_steps)(lin, opt, x)
