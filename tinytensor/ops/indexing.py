@@ -333,6 +333,12 @@ class _GatherOp(Function):
         return x[_along_dim_key(_xp(x), index, dim)]
 
     @staticmethod
+    def forward_into(out, x, index, dim):
+        """forward's result written into `out` (C-contiguous, index's shape, x's dtype)."""
+        out[...] = x[_along_dim_key(_xp(x), index, dim)]
+        return out
+
+    @staticmethod
     def backward(ctx, g):
         (index,) = ctx.saved_tensors
         zeros = Tensor._zeros_meta(ctx.in_meta[0][0], g.dtype, g.device)

@@ -2,8 +2,8 @@
 arena laid out by the memory plan (passes/plan.py).
 
 Fused kernels write their outputs straight into arena slots, float matmuls into theirs
-through `np.matmul(..., out=)`, and ops with a `forward_into` (index_add, cat) through
-it: those slots are views made once, at build time, so a
+through `np.matmul(..., out=)`, and ops with a `forward_into` (index_add, scatter_add,
+gather, cat) through it (an embedding's index_add through a C loop, c_index.py): those slots are views made once, at build time, so a
 replay allocates nothing for them and its peak memory is the planned one. Every other
 instruction runs its Function's NumPy forward, as eager does, into memory of its own,
 freed as soon as its last reader has run.
@@ -34,6 +34,7 @@ from ...ops.movement import Permute, Reshape
 from ..interpret import _dead_after, compile_instr, fill_attrs, run_instr
 from ..symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
+from . import c_index
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 _VIEWS = (Reshape, Permute)
@@ -351,7 +352,8 @@ def _into_step(ins, out):
     n_attr = len(ins.attr_inputs)    # the last inputs fill attributes (an index array of a key)
     o_id = ins.outputs[0].id
     shape, dt = tuple(ins.outputs[0].shape), ins.outputs[0].dtype.np
-    into, attrs, empty, ndarray = ins.fn.forward_into, ins.attrs, np.empty, np.ndarray
+    into = c_index.step(ins) or ins.fn.forward_into   # an embedding's backward: a C loop
+    attrs, empty, ndarray = ins.attrs, np.empty, np.ndarray
     plain = compile_instr(ins)
     spare = [None]
 
