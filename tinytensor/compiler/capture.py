@@ -267,6 +267,8 @@ class _CaptureTape(Tape):
         self.released = {}          # id(result tensor) -> weakref to the array it gave up
         self._uses = {}             # id(tensor) -> times a recorded node lists it as an input
         self._live = []             # results whose arrays are not released yet
+        self._kept = 0              # results the last _release could not release
+        self._fresh = 0             # bytes of the results recorded since
 
     def size_scalar(self, value, np_dtype, device):
         """A 0-d tensor of a number computed from dynamic sizes: a program input that each
@@ -333,9 +335,6 @@ class _CaptureTape(Tape):
             self._fresh += sum(t.data.nbytes for t in results)
             if self._fresh >= RELEASE_BYTES or len(self._live) >= 2 * self._kept + RELEASE_BATCH:
                 self._release()
-
-    _kept = 0    # results the last _release could not release
-    _fresh = 0   # bytes of the results recorded since
 
     def _release(self):
         """Give up the arrays of the recorded results that nothing outside the capture can

@@ -292,10 +292,12 @@ def test_an_input_array_is_checked_again_whenever_it_is_another_object():
     check()                                   # the same arrays: pointers kept
     x.data[...] = rng.standard_normal((16, 16)).astype(np.float32)
     check()                                   # same array, new contents
-    w.data = rng.standard_normal((16, 16)).astype(np.float32)
+    w.data = earlier = rng.standard_normal((16, 16)).astype(np.float32)
     check()                                   # a new array object
     w.data = np.asfortranarray(rng.standard_normal((16, 16)).astype(np.float32))
     check()                                   # not C-contiguous: a copy per call
     check()
+    w.data = earlier
+    check()                                   # back to an array checked before the copies
     w.data = np.ascontiguousarray(w.data)
     check()

@@ -3,7 +3,8 @@ arena laid out by the memory plan (passes/plan.py).
 
 Fused kernels write their outputs straight into arena slots, float matmuls into theirs
 through `np.matmul(..., out=)`, and ops with a `forward_into` (index_add, scatter_add,
-gather, cat) through it (an embedding's index_add through a C loop, c_index.py): those slots are views made once, at build time, so a
+gather, cat) through it (an embedding's index_add through a C loop, c_index.py): those
+slots are views made once, at build time, so a
 replay allocates nothing for them and its peak memory is the planned one. Every other
 instruction runs its Function's NumPy forward, as eager does, into memory of its own,
 freed as soon as its last reader has run.
@@ -80,11 +81,15 @@ def data_pointer(a):
     return ctypes.c_void_p.from_address(id(a) + _OFFSET).value or 0
 
 
+def _has_into(ins):
+    return ins.fn is not None and ins.fn.forward_into is not None
+
+
 def placed_in_arena(ins):
     """Instructions whose outputs the runner writes into arena slots."""
     if ins.op == "fused":
         return True
-    if ins.fn is not None and ins.fn.forward_into is not None:
+    if _has_into(ins):
         return not ins.saved and len(ins.outputs) == 1 and len(ins.outputs[0].shape) > 0
     return (ins.op == "matmul" and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 2
             and all(v.ndim >= 2 for v in ins.inputs)
@@ -119,8 +124,7 @@ class Runner:
         # a kernel reading one needs no layout check
         given = {v.id for v in program.inputs} | {v.id for v in program.consts}
         made = {v.id for k, ins in enumerate(program.instrs) if k in kernels or
-                (ins.op == "matmul" or ins.fn is not None and ins.fn.forward_into is not None)
-                and placed_in_arena(ins) for v in ins.outputs}
+                (ins.op == "matmul" or _has_into(ins)) and placed_in_arena(ins) for v in ins.outputs}
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
@@ -128,8 +132,7 @@ class Runner:
                                     given)
             elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id))
-            elif ins.fn is not None and ins.fn.forward_into is not None and placed_in_arena(ins) \
-                    and not generic:
+            elif _has_into(ins) and placed_in_arena(ins) and not generic:
                 step = _into_step(ins, slots.get(ins.outputs[0].id))
             else:
                 step = numpy_step(ins, self._bounds, self._senv)
@@ -256,17 +259,15 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
     for k, a in enumerate(fixed):
         if a is not None:
             ptrs[k] = a.ctypes.data
-    ins_, trusted, same = [], [], []
+    ins_, trusted = [], []
     for k, v in enumerate(ins.inputs, start=n_out):
         if v.id in made and v.id in slots:
             ptrs[k] = slots[v.id].ctypes.data
         elif v.id in made:
             trusted.append((k, v.id))
-        elif v.id in given:
-            same.append((k, v.id, v.dtype.np, len(same)))
-        else:
-            ins_.append((k, v.id, v.dtype.np))
-    checked = [None] * len(same)   # the array each `same` operand was last checked on
+        else:   # n: a given input's place in `checked`, None for another's
+            ins_.append((k, v.id, v.dtype.np, len(ins_) if v.id in given else None))
+    checked = [None] * len(ins_)   # the array each given input was last checked on
     took = [None] * len(into)      # the array each in-place output last computed into
     addr = ctypes.addressof(ptrs)
     empty, contiguous, ndarray = np.empty, np.ascontiguousarray, np.ndarray
@@ -303,74 +304,70 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
         for k, i in trusted:
             ptrs[k] = pointer(env[i])
         keep = []   # contiguous copies must outlive the call
-        for k, i, dt, n in same:
+        for k, i, dt, n in ins_:
             a = env[i]
-            if a is checked[n]:
+            if n is not None and a is checked[n]:
                 continue
             if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
                     or not a.flags.c_contiguous:
                 a = contiguous(a, dtype=dt)
                 keep.append(a)
-                checked[n] = None       # a copy: made again at the next call
-            else:
+                if n is not None:
+                    checked[n] = None   # a copy: made again at the next call
+            elif n is not None:
                 checked[n] = a
-            ptrs[k] = pointer(a)
-        for k, i, dt in ins_:
-            a = env[i]
-            if a.__class__ is not ndarray or (a.dtype is not dt and a.dtype != dt) \
-                    or not a.flags.c_contiguous:
-                a = contiguous(a, dtype=dt)
-                keep.append(a)
             ptrs[k] = pointer(a)
         call()
     return step
 
 
-def _matmul_step(ins, out):
-    """np.matmul into `out` (an arena slot), or, for a result handed to the caller (a weight
-    gradient), into the last call's result once the caller let go of it."""
-    a_id, b_id = (v.id for v in ins.inputs)
-    o_id = ins.outputs[0].id
+def _destination(ins, out):
+    """() -> the array an instruction's one result is computed into: `out` (its arena
+    slot), or, for a result handed to the caller (a weight gradient), the last call's
+    result once the caller let go of it, else a new array."""
+    if out is not None:
+        return lambda: out
     shape, dt = tuple(ins.outputs[0].shape), ins.outputs[0].dtype.np
-    matmul, empty = np.matmul, np.empty
     spare = [None]
 
+    def destination():
+        o = spare[0]
+        if o is None or getrefcount(o) > _HELD_BY_US:
+            o = spare[0] = np.empty(shape, dt)
+        return o
+    return destination
+
+
+def _matmul_step(ins, out):
+    """np.matmul into its destination (`_destination`)."""
+    a_id, b_id = (v.id for v in ins.inputs)
+    o_id = ins.outputs[0].id
+    matmul, destination = np.matmul, _destination(ins, out)
+
     def step(env):
-        o = out
-        if o is None:
-            o = spare[0]
-            if o is None or getrefcount(o) > _HELD_BY_US:
-                o = spare[0] = empty(shape, dt)
-        env[o_id] = matmul(env[a_id], env[b_id], out=o)
+        env[o_id] = matmul(env[a_id], env[b_id], out=destination())
     return step
 
 
 def _into_step(ins, out):
-    """An op's `forward_into` (core/function.py) into `out`, its arena slot, or, for a
-    result handed to the caller, into the last call's result once the caller let go of it."""
+    """An op's `forward_into` (core/function.py) into its destination (`_destination`)."""
     in_ids = [v.id for v in ins.inputs]
     n_attr = len(ins.attr_inputs)    # the last inputs fill attributes (an index array of a key)
     o_id = ins.outputs[0].id
-    shape, dt = tuple(ins.outputs[0].shape), ins.outputs[0].dtype.np
     into = c_index.step(ins) or ins.fn.forward_into   # an embedding's backward: a C loop
-    attrs, empty, ndarray = ins.attrs, np.empty, np.ndarray
+    attrs, ndarray, destination = ins.attrs, np.ndarray, _destination(ins, out)
     plain = compile_instr(ins)
-    spare = [None]
 
     def step(env):
         arrays = [env[i] for i in in_ids]
         if arrays and arrays[0].__class__ is not ndarray:   # CuPy's, or a subclass's
             env[o_id] = plain(arrays)[0]
             return
-        o = out
-        if o is None:
-            o = spare[0]
-            if o is None or getrefcount(o) > _HELD_BY_US:
-                o = spare[0] = empty(shape, dt)
         if n_attr:
-            env[o_id] = into(o, *arrays[:-n_attr], **fill_attrs(attrs, ins.attr_inputs, arrays[-n_attr:]))
+            env[o_id] = into(destination(), *arrays[:-n_attr],
+                             **fill_attrs(attrs, ins.attr_inputs, arrays[-n_attr:]))
         else:
-            env[o_id] = into(o, *arrays, **attrs)
+            env[o_id] = into(destination(), *arrays, **attrs)
     return step
 
 
