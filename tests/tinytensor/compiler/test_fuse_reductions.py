@@ -71,10 +71,11 @@ def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_rows_max_in_lanes_keeps_the_first_nan_infinities_and_every_length(dtype):
-    # the C max scans a row in c.MAX_LANES interleaved lanes: rows shorter than the lanes,
-    # tails, nans (of two signs: which one NumPy's SIMD reduction returns is its own
+    # the C max scans a row in c.MAX_LANES interleaved lanes, block by block of
+    # c.MAX_BLOCK elements: rows shorter than the lanes, tails, several blocks, nans (of two signs: which one NumPy's SIMD reduction returns is its own
     # business, so a nan row is compared as nan), +-inf, all -inf
-    lengths = [1, 3, c.MAX_LANES, c.MAX_LANES + 1, 2 * c.MAX_LANES + 5, 100]
+    lengths = [1, 3, c.MAX_LANES, c.MAX_LANES + 1, 2 * c.MAX_LANES + 5, 100, c.MAX_BLOCK,
+               c.MAX_BLOCK + 2, 2 * c.MAX_BLOCK + c.MAX_LANES + 3]
     for n in lengths:
         x = rows(n, dtype, seed=n, lead=(6,))
         x[1, -1] = np.inf

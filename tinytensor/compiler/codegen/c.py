@@ -456,24 +456,46 @@ class RowKernel:
         scan = [f"{acc} = -INFINITY;", *self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
                 *("    " + x for x in pre), f"    const {t} e = {elem};", f"    {step}", "}"]
         L = self.max_lanes
-        if not L:
+        if not L or t not in VECTOR:
             return [f"{t} {acc};", *scan]
-        lane, nan = f"{acc}_lane", f"{acc}_nan"
-        body = [*("        " + x for x in pre), f"        const {t} e = {elem};",
-                f"        {nan} |= (e != e);",
-                f"        {lane}[j - jb] = (e > {lane}[j - jb]) ? e : {lane}[j - jb];"]
-        return [f"{t} {acc};", "{",
-                f"    {t} {lane}[{L}];",
-                f"    for (int k = 0; k < {L}; k++) {lane}[k] = -INFINITY;",
-                f"    unsigned char {nan} = 0;",
-                f"    {self.itype} jb = 0;",
-                f"    for (; jb + {L} <= {self.n}; jb += {L}) {{",
-                f"        for ({self.itype} j = jb; j < jb + {L}; j++) {{",
-                *("    " + x for x in body), "        }", "    }",
-                f"    for ({self.itype} j = jb; j < {self.n}; j++) {{", *body, "    }",
-                f"    {acc} = {lane}[0];",
-                f"    for (int k = 1; k < {L}; k++) {acc} = ({lane}[k] > {acc}) ? {lane}[k] : {acc};",
-                f"    if ({nan}) {{", *("        " + x for x in scan), "    }", "}"]
+        return [f"{t} {acc};", "{", *("    " + x for x in self._lanes_max(acc, t, pre, elem)),
+                f"    if ({acc}_nan) {{", *("        " + x for x in scan), "    }", "}"]
+
+    def _lanes_max(self, acc, t, pre, elem):
+        """Lines setting `acc` to the lane-wise max of the row (element j in lane j % L) and
+        `acc`_nan to whether the row holds a nan. The lanes are one vector of GCC's vector
+        extensions (clang has them too): the C compiler leaves a select carried across
+        iterations scalar, even over separate lanes, so the max is written on the vector
+        itself, with the same comparison per lane. The elements are computed into a block
+        buffer first (a plain loop, which vectorizes with any mix of dtypes)."""
+        L, it, B = self.max_lanes, self.itype, MAX_BLOCK
+        vt, vi = VECTOR[t]
+        m, nv, lane, buf = f"{acc}_m", f"{acc}_nv", f"{acc}_lane", f"{acc}_e"
+        step = [f"{vt} e;", f"memcpy(&e, {buf} + i, sizeof e);", f"const {vi} gt = e > {m};",
+                f"{nv} |= (e != e);", f"{m} = ({vt})((({vi})e & gt) | (({vi}){m} & ~gt));"]
+        return [f"{vt} {m} = {{{', '.join(['-INFINITY'] * L)}}};",
+                f"{vi} {nv} = {{0}};",
+                f"int {acc}_nan = 0;",
+                f"{t} {lane}[{L}];",
+                f"for ({it} jb = 0; jb < {self.n}; jb += {B}) {{",
+                f"    const {it} bn = {self.n} - jb < {B} ? {self.n} - jb : {B};",
+                f"    {t} {buf}[{B}];",
+                *self.pragma,
+                f"    for ({it} i = 0; i < bn; i++) {{", f"        const {it} j = jb + i;",
+                *("        " + x for x in pre), f"        {buf}[i] = {elem};", "    }",
+                f"    {it} i = 0;",
+                f"    for (; i + {L} <= bn; i += {L}) {{", *("        " + x for x in step), "    }",
+                f"    if (i < bn) {{   /* the row's last, partial group: lane by lane */",
+                f"        memcpy({lane}, &{m}, sizeof {m});",
+                f"        for (int k = 0; i + k < bn; k++) {{",
+                f"            const {t} e = {buf}[i + k];",
+                f"            {acc}_nan |= (e != e);",
+                f"            {lane}[k] = (e > {lane}[k]) ? e : {lane}[k];", "        }",
+                f"        memcpy(&{m}, {lane}, sizeof {m});", "    }", "}",
+                f"memcpy({lane}, &{m}, sizeof {m});",
+                f"for (int k = 0; k < {L}; k++) {acc}_nan |= ({nv}[k] != 0);",
+                f"{acc} = {lane}[0];",
+                f"for (int k = 1; k < {L}; k++) {acc} = ({lane}[k] > {acc}) ? {lane}[k] : {acc};"]
 
     def _elements(self, wanted, made, names):
         """(lines, expression(s)) computing the values `wanted` (one Value or a list) at
@@ -553,6 +575,8 @@ def _pairwise_sum_phase(rk):
 
 
 MAX_LANES = 8   # a row's max in 8 lanes: one AVX2 vector of floats (SSE2 and AVX-512 clones too)
+MAX_BLOCK = 128   # elements per block buffer of a row's max (a multiple of MAX_LANES)
+VECTOR = {"float": ("tt_v8f", "tt_v8i"), "double": ("tt_v8d", "tt_v8l")}   # tt_math.h
 
 
 def _row_kernel_source(body, cname, same=None):

@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* 8 lanes of a row's max (codegen/c.py `_lanes_max`): comparisons give lanes of 0 or -1 */
+typedef float tt_v8f __attribute__((vector_size(32)));
+typedef int32_t tt_v8i __attribute__((vector_size(32)));
+typedef double tt_v8d __attribute__((vector_size(64)));
+typedef int64_t tt_v8l __attribute__((vector_size(64)));
+
 static inline float tt_f32(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int32_t tt_i32(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 static inline double tt_f64(int64_t i) { double f; memcpy(&f, &i, 8); return f; }
