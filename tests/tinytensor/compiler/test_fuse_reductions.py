@@ -297,6 +297,23 @@ def test_one_column_or_a_strided_operand_stays_numpys():
     assert_bitwise(c.build(fuse.run(program))(inputs), interpreted(program, inputs))
 
 
+def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
+    # the producer's kernel keeps its own scalars (GELU's 0.5, 0.044715, ...) in its body:
+    # joined by the column sum, they stay constants of the kernel, not inputs the runner
+    # looks for among the program's values (that was a KeyError at the first call)
+    import tinytensor.functional as F
+
+    def f(x, w):
+        return F.gelu(x * w + 1.0, approximate="tanh"), (x * w).sum(0) + x.amax(0) * 0.0
+    program, inputs = program_of(f, rows(8, np.float32, lead=(6,)), rows(8, np.float32, seed=1, lead=()))
+    fused = fuse.columns(fuse.run(program))
+    for k in fused_instrs(fused):
+        assert not set(k.inputs) & set(k.attrs["body"].consts)
+    got, want = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)   # C tanh is not NumPy's
+    assert_bitwise(got[1:], want[1:])
+
+
 def test_the_bias_gradients_of_an_mlp_step_are_column_kernels_with_eagers_bits():
     from .helpers import mlp, mse_step
     rng = np.random.default_rng(0)

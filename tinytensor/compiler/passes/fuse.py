@@ -257,6 +257,7 @@ def columns(program):
         made = {v.id for m in members for v in m.outputs}
         inputs = list(dict.fromkeys(v for m in members for v in m.inputs if v.id not in made))
         kernel_consts = dict(into.attrs["body"].consts) if body and into.op == "fused" else {}
+        inputs = [v for v in inputs if v not in kernel_consts]   # the producer's own scalars
         for v in [v for v in inputs if v in program.consts and math.prod(v.shape) == 1]:
             kernel_consts[v] = program.consts[v]
             inputs.remove(v)
