@@ -17,7 +17,7 @@ LIMIT = 8  # compiled signatures per function; past it, new signatures run eager
 BACKENDS = ("numpy", "c", "cuda")
 
 
-def compile(fn=None, *, backend="numpy", dynamic=False):
+def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
     """Compile `fn` (a function or an nn.Module: its forward, forward-only).
 
         @tt.compile
@@ -38,21 +38,32 @@ def compile(fn=None, *, backend="numpy", dynamic=False):
     and a cached decoder every cache length; a size the step ties to a fixed one (a Linear's
     input features) is pinned back to its number. See compiler/dynamic.py.
 
+    threads (backend="c"): how many threads big kernels and matmuls are split over (see
+    compiler/codegen/threads.py); None, the default, as many as NumPy's OpenBLAS runs (the
+    cores an eager step uses; OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set it), 1 when NumPy's
+    BLAS is another. Results are the same with any number.
+
     A compiled Module still answers for the Module (`fast.config`, `fast.new_cache()`), so
     `models.generate(tt.compile(model, dynamic=True), ids)` decodes with it.
     """
     if fn is None:
-        return functools.partial(compile, backend=backend, dynamic=dynamic)
+        return functools.partial(compile, backend=backend, dynamic=dynamic, threads=threads)
     if not isinstance(dynamic, bool):
         raise TypeError(f"tt.compile: dynamic must be True or False, got {dynamic!r}")
-    return CompiledFunction(fn, backend, dynamic)
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"tt.compile: threads must be a whole number >= 1 or None, got {threads!r}")
+        if threads > 1 and backend != "c":
+            raise ValueError(f"tt.compile: threads={threads} splits the C backend's kernels; "
+                             f"backend={backend!r} runs in one thread (use backend='c')")
+    return CompiledFunction(fn, backend, dynamic, threads)
 
 
 class CompiledFunction:
     """A function (or Module) with a cache of programs, one per call signature."""
 
-    def __init__(self, fn, backend="numpy", dynamic=False):
-        self._backend = _backend(backend)
+    def __init__(self, fn, backend="numpy", dynamic=False, threads=None):
+        self._backend = _backend(backend, threads)
         self.backend = backend
         self.dynamic = dynamic
         self._static = frozenset()   # dynamic=True: (tensor number, dim) found tied to a size
@@ -262,11 +273,12 @@ def _in_args(t, args, kwargs):
     return id(t) in known_tensors((args, kwargs))
 
 
-def _backend(name):
+def _backend(name, threads=None):
     """A function (program, write_back, dynamic=False) -> runner(list of input arrays) ->
     list of output arrays; write_back ({output index: input index}) says which outputs a
     runner may compute straight into an input's array (capture's meta). dynamic=True: an
-    instantiate.Instances, (sizes, {symbol: size}) -> the runner for those sizes."""
+    instantiate.Instances, (sizes, {symbol: size}) -> the runner for those sizes.
+    threads: the C backend's (tt.compile)."""
     if name not in BACKENDS:
         raise ValueError(f"tt.compile: unknown backend {name!r}; expected one of {BACKENDS}")
     if name == "numpy":
@@ -282,8 +294,10 @@ def _backend(name):
         from .codegen import cuda as codegen
     else:
         from .codegen import c as codegen
+    more = {} if name == "cuda" else {"threads": threads}
+
     def generated(program, write_back, dynamic=False):
         if dynamic:
-            return codegen.build_dynamic(fuse.run(program), write_back)
-        return codegen.build(fuse.run(program), write_back)
+            return codegen.build_dynamic(fuse.run(program), write_back, **more)
+        return codegen.build(fuse.run(program), write_back, **more)
     return generated

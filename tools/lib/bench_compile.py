@@ -142,6 +142,14 @@ MLP_INNER = 20
 
 gpt_step = lm_step  # the step tt.compile captures, eager runs and torch runs
 
+# Each library's turn starts with this many untimed calls (timing.median_n): a library's
+# threads keep spinning a while after its call and slow the next library's first one
+# down. The compiled programs split big kernels and matmuls over the cores
+# (compiler/codegen/threads.py), and OpenBLAS's workers spin ~0.1 s after eager's last
+# matmul: measured on the dev machine, the GPT-2 step took 155-176 ms back to back and
+# 221-260 ms right after an eager step. A training loop makes its steps back to back.
+SETTLE = 1
+
 
 def gpt_first_call(cache):
     """Seconds of the first tt.compile call of gpt_step with `cache` as the disk cache, and
@@ -230,7 +238,7 @@ def run_compile(repeat, gpt=True):
     extra = [decode_case()] + ([gpt_case()] if gpt else [])
     for name, f_c, f_e, f_t, kernels, *options in list(cases()) + extra:
         options = options[0] if options else {}
-        c, e, t = median_n([f_c, f_e, f_t], repeat, inner=options.get("inner", 1))
+        c, e, t = median_n([f_c, f_e, f_t], repeat, inner=options.get("inner", 1), settle=SETTLE)
         rows.append((name, c, e, t, kernels))
         print(f"{name:44s} compiled {c * 1e3:7.3f} ms ({kernels} kernel{'s' * (kernels != 1)})   "
               f"eager {e * 1e3:7.3f} ms   torch {t * 1e3:7.3f} ms   "

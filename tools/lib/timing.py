@@ -26,8 +26,12 @@ def median_times(fn_a, fn_b, repeat, inner=1):
     return tuple(sorted(ts)[len(ts) // 2] for ts in times)
 
 
-def median_n(fns, repeat, inner=1):
-    """Median seconds per call of several functions, timed round-robin (as median_times)."""
+def median_n(fns, repeat, inner=1, settle=0):
+    """Median seconds per call of several functions, timed round-robin (as median_times).
+    settle: untimed calls at the start of each function's turn. A library's last call can
+    leave its threads spinning for the next one's first (OpenBLAS's workers spin ~0.1 s
+    after a matmul, torch's OpenMP workers after a parallel region): settling times every
+    library as a training loop of its own back-to-back steps runs, each after itself."""
     import time
     for _ in range(2):
         for fn in fns:
@@ -35,6 +39,8 @@ def median_n(fns, repeat, inner=1):
     times = [[] for _ in fns]
     for _ in range(repeat):
         for fn, out in zip(fns, times):
+            for _ in range(settle):
+                fn()
             t = time.perf_counter()
             for _ in range(inner):
                 fn()

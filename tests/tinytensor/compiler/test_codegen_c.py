@@ -194,3 +194,4 @@ def test_generated_source_keeps_ieee_flags_and_one_function_per_kernel():
     assert len(names) == len(fused_instrs(fused)) == 2
     for name in names.values():
         assert f"void {name}(void *const *b)" in source
+        assert f"void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts)" in source

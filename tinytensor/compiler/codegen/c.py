@@ -34,7 +34,7 @@ from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
 from ..passes import fuse
 from .. import cache_disk, instantiate, symbolic
-from . import runner as _runner
+from . import runner as _runner, threads as _threads_mod
 from .runner import Runner
 
 FLAGS = ["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
@@ -167,10 +167,13 @@ def _collapse(loop, operand_strides):
     return dims, strides
 
 
-def _function(cname, operands, n_out, same, body, symbols=()):
+def _function(cname, operands, n_out, same, body, symbols=(), split=None):
     """The C of a kernel whose loop nest is `body` (lines, indented one level): a static
     body function taking every operand as a `restrict` parameter (p0, p1, ...: outputs,
-    then const inputs), and the entry `void cname(void *const *b)` that unpacks them.
+    then const inputs), the entry `void cname_part(void *const *b, const int64_t *n,
+    int64_t part, int64_t parts)` that unpacks them, and `void cname(void *const *b)` (with
+    `const int64_t *n` too where the kernel has dynamic sizes), the whole kernel in one call:
+    the runner's call of one thread, whose arguments ctypes converts fastest.
     GCC honours restrict on parameters, not on locals loaded from b[]: without it a kernel
     of many operands needs more run-time overlap checks than GCC versions a loop for, and
     stays scalar (the AdamW update: 12 µs per 1K elements scalar, 1.1 vectorized).
@@ -180,8 +183,16 @@ def _function(cname, operands, n_out, same, body, symbols=()):
     restrict allows, so the loop still needs no overlap check.
 
     `symbols` (names s0, s1, ...) are the dynamic sizes the loops read (tt.compile with
-    dynamic=True): the entry takes them as `n`, n[k] the size of s<k>, and hands the body
-    each one it uses as a parameter of that name, so `s0*s1` in a loop bound is plain C."""
+    dynamic=True): the entries take them as `n`, n[k] the size of s<k> (`cname_part` always
+    has `n`, NULL for fixed sizes: one signature for the thread pool), and hand the body
+    each one it uses as a parameter of that name, so `s0*s1` in a loop bound is plain C.
+
+    `cname_part` computes part `part` of `parts` (codegen/threads.py splits big kernels
+    over threads); `cname` is part 0 of 1.
+    `split` = (the length of the loop that is split, as C, and its grain): the body's loop
+    over it runs from `tt_lo` to `tt_hi`, this part's share, cut at multiples of the grain
+    (whole cache lines of output per thread). A kernel without one (a sum over everything)
+    runs whole as part 0 and does nothing as any other part."""
     same = same or {}
     params, args, lines = [], [], []
     sizes = [(f"const int64_t {name}", f"n[{int(name[1:])}]") for name in symbols]
@@ -193,11 +204,19 @@ def _function(cname, operands, n_out, same, body, symbols=()):
             continue
         params.append(f"{const}{t} *restrict p{k}")
         args.append(f"({const}{t} *)b[{k}]")
-    params += [p for p, _ in sizes]
-    args += [a for _, a in sizes]
+    params += [p for p, _ in sizes] + ["const int64_t part", "const int64_t parts"]
+    args += [a for _, a in sizes] + ["part", "parts"]
     head = [f"static inline __attribute__((always_inline)) void {cname}_body({', '.join(params)}) {{"]
-    entry = [f"{_CLONES}void {cname}(void *const *b{', const int64_t *n' if sizes else ''}) {{",
-             f"    {cname}_body({', '.join(args)});", "}"]
+    if split is None:
+        lines.insert(0, "    if (part != 0) return;   /* not split: part 0 does it all */")
+    else:
+        d, grain = split
+        lines.insert(0, f"    const int64_t tt_lo = tt_part_start({d}, part, parts, {grain}), "
+                        f"tt_hi = tt_part_start({d}, part + 1, parts, {grain});")
+    entry = [f"{_CLONES}void {cname}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{",
+             f"    {cname}_body({', '.join(args)});", "}",
+             f"void {cname}(void *const *b{', const int64_t *n' if sizes else ''}) {{",
+             f"    {cname}_part(b, {'n' if sizes else '0'}, 0, 1);", "}"]
     return "\n".join(head + lines + body + ["}"] + entry)
 
 
@@ -217,7 +236,8 @@ def kernel_source(instr, cname, same=None):
     idx = [f"i{d}" for d in range(nd - 1)] + ["j"]
     indent = "    "
     for d in range(nd):
-        lines.append(f"{indent}for (int64_t {idx[d]} = 0; {idx[d]} < {dims[d]}; {idx[d]}++) {{")
+        lo, hi = ("tt_lo", "tt_hi") if d == 0 else ("0", dims[d])   # the first loop is split
+        lines.append(f"{indent}for (int64_t {idx[d]} = {lo}; {idx[d]} < {hi}; {idx[d]}++) {{")
         indent += "    "
 
     def offset(st):
@@ -240,7 +260,8 @@ def kernel_source(instr, cname, same=None):
     for d in range(nd):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
-    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body))
+    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body),
+                     split=(dims[0], GRAIN if nd == 1 else 1))
 
 
 # ---------------------------------------------------------------- row kernels
@@ -575,6 +596,7 @@ def _pairwise_sum_phase(rk):
 
 
 MAX_LANES = 8   # a row's max in 8 lanes: one AVX2 vector of floats (SSE2 and AVX-512 clones too)
+GRAIN = 16   # a split flat loop is cut at multiples of 16 elements: whole 64-byte cache lines
 MAX_BLOCK = 128   # elements per block buffer of a row's max (a multiple of MAX_LANES)
 VECTOR = {"float": ("tt_v8f", "tt_v8i"), "double": ("tt_v8d", "tt_v8l")}   # tt_math.h
 
@@ -585,8 +607,9 @@ def _row_kernel_source(body, cname, same=None):
     lines = []
     idx = [f"i{d}" for d in range(len(rk.outer_dims))]
     indent = "    "
-    for i, d in zip(idx, rk.outer_dims):
-        lines.append(f"{indent}for (int64_t {i} = 0; {i} < {d}; {i}++) {{")
+    for n, (i, d) in enumerate(zip(idx, rk.outer_dims)):
+        lo, hi = ("tt_lo", "tt_hi") if n == 0 else ("0", d)   # the first loop over rows is split
+        lines.append(f"{indent}for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{")
         indent += "    "
     for x in rk.row_offsets(idx) + rk.lines(_pairwise_sum_phase(rk)):
         lines.append(indent + x)
@@ -594,7 +617,7 @@ def _row_kernel_source(body, cname, same=None):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     return _function(cname, rk.operands, len(body.outputs), same, lines,
-                     symbolic.program_symbols(body))
+                     symbolic.program_symbols(body), split=(rk.outer_dims[0], 1) if idx else None)
 
 
 # ---------------------------------------------------------------- column kernels
@@ -625,13 +648,16 @@ def _column_kernel_source(body, cname, same=None):
         return " + ".join(terms) or "0"
 
     lines = []
-    n_cols = math.prod(F[r:])
+    first = len(lead_dims)    # the first loop over columns is split: each part sums its columns
+    rest = math.prod(cols_dims[1:])
     for k, v in enumerate(body.outputs):
         if v.id in acc:
-            lines.append(f"    for (int64_t j = 0; j < {n_cols}; j++) p{k}[j] = {_lit(0.0, CTYPE[v.dtype.name])};")
+            lines.append(f"    for (int64_t j = tt_lo * {rest}; j < tt_hi * {rest}; j++) "
+                         f"p{k}[j] = {_lit(0.0, CTYPE[v.dtype.name])};")
     indent = "    "
-    for i, d in zip(idx, dims):
-        lines.append(f"{indent}for (int64_t {i} = 0; {i} < {d}; {i}++) {{")
+    for n, (i, d) in enumerate(zip(idx, dims)):
+        lo, hi = ("tt_lo", "tt_hi") if n == first else ("0", d)
+        lines.append(f"{indent}for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{")
         indent += "    "
     names = {v.id: _lit(np.asarray(a).reshape(()).item(), CTYPE[v.dtype.name])
              for v, a in body.consts.items()}
@@ -655,7 +681,14 @@ def _column_kernel_source(body, cname, same=None):
     for _ in dims:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
-    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body))
+    return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body),
+                     split=(cols_dims[0], GRAIN if len(cols_dims) == 1 else 1))
+
+
+def splittable(ins):
+    """Whether a fused kernel computes in parts (`_function`): all but a sum over everything."""
+    body = ins.attrs["body"]
+    return is_column_kernel(body) or not is_row_kernel(body) or RowKernel(body).r > 0
 
 
 @symbolic.with_formulas
@@ -692,40 +725,56 @@ def translation_unit(program, head, kernel_source):
 
 # ---------------------------------------------------------------- the runner
 @symbolic.with_formulas
-def build_dynamic(program, write_back=None):
+def build_dynamic(program, write_back=None, threads=None):
     """For a program of symbolic sizes: its kernels compiled once, taking the sizes as an
     argument, and an instantiate.Instances that makes the runner of each call's sizes (the
-    program at those sizes: its memory plan, arena and NumPy steps) from those kernels."""
+    program at those sizes: its memory plan, arena and NumPy steps) from those kernels.
+    threads: as in `build`."""
     program = fuse.columns(program)
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
     kernels, source = _compiled(program, in_place)
     symbols = symbolic.program_symbols(program)
     count = 1 + max((int(s[1:]) for s in symbols), default=-1)
+    threads, split = _threads_of(threads), _splittable(program, kernels)
 
     def at(env):
         sizes = [env.get(f"s{k}", 0) for k in range(count)]
-        return Runner(instantiate.at(program, env), kernels, source, in_place, sizes=sizes)
+        return Runner(instantiate.at(program, env), kernels, source, in_place, sizes=sizes,
+                      threads=threads, splittable=split)
     generic = Runner(program, kernels, source, in_place, sizes=[0] * count, generic=True)
     return instantiate.Instances(at, generic)
 
 
 def _compiled(program, in_place):
-    """({instr index: loaded C function}, source) of a program's fused kernels."""
+    """({instr index: (loaded C function, its `_part` entry)}, source) of a program's
+    fused kernels."""
     source, names = program_source(program, in_place)
     lib = None
     if names:
         with open(HEADER) as f:
             header = f.read()
         lib = cache_disk.load(source, FLAGS, include_dir=os.path.dirname(HEADER), extra=header)
-    return {k: getattr(lib, name) for k, name in names.items()}, source
+    # {k: (the whole kernel, its parts' entry)}
+    return {k: (getattr(lib, name), getattr(lib, f"{name}_part")) for k, name in names.items()}, source
 
 
-def build(program, write_back=None):
+def _threads_of(threads):
+    return _threads_mod.default_threads() if threads is None else threads
+
+
+def _splittable(program, kernels):
+    return {k for k in kernels if splittable(program.instrs[k])}
+
+
+def build(program, write_back=None, threads=None):
     """A runner for `program`: call it with the input arrays, get the output arrays.
-    write_back: {output index: input index} that the runner may compute in place."""
+    write_back: {output index: input index} that the runner may compute in place.
+    threads: how many parts big kernels and matmuls run in (codegen/threads.py); None: as
+    many as NumPy's OpenBLAS runs (1 with another BLAS)."""
     program = fuse.columns(program)
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
     kernels, source = _compiled(program, in_place)
-    return Runner(program, kernels, source, in_place)
+    return Runner(program, kernels, source, in_place, threads=_threads_of(threads),
+                  splittable=_splittable(program, kernels))

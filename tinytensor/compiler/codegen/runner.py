@@ -20,6 +20,14 @@ faults) per result per call. An optimizer's new parameter and state values are c
 straight into the arrays they replace, where `in_place` proves nothing reads the old
 values afterwards (the caller's write then finds nothing to copy).
 
+Threads (codegen/threads.py): with `threads` > 1, kernels over at least SPLIT_ELEMENTS
+elements and matmuls of at least SPLIT_FLOPS multiply-adds run in that many parts at once,
+on the process's pool; OpenBLAS is held to one thread while the program runs (its spinning
+workers would take the cores the parts need) and set back after. A split kernel computes
+every element exactly as the whole one does (each part is a range of its loop), so the
+results are the same bits; a split matmul is BLAS's on blocks of rows (or of the leading
+batch dim).
+
 A runner is not re-entrant (one arena per runner): calls from several threads take turns;
 a call from inside its own run is an error.
 """
@@ -27,6 +35,7 @@ import ctypes
 import dataclasses
 import sys
 import threading
+import time
 from sys import getrefcount
 
 import numpy as np
@@ -35,7 +44,7 @@ from ...ops.movement import Permute, Reshape
 from ..interpret import _dead_after, compile_instr, fill_attrs, run_instr
 from ..symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
-from . import c_index
+from . import c_index, threads as _threads
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 _VIEWS = (Reshape, Permute)
@@ -102,7 +111,8 @@ class Runner:
     instruction index -> the loaded C function of that fused instruction; `in_place` says
     which outputs those kernels compute over an input (codegen/c.py generated them so)."""
 
-    def __init__(self, program, kernels, source, in_place=None, sizes=None, generic=False):
+    def __init__(self, program, kernels, source, in_place=None, sizes=None, generic=False,
+                 threads=1, splittable=None):
         # in_place ({output value id: input value id}, from `in_place` below) must be what
         # the kernels' source was generated for: such a kernel reads that input through the
         # output's pointer. sizes: the dynamic sizes (s0, s1, ... in order) the kernels of a
@@ -110,7 +120,24 @@ class Runner:
         # generic=True: `program` keeps its symbolic sizes and each call says them
         # (runner(inputs, {symbol: size})): no arena (its layout would depend on them), shapes
         # and attributes evaluated per call; what a size seen once runs on (instantiate.py)
+        # threads: how many parts big kernels and matmuls run in (the module's docstring);
+        # splittable: the instruction indices of the kernels that can (codegen/c.py).
         self.program, self.source = program, source
+        self.threads = threads
+        splittable = set(kernels) if splittable is None else splittable
+        # what runs in parts: big kernels (where the timing says so) and big float matmuls;
+        # a program with neither runs without the pool, and one without such a matmul
+        # leaves BLAS's threads as they are
+        split, gemms = set(), set()
+        if threads > 1 and not generic:
+            split = {k for k in kernels if k in splittable
+                     and _elements(program.instrs[k]) >= _threads.SPLIT_ELEMENTS}
+            gemms = {k for k, ins in enumerate(program.instrs) if _gemm_worth(ins)}
+        self.pool = _threads.pool(threads) if split or gemms else None
+        if self.pool is not None and self.pool.gemm(np.float32) is None:
+            gemms = set()    # not OpenBLAS: NumPy's matmul, in BLAS's own threads
+        self._hold_blas = bool(gemms)
+        parts = self.pool.threads if self.pool is not None else 1
         self._sizes = None if sizes is None else (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
         size_arg = None if sizes is None else ctypes.addressof(self._sizes)
         self._senv = {} if generic else None   # the sizes of the call running (generic)
@@ -129,9 +156,10 @@ class Runner:
         for k, ins in enumerate(program.instrs):
             if k in kernels:
                 step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv,
-                                    given)
+                                    given, self.pool, parts if k in split else 1)
             elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
-                step = _matmul_step(ins, slots.get(ins.outputs[0].id))
+                step = _matmul_step(ins, slots.get(ins.outputs[0].id),
+                                    self.pool if k in gemms and parts > 1 else None)
             elif _has_into(ins) and placed_in_arena(ins) and not generic:
                 step = _into_step(ins, slots.get(ins.outputs[0].id))
             else:
@@ -162,7 +190,8 @@ class Runner:
                 for k in range(len(self._sizes)):
                     self._sizes[k] = sizes.get(f"s{k}", 0)
             try:
-                return self._run(inputs)
+                with _threads.blas_held_to_one(self._hold_blas):
+                    return self._run(inputs)
             finally:
                 self._owner = None
 
@@ -234,7 +263,21 @@ def _shaper(shape, senv):
     return lambda: tuple([d.poly(senv) if isinstance(d, SymInt) else d for d in shape])
 
 
-def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=None, given=frozenset()):
+def _gemm_worth(ins):
+    """Whether a matmul is one the pool computes as a gemm job (`_matmul_step`)."""
+    if ins.op != "matmul" or not placed_in_arena(ins) or len(ins.outputs[0].shape) > 6:
+        return False
+    o, a = ins.outputs[0], ins.inputs[0]
+    return int(np.prod([int(d) for d in o.shape])) * int(a.shape[-1]) >= _threads.SPLIT_FLOPS
+
+
+def _elements(ins):
+    """The most elements any operand of an instruction has (what a split would share out)."""
+    return max(int(np.prod([int(d) for d in v.shape])) for v in (*ins.inputs, *ins.outputs))
+
+
+def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=None, given=frozenset(),
+                 pool=None, parts=1):
     """The call of a fused kernel: its operands' pointers in one array, `fn(that array)`.
     `made`: ids of values the runner itself makes (`Runner`): an input among them needs no
     layout check, and one in an arena slot (`slots`) has the same pointer at every call.
@@ -244,10 +287,15 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
     address and layout a kernel then need not read again (an array object keeps its data
     pointer for life; its shape and dtype are in the call's guards): the step keeps the
     last one it checked, which holds that array (an argument's last batch) until the next
-    call."""
+    call. `fn`: the kernel, or (the kernel, its `_part` entry) (codegen/c.py); `parts` > 1:
+    that entry runs in that many parts at once on `pool`, where the timing says so."""
+    fn, part_fn = fn if isinstance(fn, tuple) else (fn, None)
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p] if sizes is None else [ctypes.c_void_p, ctypes.c_void_p]
     call = (lambda: fn(addr)) if sizes is None else (lambda: fn(addr, sizes))
+    if parts > 1 and pool is not None and part_fn is not None:
+        run, part_addr = pool.run, ctypes.cast(part_fn, ctypes.c_void_p).value
+        call = _tuned(call, lambda: run(part_addr, addr, sizes, parts))
     n_out = len(ins.outputs)
     fixed = [slots.get(v.id) for v in ins.outputs]        # arena outputs: same memory every call
     fresh = [(k, v.id, _shaper(v.shape, senv), v.dtype.np) for k, v in enumerate(ins.outputs)
@@ -321,6 +369,31 @@ def _kernel_step(ins, fn, slots, in_place, made=frozenset(), sizes=None, senv=No
     return step
 
 
+def _tuned(whole, split):
+    """A call that runs `whole` and `split` (the same kernel in one part or in several, the
+    same bits either way) in turn for its first 2 * TUNE_CALLS calls, timing each, then
+    keeps the faster: split only if it took at most SPLIT_GAIN of whole's best time. Where a
+    split pays is the program's own business: a compute-bound kernel (GELU, softmax) runs
+    ~1.6x faster in two parts, a memory-bound one whose operands sit in the first core's
+    cache slower (measured on the dev machine: 1.2 -> 0.7 ms and 0.22 -> 0.29 ms)."""
+    times = ([], [])
+    chosen = []
+    clock = time.perf_counter
+
+    def call():
+        if chosen:
+            return chosen[0]()
+        k = len(times[0]) > len(times[1])    # whole, split, whole, ...
+        t = clock()
+        (split if k else whole)()
+        times[k].append(clock() - t)
+        if len(times[1]) == _threads.TUNE_CALLS:
+            chosen.append(split if min(times[1]) <= _threads.SPLIT_GAIN * min(times[0]) else whole)
+    call.chosen = chosen   # what the tuning kept (tests read it)
+    call.split = split
+    return call
+
+
 def _destination(ins, out):
     """() -> the array an instruction's one result is computed into: `out` (its arena
     slot), or, for a result handed to the caller (a weight gradient), the last call's
@@ -338,15 +411,99 @@ def _destination(ins, out):
     return destination
 
 
-def _matmul_step(ins, out):
-    """np.matmul into its destination (`_destination`)."""
+def _matmul_step(ins, out, pool=None):
+    """np.matmul into its destination (`_destination`); with a pool, as a gemm job of the
+    pool's threads (`_GemmJob`) when BLAS can read its operands' layout."""
     a_id, b_id = (v.id for v in ins.inputs)
     o_id = ins.outputs[0].id
     matmul, destination = np.matmul, _destination(ins, out)
+    a, b, o = ins.inputs[0], ins.inputs[1], ins.outputs[0]
+    gemm = pool.gemm(o.dtype.np) if pool is not None else None
+    if gemm is None:
+        def step(env):
+            env[o_id] = matmul(env[a_id], env[b_id], out=destination())
+        return step
+    job = _GemmJob(gemm, tuple(a.shape), tuple(b.shape), tuple(o.shape), o.dtype.np, pool.threads)
+    run, part, parts = pool.run, pool.gemm_part, pool.threads
+    addr = ctypes.addressof(job.args)
 
     def step(env):
-        env[o_id] = matmul(env[a_id], env[b_id], out=destination())
+        x, y, z = env[a_id], env[b_id], destination()
+        if job.set(x, y, z):
+            run(part, addr, None, parts)
+        else:   # a layout BLAS cannot read as it is: NumPy's matmul (which copies)
+            matmul(x, y, out=z)
+        env[o_id] = z
     return step
+
+
+class _GemmJob:
+    """The c_pool.Gemm arguments of one matmul a @ b -> out of fixed shapes, its pointers
+    and strides set per call (`set`): whole matrices of the batch per part when there are
+    at least as many as parts (attention's (B, H, T, T) products), else blocks of rows."""
+
+    def __init__(self, gemm, a, b, o, dtype, parts):
+        from .c_pool import Gemm
+        g = self.args = Gemm()
+        g.gemm, g.ilp64 = gemm
+        g.dbl = int(np.dtype(dtype) == np.float64)
+        self.item = np.dtype(dtype).itemsize
+        self.lead = o[:-2]
+        self.n_lead = len(self.lead)
+        g.nlead = min(4, self.n_lead)
+        g.M, g.K, g.N = o[-2], a[-1], o[-1]
+        batch = int(np.prod(self.lead)) if self.lead else 1
+        g.by_batch = int(batch >= parts)
+        self.a_nd, self.b_nd = len(a), len(b)
+        self._last = None
+
+    def set(self, x, y, z):
+        """Point the job at x @ y -> z; False if a layout or a broadcast is not BLAS's."""
+        key = (data_pointer(x), data_pointer(y), data_pointer(z), x.strides, y.strides, z.strides)
+        if key == self._last:
+            return True
+        g, item = self.args, self.item
+        if self.n_lead > 4 or x.ndim != self.a_nd or y.ndim != self.b_nd:
+            return False
+        la = _ld(x.strides[-2:], item, g.M, g.K)
+        lb = _ld(y.strides[-2:], item, g.K, g.N)
+        lc = _ld(z.strides[-2:], item, g.M, g.N)
+        if la is None or lb is None or lc is None or lc[0] != 111:
+            return False
+        (g.ta, g.lda), (g.tb, g.ldb), g.ldc = la, lb, lc[1]
+        g.a_row = x.strides[-2]
+        g.c_row = z.strides[-2]
+        for d in range(g.nlead):
+            g.lead[d] = self.lead[d]
+            g.sa[d] = _lead_stride(x, d, self.n_lead)
+            g.sb[d] = _lead_stride(y, d, self.n_lead)
+            g.sc[d] = z.strides[d]
+        g.A, g.B, g.C = key[0], key[1], key[2]
+        self._last = key
+        return True
+
+
+def _ld(strides, item, rows, cols):
+    """(trans, leading dimension) of a matrix of these byte strides for a row-major BLAS
+    call: 111 with rows of contiguous elements, 112 for the transpose of such; None else."""
+    sr, sc = strides
+    if sc == item and sr % item == 0 and sr // item >= max(1, cols):
+        return 111, sr // item
+    if sr == item and sc % item == 0 and sc // item >= max(1, rows):
+        return 112, sc // item
+    if rows == 1 and sc == item:
+        return 111, max(1, cols)
+    if cols == 1 and sr == item:
+        return 111, 1
+    return None
+
+
+def _lead_stride(x, d, n_lead):
+    """x's byte stride along leading dim d of the output's n_lead (0 where x broadcasts)."""
+    k = d - (n_lead - (x.ndim - 2))
+    if k < 0 or x.shape[k] == 1:
+        return 0
+    return x.strides[k]
 
 
 def _into_step(ins, out):

@@ -16,6 +16,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Where part `part` of `parts` of a loop of d iterations starts (codegen/c.py `_function`):
+ * at a multiple of `grain`, d for the part past the last. */
+static inline int64_t tt_part_start(int64_t d, int64_t part, int64_t parts, int64_t grain) {
+    if (part >= parts) return d;
+    const int64_t x = d * part / parts;
+    return x - x % grain;
+}
+
 /* 8 lanes of a row's max (codegen/c.py `_lanes_max`): comparisons give lanes of 0 or -1 */
 typedef float tt_v8f __attribute__((vector_size(32)));
 typedef int32_t tt_v8i __attribute__((vector_size(32)));

@@ -1,0 +1,204 @@
+"""The C backend's threads (compiler/codegen/threads.py, c_pool.py): split kernels give the
+bits of whole ones, gemm jobs give BLAS's products, OpenBLAS's thread count comes back,
+the tuning keeps the faster form, and a forked child still computes."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+import tinytensor.functional as F
+from tinytensor.compiler.codegen import runner, threads
+
+BIG = 2 * threads.SPLIT_ELEMENTS   # elements enough for a kernel to be split
+
+
+@pytest.fixture
+def always_split(monkeypatch):
+    """Tuned kernels always take their split form (else the machine's timing decides)."""
+    monkeypatch.setattr(runner, "_tuned", lambda whole, split: split)
+
+
+def _run(fn, arrays, n_threads, calls=2):
+    step = tt.compile(fn, backend="c", threads=n_threads)
+    tensors = [tt.tensor(a) for a in arrays]
+    for _ in range(calls):
+        out = step(*tensors)
+    return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def _same_bits(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_kernels_give_the_bits_of_whole_ones(always_split, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BIG // 256 + 3, 256)).astype(dtype)   # rows not a multiple of 2
+    flat = rng.standard_normal(BIG + 37).astype(dtype)             # no multiple of the grain
+    w = rng.standard_normal(256).astype(dtype)
+
+    def fn(x, flat, w):
+        return (F.gelu(x * w + 1.0, approximate="tanh"),         # elementwise over rows
+                (flat * 1.5 + 0.5).tanh(),                       # one flat loop
+                F.log_softmax(x, dim=-1),                        # a row kernel (max, sum)
+                (x * w).sum(0) + x.amax(0) * 0.0)                # column sums
+    whole = _run(fn, [x, flat, w], 1)
+    split = _run(fn, [x, flat, w], 2)
+    _same_bits(whole, split)
+
+
+def test_a_split_training_step_matches_the_whole_one(always_split):
+    import nn
+    rng = np.random.default_rng(1)
+    xa, ya = rng.standard_normal((512, 256)).astype(np.float32), rng.integers(0, 10, 512)
+
+    def make():
+        tt.manual_seed(0)
+        m = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 10))
+        return m, nn.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def step(m, opt, x, y):
+        loss = F.cross_entropy(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    results = []
+    for n in (1, 2):
+        m, opt = make()
+        fn = tt.compile(step, backend="c", threads=n)
+        x, y = tt.tensor(xa), tt.tensor(ya)
+        losses = [float(fn(m, opt, x, y)) for _ in range(4)]
+        results.append((losses, [p.data.copy() for p in m.parameters()]))
+    assert results[0][0] == results[1][0]
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def _gemm_cases(rng, dtype):
+    a = rng.standard_normal((256, 300)).astype(dtype)
+    b = rng.standard_normal((300, 200)).astype(dtype)
+    qkv = rng.standard_normal((8, 64, 768)).astype(dtype)
+    w = rng.standard_normal((768, 300)).astype(dtype)
+    yield "2-d", (lambda x, y: (x @ y) * 2.0), [a, b]
+    yield "transposed", (lambda x, y: (x.transpose(0, 1) @ y.transpose(0, 1)) * 2.0), [a.T.copy(), b.T.copy()]
+
+    def heads(x):   # strided views, two leading dims: attention's q @ k^T
+        q = x[:, :, :256].reshape(8, 64, 4, 64).permute(0, 2, 1, 3)
+        k = x[:, :, 256:512].reshape(8, 64, 4, 64).permute(0, 2, 3, 1)
+        return (q @ k) * 1.0
+    yield "batched heads", heads, [qkv]
+    yield "broadcast weight", (lambda x, w: (x @ w) + 1.0), [qkv, w]
+    yield "one matrix of a batch (rows split)", (lambda x, w: (x[:1] @ w) + 1.0), [qkv, w]
+    yield "not BLAS's layout (NumPy's matmul)", (lambda x, y: (x[::2, ::2] @ y[::2]) + 0.0), \
+        [rng.standard_normal((512, 600)).astype(dtype), rng.standard_normal((600, 512)).astype(dtype)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_jobs_give_numpys_products(dtype):
+    rng = np.random.default_rng(2)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for name, fn, arrays in _gemm_cases(rng, dtype):
+        want = fn(*[tt.tensor(a) for a in arrays]).numpy()
+        for n in (1, 2, 3):
+            (got,) = _run(fn, arrays, n)
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"{name}, {n} threads")
+
+
+def test_a_gemm_job_in_more_parts_than_threads_computes_every_row():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 100, 70)).astype(np.float32)
+    y = rng.standard_normal((70, 90)).astype(np.float32)
+    p = threads.pool(2)
+    gemm = p.gemm(np.float32)
+    if gemm is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    for parts in (1, 2, 5, 7):
+        z = np.full((3, 100, 90), np.nan, np.float32)
+        job = runner._GemmJob(gemm, x.shape, y.shape, z.shape, np.float32, parts)
+        assert job.set(x, y, z)
+        p.run(p.gemm_part, runner.ctypes.addressof(job.args), None, parts)
+        np.testing.assert_allclose(z, x @ y, rtol=1e-5, atol=1e-5)
+
+
+def test_openblas_is_held_to_one_thread_inside_a_run_and_set_back():
+    b = threads.blas()
+    if b is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    before = b.get()
+    with threads.blas_held_to_one():
+        assert b.get() == 1
+    assert b.get() == before
+    x = np.random.default_rng(4).standard_normal((256, 256)).astype(np.float32)
+    _run(lambda x: (x @ x) * 2.0, [x], 2)
+    assert b.get() == before
+    with pytest.raises(ZeroDivisionError), threads.blas_held_to_one():
+        raise ZeroDivisionError
+    assert b.get() == before
+
+
+def test_without_openblas_kernels_still_split_and_matmuls_run_whole(always_split, monkeypatch):
+    monkeypatch.setattr(threads, "_BLAS", None)
+    monkeypatch.setattr(threads, "_SEARCHED", True)
+    assert threads.default_threads() == 1
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((BIG // 128, 128)).astype(np.float32)
+    fn = lambda x: ((x @ x.transpose(0, 1)[:, :128]) * 2.0).exp()
+    _same_bits(_run(fn, [x], 1), _run(fn, [x], 2))
+
+
+def test_the_tuning_keeps_the_faster_form():
+    def timed(seconds, calls):
+        def f():
+            calls.append(seconds)
+            time.sleep(seconds)
+        return f
+    for fast_split in (True, False):
+        calls = []
+        whole = timed(0.0 if not fast_split else 0.004, calls)
+        split = timed(0.004 if not fast_split else 0.0, calls)
+        call = runner._tuned(whole, split)
+        for _ in range(2 * threads.TUNE_CALLS):
+            call()
+        assert len(calls) == 2 * threads.TUNE_CALLS and call.chosen
+        calls.clear()
+        call()
+        assert calls == [0.0]   # the fast one, from now on
+        assert (call.chosen[0] is split) == fast_split
+
+
+def test_a_forked_child_computes_with_a_pool_of_its_own(always_split):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    x = np.random.default_rng(6).standard_normal((BIG // 128, 128)).astype(np.float32)
+    fn = lambda x: ((x @ x.transpose(0, 1)[:, :128]) * 2.0).tanh()
+    want = _run(fn, [x], 1)[0]
+    _run(fn, [x], 2)               # the parent's pool is up
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: its workers did not survive the fork
+        ok = 0
+        try:
+            ok = int(_run(fn, [x], 2)[0].tobytes() == want.tobytes())
+        finally:
+            os.write(w, bytes([ok]))
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert got == b"\x01"
+
+
+def test_threads_is_checked_by_tt_compile():
+    with pytest.raises(ValueError, match="threads must be a whole number"):
+        tt.compile(lambda x: x, backend="c", threads=0)
+    with pytest.raises(ValueError, match="threads must be a whole number"):
+        tt.compile(lambda x: x, backend="c", threads=2.0)
+    with pytest.raises(ValueError, match="backend='numpy' runs in one thread"):
+        tt.compile(lambda x: x, backend="numpy", threads=2)
+    assert tt.compile(lambda x: x * 2.0, backend="numpy", threads=1)(tt.tensor([1.0])).numpy() == 2.0
