@@ -11,6 +11,8 @@ import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import runner, threads
 
+from .helpers import training_step
+
 BIG = 2 * threads.SPLIT_ELEMENTS   # elements enough for a kernel to be split
 
 
@@ -61,13 +63,7 @@ def test_a_split_training_step_matches_the_whole_one(always_split):
         m = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 10))
         return m, nn.optim.AdamW(m.parameters(), lr=1e-3)
 
-    def step(m, opt, x, y):
-        loss = F.cross_entropy(m(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = training_step(lambda m, x, y: F.cross_entropy(m(x), y))
     results = []
     for n in (1, 2):
         m, opt = make()

@@ -6,6 +6,8 @@ same outputs (checked by the interpreter in tests), never mutating its input.
     fold      instructions on scalar constants only -> constants (never parameters)
     simplify  x*1, x/1, x-0, x+(-0.0), reshape∘reshape, permute∘permute, no-op
               reshape/permute/expand/cast
+    pads      sums of zero-padded adjacent slices (the backward of splitting one array
+              into parts: q/k/v) -> one cat
     remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
               backward instead of keeping them from the forward (last: cse would undo it)
 
@@ -18,7 +20,7 @@ import importlib
 import numpy as np
 from .. import symbolic
 
-DEFAULT = ("dce", "cse", "fold", "simplify", "dce", "remat")
+DEFAULT = ("dce", "cse", "fold", "simplify", "pads", "dce", "remat")
 
 
 @symbolic.with_formulas

@@ -61,7 +61,7 @@ from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.linalg import MatMul
 from ...ops.indexing import GetItemCopy, IndexAdd, ScatterAdd
-from ...ops.movement import Permute, Reshape
+from ...ops.movement import Cat, Permute, Reshape
 from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
 from ...ops.softmax import LogSoftmax, Softmax
@@ -294,7 +294,8 @@ def _eager_contiguous(program):
     column sum has NumPy's order only on those. Element strides are followed through the
     ops whose results' layout is known: program inputs are taken to be contiguous
     (tensors are made so); matmul, reductions, index_add (zeros(shape), then added
-    into) and scatter_add (x.copy(), then added into) make fresh C-order arrays; an elementwise result takes the layout of its
+    into), scatter_add (x.copy(), then added into) and cat of C-order arrays make fresh
+    C-order arrays; an elementwise result takes the layout of its
     full-shape operands (NumPy's order "K"), C order when they all have it; a permute
     permutes strides; a reshape is a view where NumPy can make one, else a C-order copy.
     `x[index array]` gathers rows into a fresh C-order array. Any other op may give a
@@ -317,6 +318,8 @@ def _eager_contiguous(program):
         elif ins.fn is GetItemCopy and len(ins.inputs) == 2 and len(ins.attrs["key"]) == 1 \
                 and src == _c_strides(ins.inputs[0].shape):
             layout[out.id] = _c_strides(out.shape)   # x[index array]: a fresh array, rows gathered
+        elif ins.fn is Cat and all(layout.get(v.id) == _c_strides(v.shape) for v in ins.inputs):
+            layout[out.id] = _c_strides(out.shape)   # NumPy lays the result out as its inputs: C
         elif ins.fn is Permute and src is not None:
             layout[out.id] = tuple(src[d] for d in ins.attrs["dims"])
         elif ins.fn is Reshape and src is not None:
