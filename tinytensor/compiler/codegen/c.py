@@ -235,8 +235,9 @@ def kernel_source(instr, cname, same=None):
     lines = []
     idx = [f"i{d}" for d in range(nd - 1)] + ["j"]
     indent = "    "
+    cut = _split_at(dims)
     for d in range(nd):
-        lo, hi = ("tt_lo", "tt_hi") if d == 0 else ("0", dims[d])   # the first loop is split
+        lo, hi = ("tt_lo", "tt_hi") if d == cut else ("0", dims[d])
         lines.append(f"{indent}for (int64_t {idx[d]} = {lo}; {idx[d]} < {hi}; {idx[d]}++) {{")
         indent += "    "
 
@@ -261,7 +262,7 @@ def kernel_source(instr, cname, same=None):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body),
-                     split=(dims[0], GRAIN if nd == 1 else 1))
+                     split=None if cut is None else (dims[cut], GRAIN if cut == nd - 1 else 1))
 
 
 # ---------------------------------------------------------------- row kernels
@@ -607,8 +608,9 @@ def _row_kernel_source(body, cname, same=None):
     lines = []
     idx = [f"i{d}" for d in range(len(rk.outer_dims))]
     indent = "    "
+    cut = _split_at(rk.outer_dims) if idx else None
     for n, (i, d) in enumerate(zip(idx, rk.outer_dims)):
-        lo, hi = ("tt_lo", "tt_hi") if n == 0 else ("0", d)   # the first loop over rows is split
+        lo, hi = ("tt_lo", "tt_hi") if n == cut else ("0", d)
         lines.append(f"{indent}for (int64_t {i} = {lo}; {i} < {hi}; {i}++) {{")
         indent += "    "
     for x in rk.row_offsets(idx) + rk.lines(_pairwise_sum_phase(rk)):
@@ -617,7 +619,7 @@ def _row_kernel_source(body, cname, same=None):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     return _function(cname, rk.operands, len(body.outputs), same, lines,
-                     symbolic.program_symbols(body), split=(rk.outer_dims[0], 1) if idx else None)
+                     symbolic.program_symbols(body), split=None if cut is None else (rk.outer_dims[cut], 1))
 
 
 # ---------------------------------------------------------------- column kernels
@@ -648,8 +650,10 @@ def _column_kernel_source(body, cname, same=None):
         return " + ".join(terms) or "0"
 
     lines = []
-    first = len(lead_dims)    # the first loop over columns is split: each part sums its columns
-    rest = math.prod(cols_dims[1:])
+    cut = _split_at(cols_dims)   # a loop over columns is split: each part sums its own columns
+    cut = 0 if cut is None else cut
+    first = len(lead_dims) + cut
+    rest = math.prod(cols_dims[cut + 1:])   # the dims before `cut` have length 1
     for k, v in enumerate(body.outputs):
         if v.id in acc:
             lines.append(f"    for (int64_t j = tt_lo * {rest}; j < tt_hi * {rest}; j++) "
@@ -682,7 +686,14 @@ def _column_kernel_source(body, cname, same=None):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     return _function(cname, operands, len(body.outputs), same, lines, symbolic.program_symbols(body),
-                     split=(cols_dims[0], GRAIN if len(cols_dims) == 1 else 1))
+                     split=(cols_dims[cut], GRAIN if cut == len(cols_dims) - 1 else 1))
+
+
+def _split_at(dims):
+    """The loop a kernel's parts share out: the first of length other than 1 (a dim of 1
+    that the collapse could not merge, next to a broadcast operand, would leave all the
+    work to one part); None if every loop has length 1."""
+    return next((d for d, n in enumerate(dims) if not (isinstance(n, int) and n == 1)), None)
 
 
 def splittable(ins):

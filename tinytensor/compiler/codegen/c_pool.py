@@ -123,7 +123,12 @@ int tt_pool_start(int workers, int64_t spin_ns) {
 
 /* Parts 0..parts-1 of fn; returns 1 if the workers took theirs, 0 if all ran here. */
 int tt_pool_run(void *fn, void *const *b, const int64_t *n, int64_t parts) {
-    if (parts <= 1 || tt_workers == 0 || pthread_mutex_trylock(&tt_busy) != 0) {
+    if (parts <= 1 || pthread_mutex_trylock(&tt_busy) != 0) {
+        for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
+        return 0;
+    }
+    if (tt_workers == 0) {   /* read under tt_busy: tt_pool_start writes it there */
+        pthread_mutex_unlock(&tt_busy);
         for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
         return 0;
     }

@@ -470,6 +470,8 @@ class _GemmJob:
         lc = _ld(z.strides[-2:], item, g.M, g.N)
         if la is None or lb is None or lc is None or lc[0] != 111:
             return False
+        if not g.ilp64 and max(g.M, g.N, g.K, la[1], lb[1], lc[1]) >= 2 ** 31:
+            return False   # a 32-bit BLAS cannot take these sizes: NumPy's matmul can
         (g.ta, g.lda), (g.tb, g.ldb), g.ldc = la, lb, lc[1]
         g.a_row = x.strides[-2]
         g.c_row = z.strides[-2]

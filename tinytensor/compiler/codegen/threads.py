@@ -50,7 +50,17 @@ class _Blas:
         fn = getattr(self._lib, f"{self._pre}cblas_{name}{self._suf}", None) if name else None
         if fn is None:
             return None
-        return ctypes.cast(fn, ctypes.c_void_p).value, "64" in self._suf
+        return ctypes.cast(fn, ctypes.c_void_p).value, self._ilp64()
+
+    def _ilp64(self):
+        """Whether the BLAS's ints are 64-bit: its build configuration says USE64BITINT (a
+        64-bit build may export plain names); the name's suffix where it cannot tell."""
+        config = getattr(self._lib, f"{self._pre}openblas_get_config{self._suf}", None)
+        if config is not None:
+            config.argtypes, config.restype = [], ctypes.c_char_p
+            text = config() or b""
+            return b"USE64BITINT" in text
+        return "64" in self._suf
 
     def get(self):
         return int(self._get())
@@ -126,7 +136,10 @@ class Pool:
     def __init__(self, threads):
         from . import c_pool
         self._pid = os.getpid()
-        self.threads = min(threads, 1 + c_pool.start(threads - 1))   # one C pool serves all
+        # no more threads than cores (OPENBLAS_NUM_THREADS=64 on 2 cores would only spin);
+        # one C pool serves every program of the process
+        threads = min(threads, os.cpu_count() or 1)
+        self.threads = min(threads, 1 + c_pool.start(threads - 1)) if threads > 1 else 1
         self.run = c_pool.runner()
         self.gemm_part = c_pool.gemm_part_address()
 
