@@ -154,6 +154,9 @@ SETTLE = 1
 # kernel whole and split and keep the faster (codegen/runner.py `_tuned`), as a training
 # loop's first steps do; timed between the other libraries' calls they would judge by
 # those libraries' still-spinning threads.
+QUIET = 0.3   # seconds for the last case's threads to stop spinning before the tuning calls
+
+
 def _tuned_calls():
     from tinytensor.compiler.codegen.threads import TUNE_CALLS   # NumPy after set_threads
     return 2 * TUNE_CALLS + 1
@@ -246,6 +249,7 @@ def run_compile(repeat, gpt=True):
     extra = [decode_case()] + ([gpt_case()] if gpt else [])
     for name, f_c, f_e, f_t, kernels, *options in list(cases()) + extra:
         options = options[0] if options else {}
+        time.sleep(QUIET)
         for _ in range(_tuned_calls()):
             f_c()
         c, e, t = median_n([f_c, f_e, f_t], repeat, inner=options.get("inner", 1), settle=SETTLE)
