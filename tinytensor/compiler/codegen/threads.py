@@ -12,6 +12,8 @@ machine (2 cores): a (1024, 1024) @ (1024, 256) matmul 2.68 ms by OpenBLAS's 2 t
 
 `blas()` finds the loaded OpenBLAS by its exported thread-count functions; with another
 BLAS (MKL, Accelerate) or none found, `default_threads()` is 1 and nothing is borrowed.
+While a program holds OpenBLAS to one thread, NumPy matmuls that are not gemm jobs (small
+ones, layouts BLAS cannot read) and another Python thread's matmuls run on one thread.
 
 The pool itself is C (c_pool.py): its workers spin briefly between jobs, so a handoff is a
 memory write, not a trip through the GIL. Only work of at least SPLIT_ELEMENTS elements or
