@@ -696,12 +696,6 @@ def _split_at(dims):
     return next((d for d, n in enumerate(dims) if not (isinstance(n, int) and n == 1)), None)
 
 
-def splittable(ins):
-    """Whether a fused kernel computes in parts (`_function`): all but a sum over everything."""
-    body = ins.attrs["body"]
-    return is_column_kernel(body) or not is_row_kernel(body) or RowKernel(body).r > 0
-
-
 @symbolic.with_formulas
 def program_source(program, in_place=None):
     """The whole translation unit: the header, then one function per fused instruction.
@@ -747,12 +741,12 @@ def build_dynamic(program, write_back=None, threads=None):
     kernels, source = _compiled(program, in_place)
     symbols = symbolic.program_symbols(program)
     count = 1 + max((int(s[1:]) for s in symbols), default=-1)
-    threads, split = _threads_of(threads), _splittable(program, kernels)
+    threads = _threads_of(threads)
 
     def at(env):
         sizes = [env.get(f"s{k}", 0) for k in range(count)]
         return Runner(instantiate.at(program, env), kernels, source, in_place, sizes=sizes,
-                      threads=threads, splittable=split)
+                      threads=threads)
     generic = Runner(program, kernels, source, in_place, sizes=[0] * count, generic=True)
     return instantiate.Instances(at, generic)
 
@@ -774,10 +768,6 @@ def _threads_of(threads):
     return _threads_mod.default_threads() if threads is None else threads
 
 
-def _splittable(program, kernels):
-    return {k for k in kernels if splittable(program.instrs[k])}
-
-
 def build(program, write_back=None, threads=None):
     """A runner for `program`: call it with the input arrays, get the output arrays.
     write_back: {output index: input index} that the runner may compute in place.
@@ -787,5 +777,4 @@ def build(program, write_back=None, threads=None):
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
     kernels, source = _compiled(program, in_place)
-    return Runner(program, kernels, source, in_place, threads=_threads_of(threads),
-                  splittable=_splittable(program, kernels))
+    return Runner(program, kernels, source, in_place, threads=_threads_of(threads))

@@ -112,7 +112,7 @@ class Runner:
     which outputs those kernels compute over an input (codegen/c.py generated them so)."""
 
     def __init__(self, program, kernels, source, in_place=None, sizes=None, generic=False,
-                 threads=1, splittable=None):
+                 threads=1):
         # in_place ({output value id: input value id}, from `in_place` below) must be what
         # the kernels' source was generated for: such a kernel reads that input through the
         # output's pointer. sizes: the dynamic sizes (s0, s1, ... in order) the kernels of a
@@ -120,18 +120,16 @@ class Runner:
         # generic=True: `program` keeps its symbolic sizes and each call says them
         # (runner(inputs, {symbol: size})): no arena (its layout would depend on them), shapes
         # and attributes evaluated per call; what a size seen once runs on (instantiate.py)
-        # threads: how many parts big kernels and matmuls run in (the module's docstring);
-        # splittable: the instruction indices of the kernels that can (codegen/c.py).
+        # threads: how many parts big kernels and matmuls run in (the module's docstring).
+        # A kernel that cannot be split (a sum over everything) does it all as part 0, so
+        # its tuning keeps it whole.
         self.program, self.source = program, source
-        self.threads = threads
-        splittable = set(kernels) if splittable is None else splittable
         # what runs in parts: big kernels (where the timing says so) and big float matmuls;
         # a program with neither runs without the pool, and one without such a matmul
         # leaves BLAS's threads as they are
         split, gemms = set(), set()
         if threads > 1 and not generic:
-            split = {k for k in kernels if k in splittable
-                     and _elements(program.instrs[k]) >= _threads.SPLIT_ELEMENTS}
+            split = {k for k in kernels if _elements(program.instrs[k]) >= _threads.SPLIT_ELEMENTS}
             gemms = {k for k, ins in enumerate(program.instrs) if _gemm_worth(ins)}
         self.pool = _threads.pool(threads) if split or gemms else None
         if self.pool is not None and self.pool.gemm(np.float32) is None:
@@ -264,7 +262,8 @@ def _shaper(shape, senv):
 
 
 def _gemm_worth(ins):
-    """Whether a matmul is one the pool computes as a gemm job (`_matmul_step`)."""
+    """Whether a matmul is one the pool computes as a gemm job (`_matmul_step`): at most 4
+    leading dims (c_pool.Gemm's)."""
     if ins.op != "matmul" or not placed_in_arena(ins) or len(ins.outputs[0].shape) > 6:
         return False
     o, a = ins.outputs[0], ins.inputs[0]
@@ -450,7 +449,7 @@ class _GemmJob:
         self.item = np.dtype(dtype).itemsize
         self.lead = o[:-2]
         self.n_lead = len(self.lead)
-        g.nlead = min(4, self.n_lead)
+        g.nlead = self.n_lead   # <= 4: `_gemm_worth`
         g.M, g.K, g.N = o[-2], a[-1], o[-1]
         batch = int(np.prod(self.lead)) if self.lead else 1
         g.by_batch = int(batch >= parts)
@@ -463,7 +462,7 @@ class _GemmJob:
         if key == self._last:
             return True
         g, item = self.args, self.item
-        if self.n_lead > 4 or x.ndim != self.a_nd or y.ndim != self.b_nd:
+        if x.ndim != self.a_nd or y.ndim != self.b_nd:
             return False
         la = _ld(x.strides[-2:], item, g.M, g.K)
         lb = _ld(y.strides[-2:], item, g.K, g.N)

@@ -16,6 +16,8 @@ which turns -0.0 into +0.0 and keeps every other value, nan included; the rule a
 each part to give the same bits (the add fuses into the part's producer). Only float parts.
 The instructions it leaves dead go to dce.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from ...ops.elementwise import Add
@@ -25,6 +27,16 @@ from ..ir import Instr, Value
 from . import finish
 
 FLOAT = ("float16", "bfloat16", "float32", "float64")
+
+
+class _Pad(NamedTuple):
+    """A value that is zeros but for [start, stop) of dim, holding `parts` side by side."""
+    dim: int
+    start: int
+    stop: int
+    parts: list      # [(start, part Value)]
+    shape: tuple
+    dtype: object
 
 
 def _pad(ins):
@@ -60,7 +72,7 @@ def run(program):
             uses[v.id] = uses.get(v.id, 0) + 1
     for v in program.outputs:
         uses[v.id] = uses.get(v.id, 0) + 1
-    pads = {}      # value id -> (dim, start, stop, [(start, part Value)], shape, dtype)
+    pads = {}      # value id -> _Pad
     merged = {}    # add's output id -> the add, for sums made of pads
     absorbed = set()   # ids of pads and sums read only by a merging add
     for ins in program.instrs:
@@ -68,7 +80,7 @@ def run(program):
         if cut is not None:
             d, start, stop = cut
             out = ins.outputs[0]
-            pads[out.id] = (d, start, stop, [(start, ins.inputs[0])], tuple(out.shape), out.dtype)
+            pads[out.id] = _Pad(d, start, stop, [(start, ins.inputs[0])], tuple(out.shape), out.dtype)
             continue
         if ins.fn is not Add or ins.attrs or len(ins.inputs) != 2:
             continue
@@ -76,13 +88,14 @@ def run(program):
         pa, pb = pads.get(a.id), pads.get(b.id)
         if pa is None or pb is None or a.id == b.id or uses.get(a.id) != 1 or uses.get(b.id) != 1:
             continue
-        if pa[0] != pb[0] or pa[4] != pb[4] or pa[5] != pb[5] or pa[4] != tuple(ins.outputs[0].shape):
+        if (pa.dim, pa.shape, pa.dtype) != (pb.dim, pb.shape, pb.dtype) \
+                or pa.shape != tuple(ins.outputs[0].shape):
             continue
-        lo, hi = (pa, pb) if pa[1] < pb[1] else (pb, pa)
-        if lo[2] != hi[1]:     # not adjacent (or overlapping): not one range
+        lo, hi = (pa, pb) if pa.start < pb.start else (pb, pa)
+        if lo.stop != hi.start:     # not adjacent (or overlapping): not one range
             continue
         out = ins.outputs[0]
-        pads[out.id] = (pa[0], lo[1], hi[2], lo[3] + hi[3], pa[4], pa[5])
+        pads[out.id] = _Pad(pa.dim, lo.start, hi.stop, lo.parts + hi.parts, pa.shape, pa.dtype)
         merged[out.id] = ins
         absorbed.update((a.id, b.id))
     if not merged:
