@@ -131,8 +131,9 @@ class CompiledFunction:
                 # key has their .grad parts, so this program's key must have them too, as
                 # they were when the capture began
                 labels = {}
-                parts = guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn,
-                                         entry_grads=meta["entry_grads"], entry_slots=entry_slots)
+                parts = guards.keep_attributes(
+                    guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn,
+                                     entry_grads=meta["entry_grads"], entry_slots=entry_slots), parts)
                 key = guards.key(parts)
             if meta["cleared"] - self._cleared:
                 # the step clears these .grads (zero_grad) before reading them: the program
@@ -174,6 +175,10 @@ class _Entry:
         self._fetch = [(_FETCH[kind], x) for kind, x in meta["bindings"]]
         self._devices = [t._device for t in flatten_tensors(meta["tree"])]
         self._plain = all(how < 4 for how, _ in self._fetch)
+        # .grads of parameters, and of the tensor arguments (this call's, by binding)
+        at = meta.get("grad_args") or [None] * len(meta["grads"])
+        self._grads = [g for g, b in zip(meta["grads"], at) if b is None]
+        self._arg_grads = [(b, k) for (_, k), b in zip(meta["grads"], at) if b is not None]
 
     def __call__(self, args, kwargs):
         meta = self.meta
@@ -194,6 +199,8 @@ class _Entry:
             return tensors[x].data
         if how == 4:
             return state.read(args, kwargs, x).data
+        if how == 6:
+            return _argument(x, args, kwargs, tensors).grad.data
         return x.data if how == 1 else x() if how == 2 else x.grad.data if how == 3 else None
 
     def _finish(self, args, kwargs, arrays, outs, env=None):
@@ -206,8 +213,13 @@ class _Entry:
         make = Tensor._make
         results = [make(own(a, handed, inputs), device, False)
                    for a, device in zip(outs, self._devices)]
-        for p, k in meta["grads"]:
+        for p, k in self._grads:
             p.grad = None if k is None else make(own(outs[k], handed, inputs), p._device, False)
+        if self._arg_grads:
+            tensors = flatten_tensors((args, kwargs))
+            for b, k in self._arg_grads:
+                p = _argument(b, args, kwargs, tensors)
+                p.grad = None if k is None else make(own(outs[k], handed, inputs), p._device, False)
         for k, path in meta["slot_writes"]:   # a KV cache's new keys and values, and the like
             new = None if k is None else make(own(outs[k], handed, inputs),
                                               device_of_array(outs[k]), False)
@@ -216,7 +228,13 @@ class _Entry:
         return rebuild(meta["tree"], results, leaf)
 
 
-_FETCH = {"arg": 0, "param": 1, "call": 2, "grad": 3, "slot": 4, "size": 5}
+_FETCH = {"arg": 0, "param": 1, "call": 2, "grad": 3, "slot": 4, "size": 5, "arg_grad": 6}
+
+
+def _argument(binding, args, kwargs, tensors):
+    """This call's tensor at an argument binding (capture's ("arg", i) or ("slot", path))."""
+    kind, x = binding
+    return tensors[x] if kind == "arg" else state.read(args, kwargs, x)
 _MISS = object()
 
 

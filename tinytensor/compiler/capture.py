@@ -61,7 +61,10 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
     (the parameters, in input order), "before_call" (functions a replay calls first: an
     optimizer's step count), "writes" ((output index, write) per assigned value, in order),
     "write_back" ({output index: input index} where a write overwrites an input's array),
-    "cleared" (ids of parameters whose entry .grad the step cleared before reading it).
+    "cleared" (ids of parameters whose entry .grad the step cleared before reading it),
+    "grad_args" (per entry of "grads", the binding of the argument it belongs to, ("arg", i)
+    or ("slot", path), or None for a parameter: a replay writes that call's argument's
+    .grad, and reads its entry .grad through an ("arg_grad", binding) input).
     """
     kwargs = kwargs or {}
     name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -154,6 +157,7 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
             continue
         grads.append((t, len(outputs)))
         outputs.append(b.value(t.grad))
+    grad_args = [b.arg_of.get(id(t)) for t, _ in grads]
     program = ir.Program(inputs=b.inputs, instrs=_drop_unread_saved(b.instrs, outputs),
                          outputs=outputs, consts=b.consts).verify()
 
@@ -171,7 +175,7 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
             "params": [x[1] for x in b.bindings if x[0] == "param"],
             "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
             "cleared": tape.cleared - read_grads, "slot_writes": slot_writes,
-            "entry_grads": {k: g for k, (_, g) in entry_grads.items()}}
+            "entry_grads": {k: g for k, (_, g) in entry_grads.items()}, "grad_args": grad_args}
     if dynamic:
         sym = tape.symbolic
         meta["symbolic"] = {"symbols": dict(sym.values), "guards": sym.guards,
@@ -446,6 +450,10 @@ class _Builder:
         #                             is a new Tensor object around the same array
         self.named = named
         self.grad_owner = {id(g): p for p, g in entry_grads.values() if g is not None}
+        # a tensor argument's .grad belongs to the argument of each call, not to this one
+        self.arg_of = {}
+        for t, binding in zip(arg_tensors, arg_bindings):
+            self.arg_of.setdefault(id(t), binding)
         sym = tape.symbolic
         self.shape_of = sym.shape_of if sym is not None else (lambda t: t.data.shape)
         saved_shape = sym.saved_shapes.get if sym is not None else (lambda i, s: s)
@@ -522,7 +530,9 @@ class _Builder:
             return v
         p = self.grad_owner.get(id(t))
         if p is not None:  # the .grad a parameter held on entry: read afresh at each call
-            return self._input(t, "param", f"{self._label(p) or 'param'}.grad", ("grad", p))
+            at = self.arg_of.get(id(p))
+            return self._input(t, "param", f"{self._label(p) or 'param'}.grad",
+                               ("grad", p) if at is None else ("arg_grad", at))
         if id(t) in self.named or t.requires_grad or (t.ndim and t.grad_fn is not None):
             label = self._label(t)
             return self._input(t, "param", label, ("param", t))

@@ -2,20 +2,33 @@
 a new capture; each part carries a label, so a recompilation can say what changed
 ("arg 0 shape (4, 16) -> (4, 17)").
 
-Parts: for each tensor argument its shape, dtype, device and requires_grad; Python scalars
-and strings by value; for each Module argument the training flag of every submodule and
-the identity, shape, dtype and requires_grad of every parameter and buffer; for every
+Parts: for each tensor argument its shape, dtype, device and requires_grad, and for one
+that requires grad whether its .grad is None and the hooks registered on it; how the
+tensor arguments alias (one tensor passed twice, two sharing memory, one that is a
+parameter or buffer of a Module or optimizer argument or shares its memory); Python
+scalars and strings by value, floats by their bits where == cannot tell (0.0 and -0.0;
+NaN, which equals nothing and would miss at every call); NumPy arrays and scalars by
+shape, dtype and contents (a step reads them as constants); for each Module argument the
+training flag of every submodule, its plain attributes (bool, int, float, str, None and
+tuples of them: Dropout.p, a temperature, a mode string) and its forward hooks, and the
+identity, shape, dtype and requires_grad of every parameter and buffer; for every
 parameter (of Module and optimizer arguments, and leaves an earlier capture found) whether
 its .grad is None (an eager backward adds into an existing one), unless the step clears it
-first (opt.zero_grad() inside); for each optimizer the options of every parameter group
-but the learning rate (betas, eps, weight decay, ... are baked into a captured update; the
-learning rate is a program input, so a schedule does not recompile); the grad mode, the
-fused kernel switch and the default dtype, which decide what the ops record.
+first (opt.zero_grad() inside), and its hooks; for each optimizer the options of every
+parameter group but the learning rate (betas, eps, weight decay, ... are baked into a
+captured update; the learning rate is a program input, so a schedule does not recompile);
+the grad mode, the fused kernel switch and the default dtype, which decide what the ops
+record. Any other object argument is keyed by identity.
 
 Every call checks the whole signature (a replay under a changed one would be silently
 wrong), through `call_key`: the same walk without the labels, which only a recompile's
 warning reads.
 """
+import hashlib
+import struct
+
+import numpy as np
+
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..dtypes import get_default_dtype
@@ -25,6 +38,12 @@ from . import state
 from .dynamic import MAX_SYMBOLS
 
 _SCALARS = (bool, int, float, str, type(None))
+# module attributes keyed as they are (exact types: a lookup, not an isinstance chain);
+# floats and tuples go through _exact / _plain_tuple
+_PLAIN = frozenset((bool, int, str, type(None)))
+# nn.Module's own bookkeeping: the training flags are keyed apart, the rest are names
+_MODULE_OWN = frozenset(("training", "_scope_name", "_path", "_names_valid"))
+_ATTRIBUTES = "*"   # the label of a module's attributes part ends so (`changed` lists each)
 
 
 def signature(args, kwargs, extra=(), cleared=frozenset(), labels=None, dynamic=False,
@@ -59,21 +78,149 @@ def key(parts):
     return tuple(v for _, v in parts)
 
 
-def changed(old, new):
-    """What differs between two signatures, as 'label old -> new' (the first few)."""
+def changed(old, new, limit=3):
+    """What differs between two signatures, as 'label old -> new' (the first `limit`, all
+    for None); a module's attributes one by one ('arg 0 drop.p 0.1 -> 0.5')."""
     before = dict(old)
-    diffs = [f"{label} {_show(before.get(label))} -> {_show(v)}" for label, v in new
-             if before.get(label, _MISSING) != v]
+    diffs = []
+    for label, v in new:
+        was = before.get(label, _MISSING)
+        if was == v:
+            continue
+        if label.endswith(_ATTRIBUTES) and isinstance(was, tuple) and isinstance(v, tuple):
+            diffs += _attribute_diffs(label[:-len(_ATTRIBUTES)], was, v)
+        else:
+            diffs.append(f"{label} {_show(was)} -> {_show(v)}")
     gone = [label for label, _ in old if label not in dict(new)]
     diffs += [f"{label} is gone" for label in gone]
-    return "; ".join(diffs[:3]) or "nothing visible (an object argument's identity?)"
+    return "; ".join(diffs[:limit]) or "nothing visible (an object argument's identity?)"
+
+
+def keep_attributes(parts, entry):
+    """`parts` with each module's attributes as `entry` (a signature taken before the step
+    ran) has them: the step may change one (a counter), and its program holds the value
+    the capture began with."""
+    before = dict(entry)
+    return [(label, before.get(label, v) if label.endswith(_ATTRIBUTES) else v)
+            for label, v in parts]
 
 
 _MISSING = object()
 
 
+def _attribute_diffs(prefix, old, new):
+    was, now = dict(old), dict(new)
+    return [f"{prefix}{k} {_show(was.get(k, _MISSING))} -> {_show(now.get(k, _MISSING))}"
+            for k in list(was) + [k for k in now if k not in was]
+            if was.get(k, _MISSING) != now.get(k, _MISSING)]
+
+
 def _show(v):
-    return repr(plain(v))
+    return "(none)" if v is _MISSING else repr(plain(v))
+
+
+class _Shown(tuple):
+    """A key value that prints as what it stands for (in `changed`), compared as a tuple."""
+    __slots__ = ()
+
+
+class _Bits(_Shown):
+    """A float keyed by its bits: 0.0 and -0.0 apart, a NaN equal to itself."""
+    __slots__ = ()
+
+    def __new__(cls, v):
+        return tuple.__new__(cls, ("float bits", _F64.pack(v)))
+
+    def __repr__(self):
+        v = _F64.unpack(self[1])[0]
+        return ("-nan" if self[1][7] & 0x80 else "nan") if v != v else repr(v)
+
+
+_F64 = struct.Struct("<d")
+
+
+def _exact(v):
+    """A float as the key holds it: itself where == is equality of bits (every float but
+    zeros and NaN), else its bits."""
+    return v if v == v and v != 0.0 else _Bits(v)
+
+
+class _Contents(_Shown):
+    """A NumPy array or scalar keyed by shape, dtype and bytes: the step reads its values."""
+    __slots__ = ()
+
+    def __new__(cls, a):
+        return tuple.__new__(cls, ("array", a.shape, a.dtype.str, a.tobytes()))
+
+    def __repr__(self):
+        a = np.frombuffer(self[3], dtype=self[2]).reshape(self[1])
+        if not self[1]:
+            return f"{a.dtype.name} {a.item()!r}"
+        return (f"array of shape {self[1]} {a.dtype.name} "
+                f"(contents {hashlib.sha1(self[3]).hexdigest()[:10]})")
+
+
+class _Aliases(_Shown):
+    """How a call's tensors alias: (k, how, j) per tensor k that is or shares memory with
+    tensor j (tensors numbered in the order the walk meets them), or with tensor j of the
+    Modules' and optimizers' own (`how` ends in 'parameter')."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self:
+            return "apart"
+        return ", ".join(f"tensor {k} {how} {'' if how.endswith('parameter') else 'tensor '}{j}"
+                         for k, how, j in self)
+
+
+_APART = _Aliases(())
+
+
+def _plain_tuple(v):
+    """A tuple of plain values (nested tuples too) as the key holds it, or None."""
+    out = []
+    for x in v:
+        t = type(x)
+        if t is float:
+            x = _exact(x)
+        elif t is tuple:
+            x = _plain_tuple(x)
+            if x is None:
+                return None
+        elif t not in _PLAIN:
+            return None
+        out.append(x)
+    return tuple(out)
+
+
+def _attributes(d):
+    """A module's plain attributes (its __dict__ `d`) and forward hooks, as the key holds
+    them: a forward reads them (Dropout.p, a temperature, a mode), and a program bakes in
+    what it read."""
+    out = []
+    for k, v in d.items():
+        t = type(v)
+        if t in _PLAIN:
+            if k not in _MODULE_OWN:
+                out.append((k, v))
+        elif t is float:
+            out.append((k, v if v == v and v != 0.0 else _Bits(v)))
+        elif t is tuple:
+            v = _plain_tuple(v)
+            if v is not None:
+                out.append((k, v))
+    pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+    if pre:   # the functions themselves: the key holds them, so no id is reused
+        out.append(("forward pre-hooks", tuple(pre)))
+    if post:
+        out.append(("forward hooks", tuple(post)))
+    return tuple(out)
+
+
+def _array_owner(a):
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return id(a)
 
 
 # optimizer options a captured update bakes in; the learning rate is read at each call
@@ -96,6 +243,8 @@ class _Walk:
         self.tensors = 0   # tensors met so far (their number in state.walk_tensors)
         self.entry = {}
         self.entry_slots = {}
+        self.met = []      # the tensors met (arguments, containers, state slots), in order
+        self.held = []     # lists of the Modules' and optimizers' own tensors, for aliasing
 
     def add(self, label, what, value):
         self.values.append(value)
@@ -108,12 +257,21 @@ class _Walk:
         if self.names is not None:
             self.names += [f"{label}{what}" for what in whats]
 
-    def grad(self, label, what, p):
-        """The `.grad` part of a parameter, unless the step clears that .grad first."""
+    def grad(self, label, what, p, shape=None):
+        """The `.grad` part of a parameter, unless the step clears that .grad first, and the
+        hooks on it (they run on its gradient, a capture records what they did).
+        shape (a tensor argument's, under dynamic=True): a .grad is keyed as having that
+        shape or not, so calls of other sizes share the key."""
         if id(p) not in self.cleared:
-            self.add(label, what, _grad_state(self.entry.get(id(p), p.grad) if self.entry else p.grad))
+            g = self.entry.get(id(p), p.grad) if self.entry else p.grad
+            if shape is not None and g is not None:
+                self.add(label, what, (tuple(g.shape) == shape, g.dtype.name))
+            else:
+                self.add(label, what, _grad_state(g))
             if self.labels is not None:
                 self.labels.setdefault(id(p), []).append(f"{label}{what}")
+        if p._hooks:
+            self.add(label, " hooks" if self.names is not None else None, tuple(p._hooks))
 
     def _label(self, label, what):
         return None if self.names is None else f"{label}{what}"
@@ -126,6 +284,8 @@ class _Walk:
         for n, p in enumerate(extra):
             self.grad("leaf ", f"{p.name or n} .grad" if self.names is not None else None, p)
         add = self.add
+        if self.met:
+            add("tensor arguments", "", self.aliasing() if len(self.met) > 1 or self.held else _APART)
         add("grad mode", "", STATE.grad_enabled)
         add("fused kernels", "", tuple([fusion.enabled(f) for f in fusion.FAMILIES]))
         add("default dtype", "", get_default_dtype().name)
@@ -137,8 +297,16 @@ class _Walk:
         if isinstance(a, Tensor):
             shape = tuple(a.shape) if self.sizes is None else self.pattern(a.shape)
             self.extend(label, _TENSOR_PARTS, (shape, a.dtype.name, str(a.device), a.requires_grad))
+            self.met.append(a)
+            if a.requires_grad:   # its .grad: set, or added into (compiler/capture.py)
+                self.grad(label, " .grad" if self.names is not None else None, a,
+                          None if self.sizes is None else tuple(a.shape))
         elif isinstance(a, _SCALARS):
-            add(label, " value", (type(a).__name__, a))
+            add(label, " value", (type(a).__name__, _exact(a) if isinstance(a, float) else a))
+        elif isinstance(a, (np.ndarray, np.generic)):
+            add(label, " value", _Contents(np.asarray(a)))
+        elif type(a).__module__.startswith("cupy") and hasattr(a, "get"):
+            add(label, " value", _Contents(a.get()))
         elif isinstance(a, (tuple, list)):
             add(label, " length", len(a))
             for j, x in enumerate(a):
@@ -155,6 +323,7 @@ class _Walk:
                 options = tuple([(k, v if isinstance(v, _OPTION) else repr(v))
                                  for k, v in group.items() if k not in _READ_EACH_CALL])
                 add(label, f" param_groups[{gi}] options" if named else None, options)
+                self.held.append(group["params"])
                 for pi, p in enumerate(group["params"]):
                     where = f"{label} param_groups[{gi}]['params'][{pi}]" if named else None
                     add(where, "", (id(p), tuple(p.shape), p.dtype.name))
@@ -183,16 +352,53 @@ class _Walk:
                 out.append(n)
         return tuple(out)
 
+    def aliasing(self):
+        """How the tensors met alias one another and the Modules' and optimizers' own
+        tensors (`_Aliases`). A capture reads one tensor passed twice as one input, and a
+        parameter passed as an argument as that argument: a call that aliases otherwise
+        needs a program of its own."""
+        seen, memory, out = {}, {}, []
+        for k, t in enumerate(self.met):
+            j = seen.setdefault(id(t), k)
+            if j != k:
+                out.append((k, "is", j))
+                continue
+            j = memory.setdefault(_array_owner(t.data), k)
+            if j != k:
+                out.append((k, "shares memory with", j))
+        if self.held:
+            own, arrays = {}, {}
+            for n, t in enumerate(t for ts in self.held for t in ts):
+                own.setdefault(id(t), n)
+                arrays.setdefault(_array_owner(t.data), n)
+            for k, t in enumerate(self.met):
+                n = own.get(id(t))
+                if n is not None:
+                    out.append((k, "is parameter", n))
+                    continue
+                n = arrays.get(_array_owner(t.data))
+                if n is not None:
+                    out.append((k, "shares memory with parameter", n))
+        return _Aliases(out) if out else _APART
+
     def module(self, label, a):
         found = _module_tensors(a) if self.names is None else None
         if found is not None:
-            flags, tensors = found[0], [(None, t) for t in found[1]]
+            flags, tensors, attributes = found[0], [(None, t) for t in found[1]], found[2]
+            self.held.append(found[1])
+            self.add(label, " training flags", flags)
+            self.values += attributes
         else:
             flags = tuple(m.training for m in a.modules())
             tensors = list(a.named_parameters())
             if hasattr(a, "named_buffers"):
                 tensors += [(n, b) for n, b in a.named_buffers() if isinstance(b, Tensor)]
-        self.add(label, " training flags", flags)
+            self.held.append([t for _, t in tensors])
+            self.add(label, " training flags", flags)
+            mods = list(a.named_modules()) if hasattr(a, "named_modules") else \
+                [("", m) for m in a.modules()]
+            self.extend(label, [f" {path}.{_ATTRIBUTES}" if path else f" {_ATTRIBUTES}"
+                                for path, _ in mods], [_attributes(vars(m)) for _, m in mods])
         named = self.names is not None
         for n, p in tensors:
             where = f"{label} {n}" if named else None
@@ -219,10 +425,11 @@ def _plain_traversal(cls):
 
 def _module_tensors(root):
     """(training flags of a.modules(), [the tensors of a.named_parameters(), then those of
-    a.named_buffers()]) in their order, in one pass over the registries: the three walks
-    (generators, name strings) were half of a small training step's guard time. None where
-    a module among them walks itself its own way (`_plain_traversal`)."""
-    flags, params, buffers = [], [], []
+    a.named_buffers()], [`_attributes` of each of a.modules()]) in their order, in one pass
+    over the registries: the three walks (generators, name strings) were half of a small
+    training step's guard time. None where a module among them walks itself its own way
+    (`_plain_traversal`)."""
+    flags, params, buffers, attributes = [], [], [], []
     seen_m, seen_p, seen_b = set(), set(), set()
     stack = [root]
     while stack:  # preorder, children in registration order, each module once: named_modules
@@ -234,6 +441,7 @@ def _module_tensors(root):
         seen_m.add(id(m))
         flags.append(m.training)
         d = m.__dict__
+        attributes.append(_attributes(d))
         for p in d["_parameters"].values():
             if p is not None and id(p) not in seen_p:
                 seen_p.add(id(p))
@@ -246,7 +454,7 @@ def _module_tensors(root):
         children = d["_modules"]
         if children:
             stack += reversed(children.values())
-    return tuple(flags), params + buffers
+    return tuple(flags), params + buffers, attributes
 
 
 def _grad_state(g):
