@@ -26,11 +26,13 @@ warning reads.
 """
 import hashlib
 import struct
+from sys import getrefcount
 
 import numpy as np
 
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
+from ..device import CPU as _CPU
 from ..dtypes import get_default_dtype
 from ..kernels import fusion
 from ..messages import plain
@@ -41,6 +43,7 @@ _SCALARS = (bool, int, float, str, type(None))
 # module attributes keyed as they are (exact types: a lookup, not an isinstance chain);
 # floats and tuples go through _exact / _plain_tuple
 _PLAIN = frozenset((bool, int, str, type(None)))
+_KEYED = _PLAIN | {float, tuple}
 # nn.Module's own bookkeeping: the training flags are keyed apart, the rest are names
 _MODULE_OWN = frozenset(("training", "_scope_name", "_path", "_names_valid"))
 _ATTRIBUTES = "*"   # the label of a module's attributes part ends so (`changed` lists each)
@@ -139,6 +142,17 @@ class _Bits(_Shown):
 _F64 = struct.Struct("<d")
 
 
+def _one_holder():
+    """getrefcount of an array that one tensor alone holds, read as `aliasing` reads it (the
+    tensor's slot, a local name, getrefcount's argument): measured, not assumed."""
+    t = Tensor._make(np.empty(0), _CPU, False)
+    a = t.data
+    return getrefcount(a)
+
+
+_ONE_HOLDER = _one_holder()
+
+
 def _exact(v):
     """A float as the key holds it: itself where == is equality of bits (every float but
     zeros and NaN), else its bits."""
@@ -176,6 +190,18 @@ class _Aliases(_Shown):
 _APART = _Aliases(())
 
 
+def _inexact(v):
+    """A float or tuple attribute as the key holds it (a tuple holding anything but plain
+    values as _OTHER: it is not keyed)."""
+    if type(v) is float:
+        return v if v == v and v != 0.0 else _Bits(v)
+    v = _plain_tuple(v)
+    return _OTHER if v is None else v
+
+
+_OTHER = _Shown(("not keyed",))
+
+
 def _plain_tuple(v):
     """A tuple of plain values (nested tuples too) as the key holds it, or None."""
     out = []
@@ -196,25 +222,21 @@ def _plain_tuple(v):
 def _attributes(d):
     """A module's plain attributes (its __dict__ `d`) and forward hooks, as the key holds
     them: a forward reads them (Dropout.p, a temperature, a mode), and a program bakes in
-    what it read."""
-    out = []
-    for k, v in d.items():
-        t = type(v)
-        if t in _PLAIN:
-            if k not in _MODULE_OWN:
-                out.append((k, v))
-        elif t is float:
-            out.append((k, v if v == v and v != 0.0 else _Bits(v)))
-        elif t is tuple:
-            v = _plain_tuple(v)
-            if v is not None:
-                out.append((k, v))
-    pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-    if pre:   # the functions themselves: the key holds them, so no id is reused
-        out.append(("forward pre-hooks", tuple(pre)))
-    if post:
-        out.append(("forward hooks", tuple(post)))
+    what it read. `_module_tensors` has its own copy inline: this runs for every submodule
+    at every call (one comprehension was the fastest way measured)."""
+    out = [(k, v if type(v) in _PLAIN else _inexact(v)) for k, v in d.items()
+           if type(v) in _KEYED and k not in _MODULE_OWN]
+    if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
+        out += _hooks(d)
     return tuple(out)
+
+
+def _hooks(d):
+    """A module's forward hooks as attribute parts: the functions themselves (the key holds
+    them, so no id is reused)."""
+    pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+    return ([("forward pre-hooks", tuple(pre))] if pre else []) + \
+        ([("forward hooks", tuple(post))] if post else [])
 
 
 def _array_owner(a):
@@ -245,6 +267,8 @@ class _Walk:
         self.entry_slots = {}
         self.met = []      # the tensors met (arguments, containers, state slots), in order
         self.held = []     # lists of the Modules' and optimizers' own tensors, for aliasing
+        self.held_ids = []   # sets of the ids of the Modules' ones (the walk makes them anyway)
+        self.opt_held = False   # whether an optimizer's parameters are among `held`
 
     def add(self, label, what, value):
         self.values.append(value)
@@ -324,6 +348,7 @@ class _Walk:
                                  for k, v in group.items() if k not in _READ_EACH_CALL])
                 add(label, f" param_groups[{gi}] options" if named else None, options)
                 self.held.append(group["params"])
+                self.opt_held = True
                 for pi, p in enumerate(group["params"]):
                     where = f"{label} param_groups[{gi}]['params'][{pi}]" if named else None
                     add(where, "", (id(p), tuple(p.shape), p.dtype.name))
@@ -366,17 +391,37 @@ class _Walk:
             j = memory.setdefault(_array_owner(t.data), k)
             if j != k:
                 out.append((k, "shares memory with", j))
-        if self.held:
-            own, arrays = {}, {}
-            for n, t in enumerate(t for ts in self.held for t in ts):
-                own.setdefault(id(t), n)
-                arrays.setdefault(_array_owner(t.data), n)
-            for k, t in enumerate(self.met):
+        if not self.held:
+            return _Aliases(out) if out else _APART
+        # against the Modules' and optimizers' own tensors: their maps are made only for a
+        # tensor that may be one of them (an id the module walk met; a leaf requiring grad
+        # where an optimizer's parameters are walked) or may share their memory (an array
+        # held elsewhere too, or a view), not at every call of a model with 100s of them
+        own = arrays = None
+        for k, t in enumerate(self.met):
+            maybe = self.opt_held and t.requires_grad and t.grad_fn is None
+            if not maybe:
+                i = id(t)
+                for ids in self.held_ids:
+                    if i in ids:
+                        maybe = True
+                        break
+            if maybe:
+                if own is None:
+                    own = {}
+                    for n, h in enumerate(h for hs in self.held for h in hs):
+                        own.setdefault(id(h), n)
                 n = own.get(id(t))
                 if n is not None:
                     out.append((k, "is parameter", n))
                     continue
-                n = arrays.get(_array_owner(t.data))
+            a = t.data
+            if getrefcount(a) > _ONE_HOLDER or getattr(a, "base", None) is not None:
+                if arrays is None:
+                    arrays = {}
+                    for n, h in enumerate(h for hs in self.held for h in hs):
+                        arrays.setdefault(_array_owner(h.data), n)
+                n = arrays.get(_array_owner(a))
                 if n is not None:
                     out.append((k, "shares memory with parameter", n))
         return _Aliases(out) if out else _APART
@@ -386,6 +431,7 @@ class _Walk:
         if found is not None:
             flags, tensors, attributes = found[0], [(None, t) for t in found[1]], found[2]
             self.held.append(found[1])
+            self.held_ids += found[3]
             self.add(label, " training flags", flags)
             self.values += attributes
         else:
@@ -394,6 +440,7 @@ class _Walk:
             if hasattr(a, "named_buffers"):
                 tensors += [(n, b) for n, b in a.named_buffers() if isinstance(b, Tensor)]
             self.held.append([t for _, t in tensors])
+            self.held_ids.append({id(t) for _, t in tensors})
             self.add(label, " training flags", flags)
             mods = list(a.named_modules()) if hasattr(a, "named_modules") else \
                 [("", m) for m in a.modules()]
@@ -430,6 +477,7 @@ def _module_tensors(root):
     training step's guard time. None where a module among them walks itself its own way
     (`_plain_traversal`)."""
     flags, params, buffers, attributes = [], [], [], []
+    plain, keyed, bookkeeping = _PLAIN, _KEYED, _MODULE_OWN
     seen_m, seen_p, seen_b = set(), set(), set()
     stack = [root]
     while stack:  # preorder, children in registration order, each module once: named_modules
@@ -441,7 +489,12 @@ def _module_tensors(root):
         seen_m.add(id(m))
         flags.append(m.training)
         d = m.__dict__
-        attributes.append(_attributes(d))
+        # _attributes(d), inline
+        attrs = [(k, v if type(v) in plain else _inexact(v)) for k, v in d.items()
+                 if type(v) in keyed and k not in bookkeeping]
+        if d.get("_forward_pre_hooks") or d.get("_forward_hooks"):
+            attrs += _hooks(d)
+        attributes.append(tuple(attrs))
         for p in d["_parameters"].values():
             if p is not None and id(p) not in seen_p:
                 seen_p.add(id(p))
@@ -454,7 +507,7 @@ def _module_tensors(root):
         children = d["_modules"]
         if children:
             stack += reversed(children.values())
-    return tuple(flags), params + buffers, attributes
+    return tuple(flags), params + buffers, attributes, (seen_p, seen_b)
 
 
 def _grad_state(g):
