@@ -295,7 +295,7 @@ class _Walk:
             if self.labels is not None:
                 self.labels.setdefault(id(p), []).append(f"{label}{what}")
         if p._hooks:
-            self.add(label, " hooks" if self.names is not None else None, tuple(p._hooks))
+            self.add(label, f"{what} hooks" if self.names is not None else None, tuple(p._hooks))
 
     def _label(self, label, what):
         return None if self.names is None else f"{label}{what}"

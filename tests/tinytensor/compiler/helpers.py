@@ -50,7 +50,8 @@ def lm_step(m, ids):
 
 def bound_arrays(meta, args, kwargs=None):
     tensors = flatten_tensors((args, kwargs or {}))
-    return [tensors[x].data if k == "arg" else x.data if k == "param" else x.grad.data
+    return [tensors[x].data if k == "arg" else x.data if k == "param"
+            else tensors[x[1]].grad.data if k == "arg_grad" else x.grad.data
             for k, x in meta["bindings"]]
 
 
