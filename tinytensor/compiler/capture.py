@@ -92,6 +92,9 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
         tape.symbolic = Symbolic(name)
         for k, (t, label) in enumerate(state.walk_tensors(args, kwargs)):
             tape.symbolic.add_argument(t, label, {d for i, d in static if i == k}, k)
+            g = t.grad if t.requires_grad else None
+            if g is not None and g.shape == t.shape:   # the .grad it holds: its sizes
+                tape.symbolic.add_argument(g, f"{label}.grad", {d for i, d in static if i == k}, k)
         tape.symbolic.begin()
     guards = tape.symbolic.guards if dynamic else symbolic.Guards()
     prev = STATE.capture

@@ -63,6 +63,18 @@ def test_an_arguments_grad_accumulates_as_eager(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_an_arguments_grad_accumulates_at_every_size_with_dynamic_sizes(backend):
+    fast = tt.compile(square_step, backend=backend, dynamic=True)
+    for n in (3, 5, 5, 7, 4, 9):
+        values = np.arange(n) - 1.5
+        e, c = leaf(values), leaf(values)
+        for _ in range(3):
+            same(square_step(e), fast(c))
+            same(e.grad, c.grad)
+    assert len(fast.programs) == 2   # the .grad it holds has the argument's sizes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_an_arguments_grad_beside_a_modules(backend):
     def step(m, x):
         loss = (m(x) * x.sum()).mean()
