@@ -164,9 +164,14 @@ class _Contents(_Shown):
     __slots__ = ()
 
     def __new__(cls, a):
-        return tuple.__new__(cls, ("array", a.shape, a.dtype.str, a.tobytes()))
+        # an array of Python objects holds pointers, not values: keyed by identity, as
+        # other objects are
+        return tuple.__new__(cls, ("array", a.shape, a.dtype.str,
+                                   ("object array", id(a)) if a.dtype.hasobject else a.tobytes()))
 
     def __repr__(self):
+        if not isinstance(self[3], bytes):
+            return f"object array of shape {self[1]} (id {self[3][1]})"
         a = np.frombuffer(self[3], dtype=self[2]).reshape(self[1])
         if not self[1]:
             return f"{a.dtype.name} {a.item()!r}"
