@@ -21,12 +21,8 @@ import nn
 import tinytensor as tt
 
 from nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
+from .hf_json import ConfigError, read_json  # noqa: F401 (ConfigError: models.hf.ConfigError)
 from .torch_pickle import load_torch_bin
-
-
-class ConfigError(ValueError):
-    """config.json is malformed, or does not describe the checkpoint's tensors; the message
-    names the files and the fields."""
 
 
 class Family:
@@ -113,18 +109,9 @@ def expected_shapes(family, config):
 
 
 def read_config(directory):
-    path = os.path.join(directory, "config.json")
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"from_hf: {directory} has no config.json") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"from_hf: {path} is not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-            type(config), "number")
-        raise ConfigError(f"from_hf: {path} holds a JSON {kind}, not an object")
+    config = read_json(os.path.join(directory, "config.json"), "from_hf")  # ConfigError if malformed
+    if config is None:
+        raise FileNotFoundError(f"from_hf: {directory} has no config.json")
     return config
 
 
