@@ -132,6 +132,9 @@ def _field_problem(field, value):
         return None
     if field.type is int:  # a size or a count: the model allocates by it
         return None if is_int and value > 0 else f"{shown} must be an integer > 0"
+    if field.type is float and "drop" in field.name:  # a probability: Dropout refuses others
+        ok = (is_int or isinstance(value, float)) and 0 <= value <= 1
+        return None if ok else f"{shown} must be a probability (a number in [0, 1])"
     if field.type is float:
         return None if is_int or isinstance(value, float) else f"{shown} must be a number"
     if field.type is bool:
@@ -148,6 +151,9 @@ def check_config(config, family, path):
     config.json sets and the divisibility the model needs. Raises ConfigError naming `path`."""
     problems = [p for f in dataclasses.fields(family.config_class) if f.name in config
                 if (p := _field_problem(f, config[f.name])) is not None]
+    archs = config.get("architectures")
+    if not (archs is None or isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        problems.append(f"architectures={_json(archs)} must be a list of class names")
     if problems:
         raise ConfigError(f"from_hf: {path}: " + "; ".join(problems))
     cfg = family.config_class.from_dict(config)
@@ -220,8 +226,8 @@ def from_hf(directory, device=None):
     model_type = config.get("model_type")
     family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
-        raise ValueError(f"from_hf: unknown architecture model_type={model_type!r} in {directory}; "
-                         f"supported: {', '.join(sorted(FAMILIES))}")
+        raise ConfigError(f"from_hf: unknown architecture model_type={repr(model_type)[:60]} in "
+                          f"{config_path}; supported: {', '.join(sorted(FAMILIES))}")
     cfg = check_config(config, family, config_path)
     weights_path = weights_file(directory)
     weights = _read_weights(weights_path)
@@ -260,7 +266,10 @@ def from_hf(directory, device=None):
     if problems:
         raise ConfigError(f"from_hf: {weights_path} does not fit {config_path} "
                           f"({model_type}): " + " | ".join(problems))
-    model = family.build(config)
+    try:
+        model = family.build(config)
+    except ValueError as e:  # a value the checks above let through, refused by a layer
+        raise ConfigError(f"from_hf: {config_path}: {e}") from None
     if _floating_dtypes(state.values()) == {tt.dtypes.BF16_NP}:
         # keep the dtype the weights have (config's torch_dtype may say otherwise), as
         # from_pretrained(torch_dtype="auto"): a bfloat16 checkpoint is not widened

@@ -45,14 +45,14 @@ def read_json(path, who, expect=dict):
     is no such file. Raises ConfigError naming `who` (the caller, "from_hf") and the file."""
     try:
         with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+            if os.fstat(f.fileno()).st_size > MAX_BYTES:  # (read(n) would allocate n bytes)
+                raise ConfigError(f"{who}: {path} is larger than {MAX_BYTES >> 20} MB, more than "
+                                  "such a file holds")
+            raw = f.read()
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         raise ConfigError(f"{who}: cannot read {path} ({e.strerror or e})") from None
-    if len(raw) > MAX_BYTES:
-        raise ConfigError(f"{who}: {path} is larger than {MAX_BYTES >> 20} MB, more than such a "
-                          "file holds")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

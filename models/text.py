@@ -51,7 +51,10 @@ class Tokenizer:
                                     "tokenizer.save_pretrained, which writes tokenizer.json)")
         try:
             backend = Backend.from_file(path)
-        except Exception as e:  # noqa: BLE001 -- the Rust library raises a bare Exception
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 -- the Rust library raises a bare Exception,
+            # or on some malformed files panics (pyo3's PanicException, a BaseException)
             raise ConfigError(f"Tokenizer: {path} cannot be read by the tokenizers library "
                               f"({_clip(str(e))})") from None
         special, origin, padding_side = {}, {}, ("right", None)

@@ -209,10 +209,10 @@ def load_torch_bin(path):
     are read-only views of their storages. Raises CheckpointError naming the file and every
     malformed tensor or storage (FileNotFoundError if there is no file)."""
     with open(path, "rb") as file:
-        if not zipfile.is_zipfile(file):
-            _fail(path, ["not a zip-format torch checkpoint (legacy torch.save files from before "
-                         "torch 1.6 are not supported; re-save as safetensors)"])
         try:
+            if not zipfile.is_zipfile(file):  # (which raises BadZipFile for some damaged ones)
+                _fail(path, ["not a zip-format torch checkpoint (legacy torch.save files from "
+                             "before torch 1.6 are not supported; re-save as safetensors)"])
             with zipfile.ZipFile(file) as archive:
                 return _load(path, archive)
         except CheckpointError:

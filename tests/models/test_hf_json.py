@@ -118,3 +118,20 @@ def test_the_directory_as_written_still_loads(bert):
     assert tok.pad_token == "[PAD]" and tok.pad_token_id == tok.token_to_id("[PAD]")
     assert text.pooling_config(bert) == {"modes": ["mean"], "normalize": True, "max_length": 32}
     assert os.path.exists(os.path.join(bert, "1_Pooling", "config.json"))
+
+
+@pytest.mark.parametrize("changes,phrases", [  # found by tests/fuzz: ValueErrors without the file
+    ({"model_type": None}, ["unknown architecture model_type=None"]),
+    ({"hidden_dropout_prob": 4294967295}, ["hidden_dropout_prob=4294967295 must be a probability"]),
+    ({"attention_probs_dropout_prob": -1}, ["attention_probs_dropout_prob=-1 must be a probability"]),
+    ({"architectures": 5}, ["architectures=5 must be a list of class names"]),
+    ({"architectures": ["BertModQl"]}, ["architectures=['BertModQl'], a BERT head tinytensor lacks, is not supported"]),
+    ({"hidden_act": "gelu_[ew"}, ["gelu_[ew"]),
+])
+def test_config_values_a_layer_would_refuse_are_config_errors_naming_the_file(bert, tmp_path,
+                                                                              changes, phrases):
+    d = _copy(bert, tmp_path, "m")
+    path = d / "config.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()), **changes)))
+    message = _refused(lambda: models.from_hf(str(d)), "config.json", *phrases)
+    assert "from_hf" in message
