@@ -343,7 +343,8 @@ _NESTING_STEP[[ord("]"), ord("}")]] = -1
 def _depth(text):
     """How deeply the JSON `text` nests arrays and objects, counted without recursion:
     json.loads recurses once per level and would end a hostile file in RecursionError."""
-    code = np.frombuffer(_JSON_STRING.sub('""', text).encode(), np.uint8)
+    # surrogatepass: a JSON string may hold an escaped lone surrogate ("\udcff")
+    code = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass"), np.uint8)
     return int(np.cumsum(_NESTING_STEP[code], dtype=np.int32).max(initial=0))
 
 
@@ -420,7 +421,7 @@ def _nbytes(shape, itemsize):
 def _short(value):
     """A header value for a message: clipped, and an integer too long to print (int->str
     refuses past 4,300 digits) shown by its size."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64 <= value < _INT64:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         return f"<an integer of {value.bit_length()} bits>"
     if isinstance(value, list):
         shown = ", ".join(_short(v) for v in value[:8]) + (", ..." if len(value) > 8 else "")

@@ -50,3 +50,19 @@ def test_a_shape_of_64_dimensions_still_loads(tmp_path):
         pytest.skip("NumPy < 2 has at most 32 dimensions")
     got = nn.load(_file(tmp_path / "ok.safetensors", [1] * 63 + [2], (0, 8), data=bytes(8)))
     assert tuple(got["w"].shape) == (1,) * 63 + (2,)
+
+
+def test_a_lone_surrogate_outside_a_string_of_the_stored_structure_is_a_checkpoint_error(tmp_path):
+    # found by tests/fuzz: the header's JSON escape "\udcff" can put a lone surrogate into
+    # the stored structure's text, which the depth count encoded as strict UTF-8
+    # (UnicodeEncodeError) unless it sat inside a string
+    for tree, ok in [('{"name": "\udcff"}', True), ('{"name": \udcff}', False)]:
+        header = json.dumps({"__metadata__": {"format": "tinytensor", "tinytensor": tree}}).encode()
+        header += b" " * (-len(header) % 8)
+        path = tmp_path / "s.safetensors"
+        path.write_bytes(struct.pack("<Q", len(header)) + header)
+        if ok:
+            assert nn.load(path) == {"name": "\udcff"}
+        else:
+            with pytest.raises(nn.CheckpointError, match="(?s)s.safetensors.*is not valid JSON"):
+                nn.load(path)
