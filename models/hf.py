@@ -156,7 +156,10 @@ def check_config(config, family, path):
         problems.append(f"architectures={_json(archs)} must be a list of class names")
     if problems:
         raise ConfigError(f"from_hf: {path}: " + "; ".join(problems))
-    cfg = family.config_class.from_dict(config)
+    try:
+        cfg = family.config_class.from_dict(config)
+    except ValueError as e:  # a field the config class checks itself (BERT's id2label keys)
+        raise ConfigError(f"from_hf: {path}: {e}") from None
     problems = [f"{a}={getattr(cfg, a)} is not divisible by {b}={getattr(cfg, b)}"
                 for a, b in family.divisible
                 if getattr(cfg, a) is not None and getattr(cfg, b) is not None

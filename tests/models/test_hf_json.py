@@ -127,6 +127,7 @@ def test_the_directory_as_written_still_loads(bert):
     ({"architectures": 5}, ["architectures=5 must be a list of class names"]),
     ({"architectures": ["BertModQl"]}, ["architectures=['BertModQl'], a BERT head tinytensor lacks, is not supported"]),
     ({"hidden_act": "gelu_[ew"}, ["gelu_[ew"]),
+    ({"id2label": {"x": "A"}}, ["id2label keys must be label ids", "got 'x'"]),
 ])
 def test_config_values_a_layer_would_refuse_are_config_errors_naming_the_file(bert, tmp_path,
                                                                               changes, phrases):
