@@ -100,7 +100,7 @@ class _Unpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"malformed storage id {_show(pid)}")
         storage = self.storages.setdefault(key, _Storage(key, storage_type, numel))
         if (storage.type.name, storage.numel) != (storage_type.name, numel):
-            self.problems.append(f"storage '{key}' is declared twice: {storage.numel} x "
+            self.problems.append(f"storage {_show(key)} is declared twice: {storage.numel} x "
                                  f"{storage.type.name} and {numel} x {storage_type.name}")
         return storage
 
@@ -144,31 +144,31 @@ def _numel(size):
 
 def _tensor_problem(name, t):
     if not isinstance(t.storage, _Storage):
-        return f"tensor '{name}': its storage is a {type(t.storage).__name__}, not a storage"
+        return f"tensor {_show(name)}: its storage is a {type(t.storage).__name__}, not a storage"
     size, stride, offset = t.size, t.stride, t.offset
     if not (_ints(size) and _ints(stride) and _ints((offset,))):
-        return (f"tensor '{name}': size {_show(size)}, stride {_show(stride)} and offset "
+        return (f"tensor {_show(name)}: size {_show(size)}, stride {_show(stride)} and offset "
                 f"{_show(offset)} are not integers")
     if len(size) > _MAX_DIMS or len(stride) > _MAX_DIMS:
-        return (f"tensor '{name}': {len(size)} sizes and {len(stride)} strides, more than the "
+        return (f"tensor {_show(name)}: {len(size)} sizes and {len(stride)} strides, more than the "
                 f"{_MAX_DIMS} dimensions a tensor can have")
     if len(size) != len(stride):
-        return f"tensor '{name}': size {size} and stride {stride} differ in length"
+        return f"tensor {_show(name)}: size {_show(size)} and stride {_show(stride)} differ in length"
     if not all(-_INT64 <= x < _INT64 for x in size + stride + (offset,)):
-        return (f"tensor '{name}': size {_show(size)}, stride {_show(stride)}, offset "
+        return (f"tensor {_show(name)}: size {_show(size)}, stride {_show(stride)}, offset "
                 f"{_show(offset)} do not fit in int64")
     if offset < 0 or min(size + stride, default=0) < 0:
-        return (f"tensor '{name}': size {size}, stride {stride}, offset {offset} must be "
+        return (f"tensor {_show(name)}: size {size}, stride {stride}, offset {offset} must be "
                 "non-negative")
     numel, held, key = _numel(size), t.storage.numel, t.storage.key
     if numel is None:
-        return f"tensor '{name}': size {size} has more than 2**63 elements"
-    where = f"tensor '{name}': size {size} ({numel} elements), stride {stride} at offset {offset}"
+        return f"tensor {_show(name)}: size {size} has more than 2**63 elements"
+    where = f"tensor {_show(name)}: size {size} ({numel} elements), stride {stride} at offset {offset}"
     last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if numel else offset - 1
     if last >= held:
-        return f"{where} does not fit its storage '{key}' of {held} elements (reaches element {last})"
+        return f"{where} does not fit its storage {_show(key)} of {held} elements (reaches element {last})"
     if numel > held:  # an expanded (stride-0) view: the copy any user makes is memory the file lacks
-        return f"{where} has more elements than its storage '{key}' holds ({held})"
+        return f"{where} has more elements than its storage {_show(key)} holds ({held})"
     return None
 
 
@@ -177,10 +177,10 @@ def _storage_problem(archive, prefix, s):
     try:
         info = archive.getinfo(entry)
     except KeyError:
-        return f"storage '{s.key}' ({s.numel} x {s.type.name}) is missing from the archive ({entry})"
+        return f"storage {_show(s.key)} ({s.numel} x {s.type.name}) is missing from the archive ({entry})"
     want = s.numel * s.type.itemsize
     if info.file_size != want:
-        return (f"storage '{s.key}' declares {s.numel} elements ({want} bytes) but its zip entry "
+        return (f"storage {_show(s.key)} declares {s.numel} elements ({want} bytes) but its zip entry "
                 f"{entry} holds {info.file_size} bytes")
     return None
 
@@ -190,7 +190,7 @@ def _read_storage(path, archive, prefix, s):
     with archive.open(f"{prefix}data/{s.key}") as f:
         raw = f.read(want)  # bounded: never inflate more than the storage declares
     if len(raw) != want:
-        _fail(path, [f"storage '{s.key}': read {len(raw)} of its {want} bytes (truncated archive?)"])
+        _fail(path, [f"storage {_show(s.key)}: read {len(raw)} of its {want} bytes (truncated archive?)"])
     if s.type.dtype == "bfloat16" and BF16_NP is not None:
         return np.frombuffer(raw, dtype=BF16_NP)  # little-endian, as the archive stores it
     if s.type.dtype == "bfloat16":  # no ml_dtypes: widen to float32 (bf16 is float32's top half)
@@ -248,7 +248,7 @@ def _load(path, archive):
         if not isinstance(name, str):
             problems.append(f"a key {_show(name)} is a {type(name).__name__}, not a tensor name")
         elif not isinstance(t, _Tensor):
-            problems.append(f"'{name}' is a {type(t).__name__}, not a tensor")
+            problems.append(f"{_show(name)} is a {type(t).__name__}, not a tensor")
         elif (p := _tensor_problem(name, t)) is not None:
             problems.append(p)
     used = {t.storage.key: t.storage for t in state.values()
