@@ -30,8 +30,8 @@ def _head(config):
     for arch in archs:
         if arch in HEAD_OF_ARCHITECTURE:
             return HEAD_OF_ARCHITECTURE[arch]
-    raise ValueError(f"from_hf: BERT architecture {archs} is not supported; supported: "
-                     f"{', '.join(HEAD_OF_ARCHITECTURE)}")
+    raise hf.ConfigError(f"from_hf: config.json: architectures={archs}, a BERT head tinytensor "
+                         f"lacks, is not supported; supported: {', '.join(HEAD_OF_ARCHITECTURE)}")
 
 
 def _uses(head, name):

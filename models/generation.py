@@ -32,6 +32,10 @@ def generate(model, input_ids, max_new_tokens=20, temperature=1.0, top_k=None, t
     """
     if input_ids.ndim != 2:
         raise ValueError(f"generate: input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
+    if input_ids.shape[1] == 0:  # no last token to continue from
+        raise ValueError(f"generate: input_ids of shape {tuple(input_ids.shape)} holds no tokens; "
+                         "start from the model's bos_token_id (as transformers' generate does "
+                         "without input_ids)")
     eos = check_generation_args("generate", vocab_size(model), max_new_tokens=max_new_tokens,
                                 do_sample=do_sample, temperature=temperature, top_k=top_k,
                                 top_p=top_p, use_cache=use_cache, eos_token_id=eos_token_id,

@@ -21,12 +21,8 @@ import nn
 import tinytensor as tt
 
 from nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
+from .hf_json import ConfigError, read_json  # noqa: F401 (ConfigError: models.hf.ConfigError)
 from .torch_pickle import load_torch_bin
-
-
-class ConfigError(ValueError):
-    """config.json is malformed, or does not describe the checkpoint's tensors; the message
-    names the files and the fields."""
 
 
 class Family:
@@ -113,18 +109,9 @@ def expected_shapes(family, config):
 
 
 def read_config(directory):
-    path = os.path.join(directory, "config.json")
-    try:
-        with open(path) as f:
-            config = json.load(f)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"from_hf: {directory} has no config.json") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"from_hf: {path} is not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-            type(config), "number")
-        raise ConfigError(f"from_hf: {path} holds a JSON {kind}, not an object")
+    config = read_json(os.path.join(directory, "config.json"), "from_hf")  # ConfigError if malformed
+    if config is None:
+        raise FileNotFoundError(f"from_hf: {directory} has no config.json")
     return config
 
 
@@ -145,6 +132,9 @@ def _field_problem(field, value):
         return None
     if field.type is int:  # a size or a count: the model allocates by it
         return None if is_int and value > 0 else f"{shown} must be an integer > 0"
+    if field.type is float and "drop" in field.name:  # a probability: Dropout refuses others
+        ok = (is_int or isinstance(value, float)) and 0 <= value <= 1
+        return None if ok else f"{shown} must be a probability (a number in [0, 1])"
     if field.type is float:
         return None if is_int or isinstance(value, float) else f"{shown} must be a number"
     if field.type is bool:
@@ -161,9 +151,15 @@ def check_config(config, family, path):
     config.json sets and the divisibility the model needs. Raises ConfigError naming `path`."""
     problems = [p for f in dataclasses.fields(family.config_class) if f.name in config
                 if (p := _field_problem(f, config[f.name])) is not None]
+    archs = config.get("architectures")
+    if not (archs is None or isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        problems.append(f"architectures={_json(archs)} must be a list of class names")
     if problems:
         raise ConfigError(f"from_hf: {path}: " + "; ".join(problems))
-    cfg = family.config_class.from_dict(config)
+    try:
+        cfg = family.config_class.from_dict(config)
+    except ValueError as e:  # a field the config class checks itself (BERT's id2label keys)
+        raise ConfigError(f"from_hf: {path}: {e}") from None
     problems = [f"{a}={getattr(cfg, a)} is not divisible by {b}={getattr(cfg, b)}"
                 for a, b in family.divisible
                 if getattr(cfg, a) is not None and getattr(cfg, b) is not None
@@ -233,8 +229,8 @@ def from_hf(directory, device=None):
     model_type = config.get("model_type")
     family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
-        raise ValueError(f"from_hf: unknown architecture model_type={model_type!r} in {directory}; "
-                         f"supported: {', '.join(sorted(FAMILIES))}")
+        raise ConfigError(f"from_hf: unknown architecture model_type={repr(model_type)[:60]} in "
+                          f"{config_path}; supported: {', '.join(sorted(FAMILIES))}")
     cfg = check_config(config, family, config_path)
     weights_path = weights_file(directory)
     weights = _read_weights(weights_path)
@@ -273,7 +269,10 @@ def from_hf(directory, device=None):
     if problems:
         raise ConfigError(f"from_hf: {weights_path} does not fit {config_path} "
                           f"({model_type}): " + " | ".join(problems))
-    model = family.build(config)
+    try:
+        model = family.build(config)
+    except ValueError as e:  # a value the checks above let through, refused by a layer
+        raise ConfigError(f"from_hf: {config_path}: {e}") from None
     if _floating_dtypes(state.values()) == {tt.dtypes.BF16_NP}:
         # keep the dtype the weights have (config's torch_dtype may say otherwise), as
         # from_pretrained(torch_dtype="auto"): a bfloat16 checkpoint is not widened

@@ -1,13 +1,15 @@
 """Text in and out: a HuggingFace directory's `tokenizer.json` through the `tokenizers`
 library (the optional extra `text`: `pip install tinytensor[text]`), with HF's padding,
 attention masks and special tokens (read from tokenizer_config.json and
-special_tokens_map.json)."""
-import json
+special_tokens_map.json). A malformed file of the directory is a ConfigError naming the file
+and the field (models/hf_json.py)."""
 import os
 
 import numpy as np
 
 import tinytensor as tt
+
+from .hf_json import ConfigError, problem, read_json
 
 SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
@@ -47,16 +49,29 @@ class Tokenizer:
             raise FileNotFoundError(f"Tokenizer: {path} not found; tinytensor reads only the fast "
                                     "tokenizer file (save it with transformers' "
                                     "tokenizer.save_pretrained, which writes tokenizer.json)")
-        config = {}
+        try:
+            backend = Backend.from_file(path)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 -- the Rust library raises a bare Exception,
+            # or on some malformed files panics (pyo3's PanicException, a BaseException)
+            raise ConfigError(f"Tokenizer: {path} cannot be read by the tokenizers library "
+                              f"({_clip(str(e))})") from None
+        special, origin, padding_side = {}, {}, ("right", None)
         for name in ("special_tokens_map.json", "tokenizer_config.json"):  # the latter wins, as in HF
             p = os.path.join(directory, name)
-            if os.path.isfile(p):
-                with open(p) as f:
-                    config.update(json.load(f))
-        special = {k: _content(config.get(k)) for k in SPECIAL}
+            config = read_json(p, "Tokenizer") or {}
+            for key in SPECIAL:
+                if key in config:
+                    special[key], origin[key] = _special(config[key], key, p, backend), p
+            if "padding_side" in config:
+                padding_side = (config["padding_side"], p)
+        if padding_side[0] not in ("left", "right"):
+            raise problem("Tokenizer", padding_side[1], "padding_side", padding_side[0],
+                          '"left" or "right"')
         special.update(special_tokens)
-        where = os.path.join(directory, "tokenizer_config.json")
-        return cls(Backend.from_file(path), special, config.get("padding_side", "right"), where)
+        where = origin.get("pad_token", os.path.join(directory, "tokenizer_config.json"))
+        return cls(backend, special, padding_side[0], where)
 
     def token_to_id(self, token):
         return self.backend.token_to_id(token)
@@ -67,6 +82,7 @@ class Tokenizer:
 
     def encode(self, text, add_special_tokens=True):
         """The ids of one text (a list of ints)."""
+        _check_texts([text])
         return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
 
     def __call__(self, texts, padding=True, truncation=False, max_length=None,
@@ -74,6 +90,7 @@ class Tokenizer:
         """Encode a text or a list of texts into a padded batch; attention_mask is 1 for
         tokens, 0 for padding (on the side padding_side says)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
+        _check_texts(texts)
         if truncation:
             if max_length is None:
                 raise ValueError("Tokenizer: truncation=True needs max_length")
@@ -109,8 +126,44 @@ class Tokenizer:
         return f"Tokenizer(vocab_size={self.vocab_size}, padding_side={self.padding_side!r}, {specials})"
 
 
-def _content(token):  # tokenizer_config.json writes AddedTokens as {"content": ..., ...}
-    return token.get("content") if isinstance(token, dict) else token
+def _special(token, field, path, backend):
+    """A special token of tokenizer_config.json / special_tokens_map.json: null, a string or
+    an AddedToken ({"content": ..., ...}), in the vocabulary of tokenizer.json."""
+    text = token.get("content") if isinstance(token, dict) else token
+    if token is None:
+        return None
+    if not isinstance(text, str) or not _encodable(text):
+        raise problem("Tokenizer", path, field, token, 'a token: a string or {"content": "<string>"}')
+    if backend.token_to_id(text) is None:
+        raise problem("Tokenizer", path, field, token, "a token in the vocabulary of tokenizer.json")
+    return text
+
+
+def _encodable(text):
+    """False for a string with lone surrogates (undecodable bytes from argv, or a JSON
+    escape such as \\udcff), which the tokenizers library refuses with a TypeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_texts(texts):
+    """Refuse a text with a lone surrogate, naming it (the tokenizers library's TypeError
+    names neither the text nor the character); other inputs are the library's to judge."""
+    for i, t in enumerate(texts):
+        if isinstance(t, str) and not _encodable(t):
+            bad = next(j for j, c in enumerate(t) if not _encodable(c))
+            code = ord(t[bad])
+            shown = (f"byte 0x{code - 0xDC00:02x}, which was not valid UTF-8 and was decoded with "
+                     "surrogateescape" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}")
+            raise ValueError(f"Tokenizer: text {i} is not valid Unicode: a lone surrogate at "
+                             f"character {bad} ({shown}); decode the bytes with errors='replace'")
+
+
+def _clip(text, n=300):
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def _ints(ids):

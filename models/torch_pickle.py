@@ -14,16 +14,30 @@ inflate past what the pickle declares), and every problem is reported at once. O
 are the storages read, each with a read bounded by its declared size. The arrays returned
 are read-only views of their storages: tensors that share a storage in torch share memory
 here too, and memory is what the storages hold.
+
+Nor can it crash, hang or burn CPU: before anything is unpickled, pickle_scan reads the
+opcode stream and refuses nesting past a small depth (hashing a deeply nested tuple
+overflows the C stack), integers outside int64 and memo indices out of sequence; a
+tensor of more than 64 dimensions is refused before any arithmetic on its sizes, and its
+element count is a checked product. Every failure, a damaged zip archive included, is a
+CheckpointError naming the file, and messages show values clipped (reprlib).
 """
+import bz2  # noqa: F401 -- zipfile's codecs; their errors are a damaged archive's
 import collections
-import math
+import io
+import lzma
 import pickle
+import reprlib
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
 from nn import CheckpointError
 from tinytensor.dtypes import BF16_NP
+
+from .pickle_scan import scan
 
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
@@ -32,6 +46,12 @@ _STORAGE_DTYPES = {
     "BFloat16Storage": "bfloat16",
 }
 _MAX_PICKLE = 100_000_000  # safetensors' limit on its header, which is what data.pkl is here
+_MAX_DIMS = 64  # torch's and NumPy's limit
+_INT64 = 1 << 63
+# what reading a damaged zip raises: bad CRCs and headers, broken deflate/bzip2/lzma streams,
+# an unknown compression method, an encrypted entry, a name that is not UTF-8
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
+               RuntimeError, OSError, ValueError, struct.error, OverflowError)
 
 
 class _StorageType:
@@ -74,44 +94,81 @@ class _Unpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise pickle.UnpicklingError(f"unknown persistent id {str(pid)[:80]}")
+            raise pickle.UnpicklingError(f"unknown persistent id {_show(pid)}")
         _, storage_type, key, _location, numel = pid
         if not (isinstance(storage_type, _StorageType) and isinstance(key, str) and _count(numel)):
-            raise pickle.UnpicklingError(f"malformed storage id {str(pid)[:80]}")
+            raise pickle.UnpicklingError(f"malformed storage id {_show(pid)}")
         storage = self.storages.setdefault(key, _Storage(key, storage_type, numel))
         if (storage.type.name, storage.numel) != (storage_type.name, numel):
-            self.problems.append(f"storage '{key}' is declared twice: {storage.numel} x "
+            self.problems.append(f"storage {_show(key)} is declared twice: {storage.numel} x "
                                  f"{storage.type.name} and {numel} x {storage_type.name}")
         return storage
 
 
 def _count(n):
-    return isinstance(n, int) and not isinstance(n, bool) and n >= 0
+    return isinstance(n, int) and not isinstance(n, bool) and 0 <= n < _INT64
 
 
 def _ints(xs):
     return isinstance(xs, tuple) and all(isinstance(x, int) and not isinstance(x, bool) for x in xs)
 
 
+class _Short(reprlib.Repr):
+    """repr for messages about hostile values: clipped, and an integer too long to print
+    (int->str refuses past 4,300 digits) shown by its size."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxtuple, self.maxlist, self.maxdict = 3, 8, 8, 8
+        self.maxstring, self.maxother = 60, 60
+
+    def repr_int(self, x, level):
+        return repr(x) if -_INT64 <= x < _INT64 else f"<an integer of {x.bit_length()} bits>"
+
+
+_show = _Short().repr
+
+
+def _numel(size):
+    """The product of `size`, or None past int64: checked at each step, so a size of many
+    huge dimensions costs no more than one of few."""
+    if 0 in size:
+        return 0
+    n = 1
+    for d in size:
+        n *= d
+        if n >= _INT64:
+            return None
+    return n
+
+
 def _tensor_problem(name, t):
     if not isinstance(t.storage, _Storage):
-        return f"tensor '{name}': its storage is a {type(t.storage).__name__}, not a storage"
+        return f"tensor {_show(name)}: its storage is a {type(t.storage).__name__}, not a storage"
     size, stride, offset = t.size, t.stride, t.offset
     if not (_ints(size) and _ints(stride) and _ints((offset,))):
-        return (f"tensor '{name}': size {size!r}, stride {stride!r} and offset {offset!r} are not "
-                "integers")
+        return (f"tensor {_show(name)}: size {_show(size)}, stride {_show(stride)} and offset "
+                f"{_show(offset)} are not integers")
+    if len(size) > _MAX_DIMS or len(stride) > _MAX_DIMS:
+        return (f"tensor {_show(name)}: {len(size)} sizes and {len(stride)} strides, more than the "
+                f"{_MAX_DIMS} dimensions a tensor can have")
     if len(size) != len(stride):
-        return f"tensor '{name}': size {size} and stride {stride} differ in length"
+        return f"tensor {_show(name)}: size {_show(size)} and stride {_show(stride)} differ in length"
+    if not all(-_INT64 <= x < _INT64 for x in size + stride + (offset,)):
+        return (f"tensor {_show(name)}: size {_show(size)}, stride {_show(stride)}, offset "
+                f"{_show(offset)} do not fit in int64")
     if offset < 0 or min(size + stride, default=0) < 0:
-        return (f"tensor '{name}': size {size}, stride {stride}, offset {offset} must be "
+        return (f"tensor {_show(name)}: size {size}, stride {stride}, offset {offset} must be "
                 "non-negative")
-    numel, held, key = math.prod(size), t.storage.numel, t.storage.key
-    where = f"tensor '{name}': size {size} ({numel} elements), stride {stride} at offset {offset}"
+    numel, held, key = _numel(size), t.storage.numel, t.storage.key
+    if numel is None:
+        return f"tensor {_show(name)}: size {size} has more than 2**63 elements"
+    where = f"tensor {_show(name)}: size {size} ({numel} elements), stride {stride} at offset {offset}"
     last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if numel else offset - 1
     if last >= held:
-        return f"{where} does not fit its storage '{key}' of {held} elements (reaches element {last})"
+        return f"{where} does not fit its storage {_show(key)} of {held} elements (reaches element {last})"
     if numel > held:  # an expanded (stride-0) view: the copy any user makes is memory the file lacks
-        return f"{where} has more elements than its storage '{key}' holds ({held})"
+        return f"{where} has more elements than its storage {_show(key)} holds ({held})"
     return None
 
 
@@ -120,10 +177,10 @@ def _storage_problem(archive, prefix, s):
     try:
         info = archive.getinfo(entry)
     except KeyError:
-        return f"storage '{s.key}' ({s.numel} x {s.type.name}) is missing from the archive ({entry})"
+        return f"storage {_show(s.key)} ({s.numel} x {s.type.name}) is missing from the archive ({entry})"
     want = s.numel * s.type.itemsize
     if info.file_size != want:
-        return (f"storage '{s.key}' declares {s.numel} elements ({want} bytes) but its zip entry "
+        return (f"storage {_show(s.key)} declares {s.numel} elements ({want} bytes) but its zip entry "
                 f"{entry} holds {info.file_size} bytes")
     return None
 
@@ -133,7 +190,7 @@ def _read_storage(path, archive, prefix, s):
     with archive.open(f"{prefix}data/{s.key}") as f:
         raw = f.read(want)  # bounded: never inflate more than the storage declares
     if len(raw) != want:
-        _fail(path, [f"storage '{s.key}': read {len(raw)} of its {want} bytes (truncated archive?)"])
+        _fail(path, [f"storage {_show(s.key)}: read {len(raw)} of its {want} bytes (truncated archive?)"])
     if s.type.dtype == "bfloat16" and BF16_NP is not None:
         return np.frombuffer(raw, dtype=BF16_NP)  # little-endian, as the archive stores it
     if s.type.dtype == "bfloat16":  # no ml_dtypes: widen to float32 (bf16 is float32's top half)
@@ -150,43 +207,61 @@ def _view(t, storage):
 def load_torch_bin(path):
     """{name: ndarray} from a torch.save'd state dict (zip format, torch >= 1.6). The arrays
     are read-only views of their storages. Raises CheckpointError naming the file and every
-    malformed tensor or storage."""
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path}: not a zip-format torch checkpoint (legacy torch.save files "
-                         "from before torch 1.6 are not supported; re-save as safetensors)")
-    with zipfile.ZipFile(path) as archive:
-        pkl = [n for n in archive.namelist() if n.endswith("data.pkl")]
-        if len(pkl) != 1:
-            raise ValueError(f"{path}: expected one data.pkl in the archive, found {len(pkl)}")
-        prefix = pkl[0][:-len("data.pkl")]
-        info = archive.getinfo(pkl[0])
-        if info.file_size > _MAX_PICKLE:
-            _fail(path, [f"{pkl[0]} holds {info.file_size} bytes, more than the {_MAX_PICKLE} a "
-                         "state dict's pickle can need"])
-        with archive.open(info) as f:
-            unpickler = _Unpickler(f)
-            try:
-                state = unpickler.load()
-            except (pickle.UnpicklingError, EOFError, TypeError, ValueError, IndexError, KeyError,
-                    AttributeError) as e:  # a broken or hostile pickle, never a bug of ours
-                _fail(path, [f"{pkl[0]} cannot be unpickled ({type(e).__name__}: {e})"])
-        problems = list(unpickler.problems)
-        if not isinstance(state, dict):
-            raise ValueError(f"{path}: the checkpoint holds a {type(state).__name__}, not a state dict")
-        for name, t in state.items():
-            if not isinstance(name, str):
-                problems.append(f"a key {name!r} is a {type(name).__name__}, not a tensor name")
-            elif not isinstance(t, _Tensor):
-                problems.append(f"'{name}' is a {type(t).__name__}, not a tensor")
-            elif (p := _tensor_problem(name, t)) is not None:
-                problems.append(p)
-        used = {t.storage.key: t.storage for t in state.values()
-                if isinstance(t, _Tensor) and isinstance(t.storage, _Storage)}
-        problems += [p for s in used.values() if (p := _storage_problem(archive, prefix, s))]
-        if problems:
-            _fail(path, problems)
-        storages = {key: _read_storage(path, archive, prefix, s) for key, s in used.items()}
+    malformed tensor or storage (FileNotFoundError if there is no file)."""
+    with open(path, "rb") as file:
+        try:
+            if not zipfile.is_zipfile(file):  # (which raises BadZipFile for some damaged ones)
+                _fail(path, ["not a zip-format torch checkpoint (legacy torch.save files from "
+                             "before torch 1.6 are not supported; re-save as safetensors)"])
+            with zipfile.ZipFile(file) as archive:
+                return _load(path, archive)
+        except CheckpointError:
+            raise
+        except _ZIP_ERRORS as e:  # the archive itself is damaged
+            _fail(path, [f"the zip archive is damaged ({type(e).__name__}: {_clip(str(e))})"])
+
+
+def _load(path, archive):
+    pkl = [n for n in archive.namelist() if n.endswith("data.pkl")]
+    if len(pkl) != 1:
+        _fail(path, [f"expected one data.pkl in the archive, found {len(pkl)}"])
+    prefix = pkl[0][:-len("data.pkl")]
+    info = archive.getinfo(pkl[0])
+    if info.file_size > _MAX_PICKLE:
+        _fail(path, [f"{pkl[0]} holds {info.file_size} bytes, more than the {_MAX_PICKLE} a "
+                     "state dict's pickle can need"])
+    with archive.open(info) as f:
+        data = f.read(_MAX_PICKLE + 1)  # bounded whatever the entry's header says
+    problem = scan(data)  # before unpickling anything: what could crash or hang the unpickler
+    if problem is not None:
+        _fail(path, [f"{pkl[0]} cannot be unpickled safely ({problem})"])
+    unpickler = _Unpickler(io.BytesIO(data))
+    try:
+        state = unpickler.load()
+    except Exception as e:  # noqa: BLE001 -- only the unpickler and our find_class run here:
+        # whatever they raise is the file's doing
+        _fail(path, [f"{pkl[0]} cannot be unpickled ({type(e).__name__}: {_clip(str(e))})"])
+    problems = list(unpickler.problems)
+    if not isinstance(state, dict):
+        _fail(path, [f"the checkpoint holds a {type(state).__name__}, not a state dict"])
+    for name, t in state.items():
+        if not isinstance(name, str):
+            problems.append(f"a key {_show(name)} is a {type(name).__name__}, not a tensor name")
+        elif not isinstance(t, _Tensor):
+            problems.append(f"{_show(name)} is a {type(t).__name__}, not a tensor")
+        elif (p := _tensor_problem(name, t)) is not None:
+            problems.append(p)
+    used = {t.storage.key: t.storage for t in state.values()
+            if isinstance(t, _Tensor) and isinstance(t.storage, _Storage)}
+    problems += [p for s in used.values() if (p := _storage_problem(archive, prefix, s))]
+    if problems:
+        _fail(path, problems)
+    storages = {key: _read_storage(path, archive, prefix, s) for key, s in used.items()}
     return {name: _view(t, storages[t.storage.key]) for name, t in state.items()}
+
+
+def _clip(text, n=200):
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def _fail(path, problems):

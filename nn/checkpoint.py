@@ -32,7 +32,9 @@ next save of the same path deletes such files, never one that a live process is 
 writing (see _sweep).
 
 Loading checks the whole header (nesting depth, every field's type, dtypes known, shapes
-valid, offsets in order and inside the file, sizes matching shapes, no gaps or overlaps)
+valid, offsets in order and inside the file, sizes matching shapes, no gaps or overlaps;
+a shape of more than 64 dimensions, or a size outside int64, is refused before any
+arithmetic on it, and its byte count is a checked product)
 and the stored tree (every marker well formed, every tensor it names present), and
 reports every problem at once as a CheckpointError naming the file. Files without a
 tinytensor tree (written by other tools) load as {name: Tensor}. Every safetensors
@@ -41,7 +43,6 @@ bfloat16, bit for bit). Without the ml_dtypes package tinytensor has no bfloat16
 into, so it is widened to float32 then (exact: bfloat16 is float32's upper half).
 """
 import json
-import math
 import os
 import re
 import struct
@@ -73,6 +74,8 @@ _MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__")
 _TREE_KEY = "tinytensor"
 _MAX_HEADER = 100_000_000  # the safetensors limit; a bigger length means a broken file
 _MAX_DEPTH = 127  # JSON nesting the safetensors library reads (serde_json stops at 128)
+_MAX_DIMS = 64  # NumPy's and torch's limit on a tensor's dimensions
+_INT64 = 1 << 63
 
 
 class CheckpointError(ValueError):
@@ -340,7 +343,8 @@ _NESTING_STEP[[ord("]"), ord("}")]] = -1
 def _depth(text):
     """How deeply the JSON `text` nests arrays and objects, counted without recursion:
     json.loads recurses once per level and would end a hostile file in RecursionError."""
-    code = np.frombuffer(_JSON_STRING.sub('""', text).encode(), np.uint8)
+    # surrogatepass: a JSON string may hold an escaped lone surrogate ("\udcff")
+    code = np.frombuffer(_JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass"), np.uint8)
     return int(np.cumsum(_NESTING_STEP[code], dtype=np.int32).max(initial=0))
 
 
@@ -356,24 +360,30 @@ def _check_entries(header, data_len):
         if not isinstance(dtype, str) or dtype not in _ITEMSIZE:
             bad.append(f"unknown dtype {dtype!r} (safetensors has {', '.join(sorted(_ITEMSIZE))})")
             dtype = None
-        if not (isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
-                                                and s >= 0 for s in shape)):
-            bad.append(f"shape {shape!r} is not a list of non-negative integers")
+        if isinstance(shape, list) and len(shape) > _MAX_DIMS:  # before touching its values
+            bad.append(f"shape has {len(shape)} dimensions, more than the {_MAX_DIMS} a tensor "
+                       "can have")
+            shape = None
+        elif not (isinstance(shape, list) and all(isinstance(s, int) and not isinstance(s, bool)
+                                                  and 0 <= s < _INT64 for s in shape)):
+            bad.append(f"shape {_short(shape)} is not a list of non-negative int64 integers")
             shape = None
         if not (isinstance(offs, list) and len(offs) == 2 and
                 all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
-            bad.append(f"data_offsets {offs!r} is not a pair of integers")
+            bad.append(f"data_offsets {_short(offs)} is not a pair of integers")
             offs = None
         elif offs[0] < 0 or offs[1] > data_len:
-            bad.append(f"data_offsets {offs} fall outside the {data_len} data bytes "
+            bad.append(f"data_offsets {_short(offs)} fall outside the {data_len} data bytes "
                        "(truncated file?)")
             offs = None
         elif offs[0] > offs[1]:
-            bad.append(f"data_offsets {offs} are not in order (begin, end)")
+            bad.append(f"data_offsets {_short(offs)} are not in order (begin, end)")
             offs = None
         if shape is not None and offs is not None and dtype is not None:
-            want = math.prod(shape) * _ITEMSIZE[dtype]
-            if offs[1] - offs[0] != want:
+            want = _nbytes(shape, _ITEMSIZE[dtype])
+            if want is None:
+                bad.append(f"shape {shape} holds more than 2**63 bytes")
+            elif offs[1] - offs[0] != want:
                 bad.append(f"{offs[1] - offs[0]} bytes stored, but dtype {dtype} and shape "
                            f"{shape} need {want}")
         if bad:
@@ -393,6 +403,31 @@ def _check_entries(header, data_len):
             problems.append(f"{data_len - end} bytes after the last tensor's data "
                             "(corrupted or concatenated file?)")
     return good, problems
+
+
+def _nbytes(shape, itemsize):
+    """The bytes of a tensor of `shape`, or None past int64: checked at each step, so a
+    shape of many huge dimensions costs no more than one of few."""
+    if 0 in shape:
+        return 0
+    n = itemsize
+    for d in shape:
+        n *= d
+        if n >= _INT64:
+            return None
+    return n
+
+
+def _short(value):
+    """A header value for a message: clipped, and an integer too long to print (int->str
+    refuses past 4,300 digits) shown by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, list):
+        shown = ", ".join(_short(v) for v in value[:8]) + (", ..." if len(value) > 8 else "")
+        return f"[{shown}]"
+    text = repr(value) if not isinstance(value, (dict, list)) else json.dumps(value)[:80]
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _parse_tree(text, names, problems):

@@ -9,6 +9,10 @@ rewrites and reads those capsules itself (DLPack type code 4, 16 bits, 1 lane).
 
 Writes through the other library are not seen by tinytensor's version counter (torch has
 the same blind spot), so do not modify a tensor that autograd saved for backward.
+
+Memory in which two elements share a place (torch's `expand` has stride 0, `unfold` strides
+that overlap) is imported read-only, as tinytensor's own expand views are: an in-place write
+would land several times on one place, and is refused with torch's message.
 """
 import numpy as np
 
@@ -16,6 +20,7 @@ from ._dlpack_capsule import CPU_DEVICES as _CPU_DEVICES, import_bf16
 from .core import Tensor
 from .device import CPU, cupy_module, device_of_array
 from .dtypes import BF16_NP, SUPPORTED
+from .overlap import array_overlaps
 
 _CUDA_DEVICES = {2: "CUDA", 13: "CUDA managed"}  # DLPack device types CuPy reads
 _EXACT = {d.np for d in SUPPORTED}
@@ -43,7 +48,7 @@ def from_dlpack(x):
         raise TypeError(f"tt.from_dlpack: {what} lives on DLPack device type {kind} (index "
                         f"{index}); tinytensor reads CPU (1) and CUDA (2) memory")
     if xp is np and BF16_NP is not None and isinstance(x, np.ndarray) and x.dtype == BF16_NP:
-        return Tensor._make(x, CPU, False)  # NumPy cannot export it, and needs no DLPack to share it
+        return Tensor._make(_guarded(x), CPU, False)  # NumPy cannot export it, nor needs DLPack
     try:
         arr = xp.from_dlpack(x)
     except BufferError as e:  # the producer refused to export (requires grad, ...)
@@ -57,4 +62,16 @@ def from_dlpack(x):
         raise TypeError(f"tt.from_dlpack: {what} has dtype {arr.dtype}, which has no tinytensor "
                         "dtype (" + ", ".join(d.name for d in SUPPORTED) + "), so its memory cannot be "
                         "shared; cast it first or copy it with tt.tensor(x)")
-    return Tensor._make(arr, CPU if xp.__name__ == "numpy" else device_of_array(arr), False)
+    if xp is np:
+        return Tensor._make(_guarded(arr), CPU, False)
+    return Tensor._make(arr, device_of_array(arr), False)  # CuPy has no read-only flag: _write checks
+
+
+def _guarded(arr):
+    """`arr`, or a read-only view of it if two of its elements share memory (a stride-0
+    expand, an unfold): tinytensor's own expand views are read-only too, and in-place ops
+    refuse such memory with torch's message (ops/inplace.py)."""
+    if arr.flags.writeable and array_overlaps(arr):
+        arr = arr.view()
+        arr.flags.writeable = False
+    return arr

@@ -23,6 +23,8 @@ def main(argv=None):
     p.add_argument("--similarity", action="store_true", help="also print cosine similarities")
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:i]")
     args = p.parse_args(argv)
+    for i, sentence in enumerate(args.sentences):
+        text.argv_text(p, f"sentence {i + 1}", sentence)
     model, tok = text.load(args.directory, device=args.device)
     config = text.pooling_config(args.directory)
     if args.normalize is not None:

@@ -27,6 +27,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=None, help="make sampling reproducible")
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:i]")
     args = p.parse_args(argv)
+    text.argv_text(p, "the prompt", args.prompt)
     model, tok = text.load(args.directory, device=args.device)
 
     def show(piece):

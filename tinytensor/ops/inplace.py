@@ -5,10 +5,10 @@ version counter, which views share; a tensor saved for backward that has since c
 makes backward raise. With autograd involved, the op is recorded on a clone of the old
 value and the result is written back, and the tensor takes the new node as its grad_fn.
 """
-import numpy as np
 
 from ..core.grad_mode import STATE, no_grad
 from ..core.tensor import Tensor
+from ..overlap import TORCH_MESSAGE, array_overlaps
 from .elementwise import add, as_tensor_like, clamp, clone, div, mul, sub, where
 from .movement import expand
 
@@ -55,9 +55,14 @@ def _write(x, out, op):
     if out.dtype.category > x.dtype.category:
         raise RuntimeError(f"{op}: result type {out.dtype.name} cannot be cast to the in-place "
                            f"tensor's dtype {x.dtype.name}")
-    if isinstance(x.data, np.ndarray) and not x.data.flags.writeable:
-        raise RuntimeError(f"{op}: tensor of shape {tuple(x.shape)} is a read-only broadcast view "
-                           "(from expand); clone() it before modifying it in place")
+    if not getattr(x.data.flags, "writeable", True) or x.device.type != "cpu":
+        if array_overlaps(x.data):  # an expand view, or memory imported so (CuPy has no flag)
+            strides = tuple(s // x.data.itemsize for s in x.data.strides)
+            raise RuntimeError(f"{op}: {TORCH_MESSAGE} (shape {tuple(x.shape)}, strides {strides})")
+        if not getattr(x.data.flags, "writeable", True):
+            raise RuntimeError(f"{op}: tensor of shape {tuple(x.shape)} is read-only memory (from "
+                               "a read-only array, through tt.from_dlpack or a loader); clone() it "
+                               "before modifying it in place")
     x.data[...] = out.data
 
 

@@ -1,11 +1,11 @@
 """What tools/generate.py and tools/embed.py do: load an HF directory with its tokenizer,
 stream a continuation of a prompt, pool sentence embeddings as sentence-transformers does."""
 import inspect
-import json
 import os
 
 import models
 import tinytensor as tt
+from models.hf_json import ConfigError, optional_int, problem, read_json
 
 
 def load(directory, device=None):
@@ -23,6 +23,8 @@ def generate_text(model, tok, prompt, max_new_tokens=40, temperature=None, top_p
         raise TypeError(f"generate_text: {type(model).__name__} is not a decoder-only language "
                         "model (GPT, Llama)")
     ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    if ids.shape[1] == 0:  # as transformers' generate without input_ids: start from BOS
+        ids = tt.tensor([[_bos_token_id(model, tok)]], dtype=tt.int64)
     stream = TextStream(tok, on_text)
     kw = dict(do_sample=bool(temperature) or top_p is not None, temperature=temperature or 1.0,
               top_p=top_p, seed=seed, eos_token_id=tok.eos_token_id)
@@ -34,6 +36,34 @@ def generate_text(model, tok, prompt, max_new_tokens=40, temperature=None, top_p
     for token in out[0, ids.shape[1] + len(stream.tokens):].tolist():  # the last step's token
         stream.push(token)
     return stream.close()
+
+
+def _bos_token_id(model, tok):
+    bos = tok.bos_token_id
+    if bos is None:
+        bos = getattr(model.config, "bos_token_id", None)
+    if not isinstance(bos, int) or isinstance(bos, bool):
+        raise ValueError("generate_text: the prompt is empty (no tokens), and neither "
+                         "tokenizer_config.json nor config.json names a bos_token to start from "
+                         "(transformers' generate refuses this too); give a prompt")
+    return bos
+
+
+def argv_text(parser, name, value):
+    """`value` from the command line, checked: bytes that are not UTF-8 reach Python as lone
+    surrogates (surrogateescape), which the tokenizer cannot take; refused naming the byte."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(value)
+        try:
+            raw.decode("utf-8")
+            where = ""
+        except UnicodeDecodeError as e:
+            where = f": byte 0x{raw[e.start]:02x} at offset {e.start}"
+        parser.error(f"{name} is not valid UTF-8{where}; pass UTF-8 text (re-encode it, e.g. "
+                     "with iconv -t UTF-8)")
+    return value
 
 
 class TextStream:
@@ -90,18 +120,39 @@ def pooling_config(directory):
     """{"modes", "normalize", "max_length"} from a sentence-transformers directory: 1_Pooling's
     pooling_mode_* flags (mean without the file), a Normalize module in modules.json, and
     sentence_bert_config.json's max_seq_length (else the model's max_position_embeddings)."""
-    pooling = _json(directory, "1_Pooling", "config.json") or {"pooling_mode_mean_tokens": True}
-    modes = [m for m in POOLING_MODES if pooling.get(f"pooling_mode_{m}_tokens" if m != "cls" else
-                                                     "pooling_mode_cls_token")]
+    path = os.path.join(directory, "1_Pooling", "config.json")
+    pooling = read_json(path, "embed") or {"pooling_mode_mean_tokens": True}
+    modes = [m for m in POOLING_MODES if _flag(pooling, f"pooling_mode_{m}_tokens" if m != "cls" else
+                                               "pooling_mode_cls_token", path)]
     if not modes:
-        raise ValueError(f"embed: {os.path.join(directory, '1_Pooling', 'config.json')} enables none "
-                         "of the pooling modes tinytensor has (cls_token, max_tokens, mean_tokens, "
-                         "mean_sqrt_len_tokens)")
-    normalize = any(m.get("type", "").endswith(".Normalize") for m in _json(directory, "modules.json") or [])
-    config = _json(directory, "config.json") or {}
-    max_length = (_json(directory, "sentence_bert_config.json") or {}).get(
-        "max_seq_length", config.get("max_position_embeddings"))
+        raise ConfigError(f"embed: {path} enables none of the pooling modes tinytensor has "
+                          "(cls_token, max_tokens, mean_tokens, mean_sqrt_len_tokens)")
+    normalize = any(_module_type(m, i, directory).endswith(".Normalize")
+                    for i, m in enumerate(read_json(os.path.join(directory, "modules.json"), "embed",
+                                                    expect=list) or []))
+    path = os.path.join(directory, "sentence_bert_config.json")
+    max_length = optional_int(read_json(path, "embed") or {}, "max_seq_length", "embed", path)
+    if max_length is None:
+        path = os.path.join(directory, "config.json")
+        max_length = optional_int(read_json(path, "embed") or {}, "max_position_embeddings", "embed",
+                                  path)
     return {"modes": modes, "normalize": normalize, "max_length": max_length}
+
+
+def _flag(config, field, path):
+    value = config.get(field, False)
+    if not isinstance(value, bool):
+        raise problem("embed", path, field, value, "true or false")
+    return value
+
+
+def _module_type(module, i, directory):
+    """The class path of entry `i` of modules.json ({"type": "sentence_transformers...."})."""
+    kind = module.get("type", "") if isinstance(module, dict) else None
+    if not isinstance(kind, str):
+        raise problem("embed", os.path.join(directory, "modules.json"), f"[{i}]", module,
+                      'an object with a string "type"')
+    return kind
 
 
 def embed(model, tok, sentences, modes=("mean",), normalize=False, max_length=None):
@@ -122,9 +173,3 @@ def embed(model, tok, sentences, modes=("mean",), normalize=False, max_length=No
     return out
 
 
-def _json(directory, *parts):
-    path = os.path.join(directory, *parts)
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
