@@ -6,6 +6,7 @@ import warnings
 
 import numpy as _np
 
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..device import device_of_array
 from . import dynamic as _dynamic
@@ -110,8 +111,13 @@ class CompiledFunction:
                     f"limit; new signatures run eagerly from now on. Changed from the last "
                     f"compiled one: {guards.changed(self._last, parts)}", RuntimeWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
+        if STATE.capture is not None:
+            # called inside another compiled function's capture: its ops are that capture's
+            # to record (a replay here would hand it results it cannot see into)
+            return self._fn(*args, **kwargs)
         with _collector_paused():
             entry_slots = state.snapshot(args, kwargs)   # a KV cache as the step found it
+            rng = aot.rng_state()
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
                                             dynamic=self.dynamic, static=self._static)
             known = {id(p) for p in self._extra}
@@ -144,14 +150,27 @@ class CompiledFunction:
                 key = guards.key(parts)
             with symbolic.formulas():
                 program, self.counts = run_all(program)
-                backend = self._backend(program, meta["write_back"], self.dynamic)
-            if self.dynamic:
+                if meta["aot"] is not None:   # differentiable results: forward and backward programs
+                    entry = aot.entry(program, meta, self._backend, self.dynamic, self.__name__)
+                else:
+                    backend = self._backend(program, meta["write_back"], self.dynamic)
+            if meta["aot"] is not None:
+                if self.dynamic:
+                    self._cache.setdefault(key, []).append(entry)
+                else:
+                    self._cache[key] = entry
+                # this call's results come out of the compiled call too, so that the user's
+                # backward runs the compiled backward; its forward draws what the capture drew
+                aot.set_rng_state(rng)
+                result = entry(args, kwargs)
+            elif self.dynamic:
                 entry = _DynamicEntry(program, meta, backend)
                 self._cache.setdefault(key, []).append(entry)
             else:
                 self._cache[key] = _Entry(program, meta, backend)
         self._last = parts
         return result
+
 
     def _entries(self):
         if not self.dynamic:
@@ -301,3 +320,6 @@ def _backend(name, threads=None):
             return codegen.build_dynamic(fuse.run(program), write_back, **more)
         return codegen.build(fuse.run(program), write_back, **more)
     return generated
+
+
+from . import aot  # noqa: E402  (its entries subclass the ones above)
