@@ -19,18 +19,23 @@ user runs later must reach the parameters (and the arguments) through the compil
    gradients, and the engine accumulates into `.grad`, runs hooks, frees the saved values
    (a second backward without retain_graph errors) exactly as for any other op.
 
-Not supported, each refused by name: create_graph=True through a compiled function, a
-hook or retain_grad() on a tensor inside it, and dynamic=True with outputs that require
-grad.
+With dynamic=True the stand-in gradients take their results' symbolic shapes, so the
+backward program is one of symbolic sizes too, instantiated at each call's sizes.
+
+Not supported, each refused by name: create_graph=True through a compiled function, and a
+hook or retain_grad() on a tensor inside it. Tensors a call stores into a state object
+(a KV cache) carry no history, as before.
 """
 import functools
+
+import numpy as np
 
 from .. import random as _random
 from ..core.engine import run_backward
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
-from . import interpret, state
+from . import instantiate, interpret, state
 from .api import _DynamicEntry, _Entry
 from .capture import CaptureError, flatten_tensors, own, owner, rebuild, user_frame
 from .passes import finish, is_random
@@ -73,11 +78,6 @@ def record_backward(tape, result, name, dynamic=False):
         return None
     if tape.assigns or tape.inputs or any(n.order for n in tape.nodes):
         return None
-    if dynamic:
-        raise CaptureError(
-            f"tt.compile: {name} returns tensors that require grad, and dynamic=True cannot "
-            "compile their backward yet; use dynamic=False (each shape compiles once), call it "
-            "under tt.no_grad() when no gradient is wanted, or call backward() inside it")
     for n in tape.nodes:
         if n.out_hooks or n.retained:
             raise CaptureError(
@@ -126,6 +126,8 @@ def record_backward(tape, result, name, dynamic=False):
         u = Tensor._make(t._device.xp.ones(t.data.shape, dtype=t.data.dtype), t._device, False)
         u.name = f"grad of result {k}"
         ups.append(u)
+        if tape.symbolic is not None:
+            _like(tape.symbolic, u, t)
         tape.known.add(id(u))   # a backward reading it into Python must be refused, not frozen
     tape.upstream = ups
     try:
@@ -138,6 +140,19 @@ def record_backward(tape, result, name, dynamic=False):
         for n, i, e in swapped:
             n.edges[i] = e
     return Joint([i for i, _ in outs], [t for t, _ in wrt.values()], list(grads))
+
+
+def _like(sym, u, t):
+    """dynamic=True: the stand-in gradient `u` has the symbolic shape of its result `t`,
+    and shadow arrays of ones wherever `t` has shadows (dynamic.py reruns each backward op
+    at other sizes on its inputs' shadows)."""
+    if id(t.data) in sym.shapes:
+        sym.shapes[id(u.data)] = sym.shapes[id(t.data)]
+    sym.keep.append(u)
+    for shadows in list(sym.corners.values()) + [sym.checkpoint]:
+        a = shadows.get(id(t.data))
+        if a is not None:
+            shadows[id(u.data)] = np.ones(a.shape, dtype=a.dtype)
 
 
 # ----------------------------------------------------------------------------- split
@@ -279,8 +294,11 @@ def entry(program, meta, backend, dynamic=False, name=""):
 
 
 def _build(backend, program, write_back, dynamic):
-    if not program.instrs and not dynamic:
+    if not program.instrs:
         # nothing to compute (an output that is an input): the interpreter only routes arrays
+        if dynamic:
+            return instantiate.Instances(
+                lambda env: functools.partial(interpret.run, instantiate.at(program, env)))
         return functools.partial(interpret.run, program)
     return backend(program, write_back, dynamic)
 

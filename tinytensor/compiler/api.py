@@ -29,8 +29,9 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
 
     The first call per signature (see compiler/guards.py) runs `fn` eagerly while
     recording it, backward included, and returns that result; later calls replay the
-    program on the new arrays, return its results as tensors without autograd history,
-    and set each parameter's .grad as the eager step would. backend="numpy" runs the
+    program on the new arrays, return its results, and set each parameter's .grad as the
+    eager step would. Results that require grad (a compiled model: `tt.compile(model)`)
+    are differentiable: `loss.backward()` outside runs the compiled backward (aot.py). backend="numpy" runs the
     program with the ops' own NumPy code (the interpreter); "c" and "cuda" the generated
     kernels.
 
@@ -117,7 +118,7 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         with _collector_paused():
             entry_slots = state.snapshot(args, kwargs)   # a KV cache as the step found it
-            rng = aot.rng_state()
+            rng, slots = aot.rng_state(), state.slots(args, kwargs)
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
                                             dynamic=self.dynamic, static=self._static)
             known = {id(p) for p in self._extra}
@@ -162,6 +163,8 @@ class CompiledFunction:
                 # this call's results come out of the compiled call too, so that the user's
                 # backward runs the compiled backward; its forward draws what the capture drew
                 aot.set_rng_state(rng)
+                for path, v in slots:   # the state objects as the capture found them
+                    state.write(args, kwargs, path, v)
                 result = entry(args, kwargs)
             elif self.dynamic:
                 entry = _DynamicEntry(program, meta, backend)
