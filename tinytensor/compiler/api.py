@@ -120,7 +120,8 @@ class CompiledFunction:
             entry_slots = state.snapshot(args, kwargs)   # a KV cache as the step found it
             rng, slots = aot.rng_state(), state.slots(args, kwargs)
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
-                                            dynamic=self.dynamic, static=self._static)
+                                            dynamic=self.dynamic, static=self._static,
+                                            differentiable=True)
             known = {id(p) for p in self._extra}
             found, rekey = len(self._extra), False
             for kind, t in meta["bindings"]:

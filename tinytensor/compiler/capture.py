@@ -47,7 +47,7 @@ class CaptureError(RuntimeError):
     """A step does something a captured program could not replay faithfully."""
 
 
-def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset()):
+def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset(), differentiable=False):
     """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
 
     dynamic=True: the sizes of the tensor arguments are symbols (compiler/dynamic.py); the
@@ -61,7 +61,9 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
     (the parameters, in input order), "before_call" (functions a replay calls first: an
     optimizer's step count), "writes" ((output index, write) per assigned value, in order),
     "write_back" ({output index: input index} where a write overwrites an input's array),
-    "cleared" (ids of parameters whose entry .grad the step cleared before reading it).
+    "cleared" (ids of parameters whose entry .grad the step cleared before reading it),
+    "aot" (None, or with differentiable=True for results that require grad in a step
+    without a backward of its own: their backward's part of the program, aot.py).
     """
     kwargs = kwargs or {}
     name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -102,8 +104,10 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
         with symbolic.capturing(guards):
             result = fn(*args, **kwargs)
             # results that require grad: their backward too, for the user's backward (aot.py)
-            from . import aot   # it builds on api's entries, which import this module
-            joint = aot.record_backward(tape, result, name, dynamic)
+            joint = None
+            if differentiable:
+                from . import aot   # it builds on api's entries, which import this module
+                joint = aot.record_backward(tape, result, name, dynamic)
     finally:
         _fusion.restore_fusion(fusion_state)
         STATE.capture = prev

@@ -60,7 +60,7 @@ def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
     if hasattr(fn, "_fn"):   # a CompiledFunction: capture what it wraps, not a call of it
         fn, args = fn._fn, ((module,) + args if module is not None else args)
     program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"),
-                            dynamic=dynamic)
+                            dynamic=dynamic, differentiable=True)   # as tt.compile runs it
     stages = {"captured": program}
     with symbolic.formulas():
         for k, name in enumerate(DEFAULT):

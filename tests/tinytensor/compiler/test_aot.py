@@ -11,7 +11,7 @@ import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler import CaptureError
 
-BACKENDS = ["numpy", "c"]
+BACKENDS = ["numpy", "c"]   # elsewhere "numpy": the behaviour around the programs is the same
 
 
 def _mlp():
@@ -113,7 +113,7 @@ def test_argument_grads_reach_the_graph_that_made_them(backend):
 def test_several_results_some_unused_and_tt_grad():
     tt.manual_seed(4)
     m = _mlp()
-    fast = tt.compile(lambda x: (m(x), m(x).exp(), tt.arange(3)))
+    fast = tt.compile(lambda x: (m(x), m(x).exp(), tt.arange(3)), backend="numpy")
     x = tt.randn(2, 8, dtype=tt.float64, requires_grad=True)
     for _ in range(2):
         a, unused, r = fast(x)
@@ -128,7 +128,7 @@ def test_several_results_some_unused_and_tt_grad():
 
 def test_backward_twice_errors_as_eager_and_retain_graph_accumulates():
     m = _mlp()
-    fast = tt.compile(m)
+    fast = tt.compile(m, backend="numpy")
     x = tt.randn(3, 8, dtype=tt.float64)
     fast(x)
     for run in (m, fast):
@@ -145,9 +145,25 @@ def test_backward_twice_errors_as_eager_and_retain_graph_accumulates():
         _close(p.grad, g)
 
 
+def test_grads_accumulate_over_calls_as_eager():
+    """No zero_grad between micro-batches: each backward adds into the .grads, and a graph
+    made of two calls' results reaches both calls' compiled backwards."""
+    m = _mlp()
+    e = copy.deepcopy(m)
+    fast = tt.compile(m, backend="numpy")
+    for _ in range(3):
+        x1, x2 = tt.randn(3, 8, dtype=tt.float64), tt.randn(3, 8, dtype=tt.float64)
+        out = fast(x1)
+        assert out.grad_fn.name == "compiled"
+        (out.sin().sum() + fast(x2).pow(2).sum()).backward()
+        (e(x1).sin().sum() + e(x2).pow(2).sum()).backward()
+        for p, q in zip(m.parameters(), e.parameters()):
+            _close(p.grad, q.grad)
+
+
 def test_create_graph_through_a_compiled_function_is_refused_by_name():
     m = _mlp()
-    fast = tt.compile(m)
+    fast = tt.compile(m, backend="numpy")
     x = tt.randn(3, 8, dtype=tt.float64)
     fast(x)
     with pytest.raises(CaptureError, match=r"create_graph=True.*test_aot.py"):
@@ -156,7 +172,7 @@ def test_create_graph_through_a_compiled_function_is_refused_by_name():
 
 def test_no_grad_and_nothing_requiring_grad_give_results_without_history():
     m = _mlp()
-    fast = tt.compile(m)
+    fast = tt.compile(m, backend="numpy")
     x = tt.randn(3, 8, dtype=tt.float64)
     with tt.no_grad():
         for _ in range(2):
@@ -180,7 +196,7 @@ def test_a_step_with_its_own_backward_keeps_its_path():
         loss.backward()
         return loss
 
-    fast = tt.compile(step)
+    fast = tt.compile(step, backend="numpy")
     for _ in range(3):
         x = tt.randn(3, 8, dtype=tt.float64)
         for p, q in zip(m.parameters(), e.parameters()):
@@ -196,7 +212,7 @@ def test_a_step_with_its_own_backward_keeps_its_path():
 def test_dropout_draws_what_eager_draws_and_hooks_run_at_the_users_backward():
     model = _gpt(drop=0.2)
     eager = copy.deepcopy(model)
-    fast = tt.compile(model)
+    fast = tt.compile(model, backend="numpy")
     seen = {}
     for name, m in (("eager", eager), ("fast", model)):
         m.wte.weight.register_hook(lambda g, name=name: seen.setdefault(name, []).append(g.sum().item()))
@@ -220,10 +236,10 @@ def test_dropout_draws_what_eager_draws_and_hooks_run_at_the_users_backward():
 def test_a_compiled_module_inside_a_compiled_step_is_recorded_by_the_outer_capture():
     m = _mlp()
     e = copy.deepcopy(m)
-    inner = tt.compile(m)
+    inner = tt.compile(m, backend="numpy")
     inner(tt.randn(3, 8, dtype=tt.float64))
 
-    @tt.compile
+    @tt.compile(backend="numpy")
     def step(x):
         loss = inner(x).pow(2).mean()
         loss.backward()
@@ -273,7 +289,7 @@ def test_state_written_by_the_first_call_is_written_once():
         s.h = y if s.h is None else s.h + y
         return s.h.sum()
 
-    fast = tt.compile(step)
+    fast = tt.compile(step, backend="numpy")
     x = tt.randn(3, 4, dtype=tt.float64)
     es, fs = State(), State()
     for _ in range(3):
@@ -287,4 +303,4 @@ def test_a_hook_inside_the_compiled_function_is_refused_by_name():
         return h.sum()
 
     with pytest.raises(CaptureError, match="hook or retain_grad"):
-        tt.compile(f)(tt.randn(3, requires_grad=True))
+        tt.compile(f, backend="numpy")(tt.randn(3, requires_grad=True))
