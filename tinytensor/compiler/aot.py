@@ -278,6 +278,22 @@ def _input_like(v, name):
     return Value(v.shape, v.dtype, kind="input", name=name)
 
 
+class _Every:
+    """A set holding every id: as guards' `cleared`, a signature without .grad parts."""
+
+    def __contains__(self, item):
+        return True
+
+
+EVERY = _Every()
+
+
+def reads_no_grad(meta):
+    """True when a program reads no parameter's .grad (nor writes one): its replay is right
+    whatever .grads a backward left, so api also keys it without them."""
+    return not meta["grads"] and all(kind != "grad" for kind, _ in meta["bindings"])
+
+
 # ----------------------------------------------------------------------------- build
 def entry(program, meta, backend, dynamic=False, name=""):
     """The cache entry of a joint program: its forward and backward programs, each built

@@ -76,6 +76,7 @@ class CompiledFunction:
         if self._module is None:
             functools.update_wrapper(self, fn)
         self._cache = {}          # signature key -> _Entry
+        self._grad_free = {}      # key without .grad parts -> differentiable _Entry (aot.py)
         self._last = None         # parts of the latest compiled signature
         self._extra = []          # leaves requiring grad that captures found outside the arguments
         self._cleared = set()     # ids of parameters whose entry .grad the step clears first
@@ -93,7 +94,14 @@ class CompiledFunction:
         if self._module is not None:
             args = (self._module,) + args
         dyn = self._static if self.dynamic else False
-        entry = self._cache.get(guards.call_key(args, kwargs, self._extra, self._cleared, dyn))
+        ckey = guards.call_key(args, kwargs, self._extra, self._cleared, dyn)
+        entry = self._cache.get(ckey)
+        if entry is None and self._grad_free:
+            # a differentiable entry reads no .grad: the .grads a backward left since do not
+            # make it a new signature (aot.py); keyed under this call's key from now on
+            entry = self._grad_free.get(guards.call_key(args, kwargs, self._extra, aot.EVERY, dyn))
+            if entry is not None:
+                self._cache[ckey] = entry
         if entry is not None:
             if dyn is False:
                 return entry(args, kwargs)
@@ -161,6 +169,8 @@ class CompiledFunction:
                     self._cache.setdefault(key, []).append(entry)
                 else:
                     self._cache[key] = entry
+                    if aot.reads_no_grad(meta):
+                        self._grad_free[guards.call_key(args, kwargs, self._extra, aot.EVERY, dyn)] = entry
                 # this call's results come out of the compiled call too, so that the user's
                 # backward runs the compiled backward; its forward draws what the capture drew
                 aot.set_rng_state(rng)
@@ -177,8 +187,8 @@ class CompiledFunction:
 
 
     def _entries(self):
-        if not self.dynamic:
-            return list(self._cache.values())
+        if not self.dynamic:   # one entry may sit under several keys (_grad_free)
+            return list({id(e): e for e in self._cache.values()}.values())
         return [e for entries in self._cache.values() for e in entries]
 
     def _count(self):
