@@ -38,7 +38,8 @@ from ..core.tensor import Tensor
 from . import instantiate, interpret, state
 from .api import _DynamicEntry, _Entry
 from .capture import CaptureError, flatten_tensors, own, owner, rebuild, user_frame
-from .passes import finish, is_random
+from .ir import Value
+from .passes import finish, is_random, rewire
 
 
 # ----------------------------------------------------------------------------- capture
@@ -244,14 +245,12 @@ def split(program, meta):
 
     # backward program: saved values, then the upstream gradients, as fresh inputs
     canon = {}
-    b_inputs = []
     for n, v in enumerate(needed):
         canon[v.id] = _input_like(v, f"saved{n}")
     for k in up:
         v = program.inputs[k]
         canon[v.id] = _input_like(v, v.name)
     b_inputs = [canon[v.id] for v in needed] + [canon[program.inputs[k].id] for k in up]
-    from .passes import rewire
     b_instrs = [rewire(ins, canon) for ins in b_instrs]
     backward = finish(program.replace(inputs=b_inputs, outputs=grad_outs), b_instrs, canon).verify()
 
@@ -274,7 +273,6 @@ def split(program, meta):
 
 
 def _input_like(v, name):
-    from .ir import Value
     return Value(v.shape, v.dtype, kind="input", name=name)
 
 

@@ -31,9 +31,9 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
     recording it, backward included, and returns that result; later calls replay the
     program on the new arrays, return its results, and set each parameter's .grad as the
     eager step would. Results that require grad (a compiled model: `tt.compile(model)`)
-    are differentiable: `loss.backward()` outside runs the compiled backward (aot.py). backend="numpy" runs the
-    program with the ops' own NumPy code (the interpreter); "c" and "cuda" the generated
-    kernels.
+    are differentiable: `loss.backward()` outside runs the compiled backward (aot.py).
+    backend="numpy" runs the program with the ops' own NumPy code (the interpreter); "c"
+    and "cuda" the generated kernels.
 
     dynamic=True: the sizes of the tensor arguments (and of the tensors a state object such
     as a KV cache holds) are symbols, so one program serves every batch and sequence size
