@@ -407,9 +407,20 @@ class CompiledCall(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        # reached with create_graph=True: the compiled backward is arrays in, arrays out
-        raise CaptureError(
-            f"tt.compile: backward(create_graph=True) through a compiled function (at "
-            f"{user_frame()}) is not supported: its backward program builds no graph of its "
-            "own. Call the function uncompiled for higher-order gradients, or compute them "
-            "inside it (tt.grad(..., create_graph=True) is captured)")
+        # the engine comes here, not to backward_arrays, with create_graph=True or while a
+        # capture records the backward: the compiled backward is arrays in, arrays out, so it
+        # can give neither a graph nor recorded ops (the capture would freeze its values)
+        if STATE.capture is not None:
+            raise CaptureError(
+                f"tt.compile: a backward inside a compiled function (at {user_frame()}) reaches "
+                "results of another compiled function's earlier call; call that compiled function "
+                "inside this one instead (it is then recorded with it)")
+        if STATE.grad_enabled:
+            raise CaptureError(
+                f"tt.compile: backward(create_graph=True) through a compiled function (at "
+                f"{user_frame()}) is not supported: its backward program builds no graph of its "
+                "own. Call the function uncompiled for higher-order gradients, or compute them "
+                "inside it (tt.grad(..., create_graph=True) is captured)")
+        arrays = CompiledCall.backward_arrays(ctx, *[g.data for g in grads])
+        return tuple(None if a is None else Tensor._make(a, m[2], False)
+                     for a, m in zip(arrays, ctx.in_meta))

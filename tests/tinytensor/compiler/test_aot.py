@@ -306,3 +306,18 @@ def test_a_hook_inside_the_compiled_function_is_refused_by_name():
 
     with pytest.raises(CaptureError, match="hook or retain_grad"):
         tt.compile(f, backend="numpy")(tt.randn(3, requires_grad=True))
+
+
+def test_a_capture_reaching_an_earlier_compiled_calls_backward_is_refused_by_name():
+    m = _mlp()
+    inner = tt.compile(m, backend="numpy")
+    out = inner(tt.randn(3, 8, dtype=tt.float64))
+
+    @tt.compile(backend="numpy")
+    def step(h):
+        loss = h.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(CaptureError, match="another compiled function's earlier call"):
+        step(out)
