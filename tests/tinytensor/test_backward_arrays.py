@@ -143,6 +143,9 @@ SAMPLES = {
     "DiagonalPut": lambda: _t((2, 3)).diag_embed(-1, 0, 2),
     "Im2Col": lambda: F.unfold(_t((2, 2, 5, 6)), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
     "Col2Im": lambda: F.fold(_t((2, 12, 15)), (5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
+    # one call of a compiled function (compiler/aot.py): its backward runs the compiled program
+    "CompiledCall": lambda: tt.compile(lambda x, y: (x * y).sin() + x, backend="numpy")(
+        _t((3, 4)), _t((4,))),
 }
 
 

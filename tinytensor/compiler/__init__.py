@@ -9,6 +9,7 @@
     explain.py    tt.compiler.explain(step, *args, out=...): every stage as text, picture, C
     guards.py     the signature a program is valid for
     api.py        tt.compile and CompiledFunction
+    aot.py        differentiable outputs: the joint forward+backward split in two programs
 
 Captured: the forward, the backward (.backward() and tt.grad, recorded as create_graph
 records them) and nn.optim steps (SGD, Adam, AdamW, role "optimizer": lr and the bias
@@ -24,7 +25,10 @@ Not captured (each a clear error or documented here):
   optimizer argument are baked in as constants if they do not require grad;
 - dynamic=True (symbolic sizes) raises NotImplementedError: each new shape compiles anew,
   up to 8 signatures per function, then new ones run eagerly with one warning;
-- compiled outputs carry no autograd history.
+- outputs that require grad are differentiable (aot.py: the forward and its backward are
+  captured together and split in two programs; backward() outside runs the second), but
+  backward(create_graph=True) through them raises; under tt.no_grad() they carry no history,
+  and so do the results of a step that runs its own backward.
 """
 from . import ir
 from .api import CompiledFunction, compile

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as _np
 
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..device import device_of_array
 from . import dynamic as _dynamic
@@ -28,10 +29,11 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
 
     The first call per signature (see compiler/guards.py) runs `fn` eagerly while
     recording it, backward included, and returns that result; later calls replay the
-    program on the new arrays, return its results as tensors without autograd history,
-    and set each parameter's .grad as the eager step would. backend="numpy" runs the
-    program with the ops' own NumPy code (the interpreter); "c" and "cuda" the generated
-    kernels.
+    program on the new arrays, return its results, and set each parameter's .grad as the
+    eager step would. Results that require grad (a compiled model: `tt.compile(model)`)
+    are differentiable: `loss.backward()` outside runs the compiled backward (aot.py).
+    backend="numpy" runs the program with the ops' own NumPy code (the interpreter); "c"
+    and "cuda" the generated kernels.
 
     dynamic=True: the sizes of the tensor arguments (and of the tensors a state object such
     as a KV cache holds) are symbols, so one program serves every batch and sequence size
@@ -74,6 +76,7 @@ class CompiledFunction:
         if self._module is None:
             functools.update_wrapper(self, fn)
         self._cache = {}          # signature key -> _Entry
+        self._grad_free = {}      # key without .grad parts -> differentiable _Entry (aot.py)
         self._last = None         # parts of the latest compiled signature
         self._extra = []          # leaves requiring grad that captures found outside the arguments
         self._cleared = set()     # ids of parameters whose entry .grad the step clears first
@@ -91,7 +94,14 @@ class CompiledFunction:
         if self._module is not None:
             args = (self._module,) + args
         dyn = self._static if self.dynamic else False
-        entry = self._cache.get(guards.call_key(args, kwargs, self._extra, self._cleared, dyn))
+        ckey = guards.call_key(args, kwargs, self._extra, self._cleared, dyn)
+        entry = self._cache.get(ckey)
+        if entry is None and self._grad_free:
+            # a differentiable entry reads no .grad: the .grads a backward left since do not
+            # make it a new signature (aot.py); keyed under this call's key from now on
+            entry = self._grad_free.get(guards.call_key(args, kwargs, self._extra, aot.EVERY, dyn))
+            if entry is not None:
+                self._cache[ckey] = entry
         if entry is not None:
             if dyn is False:
                 return entry(args, kwargs)
@@ -110,10 +120,16 @@ class CompiledFunction:
                     f"limit; new signatures run eagerly from now on. Changed from the last "
                     f"compiled one: {guards.changed(self._last, parts)}", RuntimeWarning, stacklevel=2)
             return self._fn(*args, **kwargs)
+        if STATE.capture is not None:
+            # called inside another compiled function's capture: its ops are that capture's
+            # to record (a replay here would hand it results it cannot see into)
+            return self._fn(*args, **kwargs)
         with _collector_paused():
             entry_slots = state.snapshot(args, kwargs)   # a KV cache as the step found it
+            rng, slots = aot.rng_state(), state.slots(args, kwargs)
             program, result, meta = capture(self._fn, args, kwargs, name=self.__name__,
-                                            dynamic=self.dynamic, static=self._static)
+                                            dynamic=self.dynamic, static=self._static,
+                                            differentiable=True)
             known = {id(p) for p in self._extra}
             found, rekey = len(self._extra), False
             for kind, t in meta["bindings"]:
@@ -145,8 +161,24 @@ class CompiledFunction:
                 key = guards.key(parts)
             with symbolic.formulas():
                 program, self.counts = run_all(program)
-                backend = self._backend(program, meta["write_back"], self.dynamic)
-            if self.dynamic:
+                if meta["aot"] is not None:   # differentiable results: forward and backward programs
+                    entry = aot.entry(program, meta, self._backend, self.dynamic, self.__name__)
+                else:
+                    backend = self._backend(program, meta["write_back"], self.dynamic)
+            if meta["aot"] is not None:
+                if self.dynamic:
+                    self._cache.setdefault(key, []).append(entry)
+                else:
+                    self._cache[key] = entry
+                    if aot.reads_no_grad(meta):
+                        self._grad_free[guards.call_key(args, kwargs, self._extra, aot.EVERY, dyn)] = entry
+                # this call's results come out of the compiled call too, so that the user's
+                # backward runs the compiled backward; its forward draws what the capture drew
+                aot.set_rng_state(rng)
+                for path, v in slots:   # the state objects as the capture found them
+                    state.write(args, kwargs, path, v)
+                result = entry(args, kwargs)
+            elif self.dynamic:
                 entry = _DynamicEntry(program, meta, backend)
                 self._cache.setdefault(key, []).append(entry)
             else:
@@ -154,9 +186,10 @@ class CompiledFunction:
         self._last = parts
         return result
 
+
     def _entries(self):
-        if not self.dynamic:
-            return list(self._cache.values())
+        if not self.dynamic:   # one entry may sit under several keys (_grad_free)
+            return list({id(e): e for e in self._cache.values()}.values())
         return [e for entries in self._cache.values() for e in entries]
 
     def _count(self):
@@ -319,3 +352,6 @@ def _backend(name, threads=None):
             return codegen.build_dynamic(fuse.run(program), write_back, **more)
         return codegen.build(fuse.run(program), write_back, **more)
     return generated
+
+
+from . import aot  # noqa: E402  (its entries subclass the ones above)

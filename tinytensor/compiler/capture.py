@@ -47,7 +47,7 @@ class CaptureError(RuntimeError):
     """A step does something a captured program could not replay faithfully."""
 
 
-def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset()):
+def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset(), differentiable=False):
     """Run `fn(*args, **kwargs)` once, recorded; return (Program, eager_result, meta).
 
     dynamic=True: the sizes of the tensor arguments are symbols (compiler/dynamic.py); the
@@ -64,7 +64,9 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
     "cleared" (ids of parameters whose entry .grad the step cleared before reading it),
     "grad_args" (per entry of "grads", the binding of the argument it belongs to, ("arg", i)
     or ("slot", path), or None for a parameter: a replay writes that call's argument's
-    .grad, and reads its entry .grad through an ("arg_grad", binding) input).
+    .grad, and reads its entry .grad through an ("arg_grad", binding) input),
+    "aot" (None, or with differentiable=True for results that require grad in a step
+    without a backward of its own: their backward's part of the program, aot.py).
     """
     kwargs = kwargs or {}
     name = name or getattr(fn, "__qualname__", None) or type(fn).__name__
@@ -107,6 +109,11 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
     try:
         with symbolic.capturing(guards):
             result = fn(*args, **kwargs)
+            # results that require grad: their backward too, for the user's backward (aot.py)
+            joint = None
+            if differentiable:
+                from . import aot   # it builds on api's entries, which import this module
+                joint = aot.record_backward(tape, result, name, dynamic)
     finally:
         _fusion.restore_fusion(fusion_state)
         STATE.capture = prev
@@ -161,6 +168,7 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
         grads.append((t, len(outputs)))
         outputs.append(b.value(t.grad))
     grad_args = [b.arg_of.get(id(t)) for t, _ in grads]
+    aot_meta = None if joint is None else joint.add_outputs(b, outputs)
     program = ir.Program(inputs=b.inputs, instrs=_drop_unread_saved(b.instrs, outputs),
                          outputs=outputs, consts=b.consts).verify()
 
@@ -178,7 +186,8 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset())
             "params": [x[1] for x in b.bindings if x[0] == "param"],
             "before_call": list(tape.before_call), "writes": writes, "write_back": write_back,
             "cleared": tape.cleared - read_grads, "slot_writes": slot_writes,
-            "entry_grads": {k: g for k, (_, g) in entry_grads.items()}, "grad_args": grad_args}
+            "entry_grads": {k: g for k, (_, g) in entry_grads.items()}, "grad_args": grad_args,
+            "aot": aot_meta}
     if dynamic:
         sym = tape.symbolic
         meta["symbolic"] = {"symbols": dict(sym.values), "guards": sym.guards,
@@ -271,6 +280,7 @@ class _CaptureTape(Tape):
         self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
         self.symbolic = None        # a dynamic.Symbolic when the sizes are symbolic
         self.size_inputs = []       # (tensor, SymInt or SymFloat, NumPy dtype): numbers of sizes
+        self.upstream = []          # stand-in gradients of the results (aot.record_backward)
         self.released = {}          # id(result tensor) -> weakref to the array it gave up
         self._uses = {}             # id(tensor) -> times a recorded node lists it as an input
         self._live = []             # results whose arrays are not released yet
@@ -467,6 +477,8 @@ class _Builder:
             self._input(t, "input", t.name, ("call", fn))
         for t, value, np_dtype in tape.size_inputs:
             self._input(t, "input", t.name, ("size", (value, np_dtype)))
+        for k, t in enumerate(tape.upstream):   # read by the backward program only (aot.py)
+            self._input(t, "input", f"grad_out{k}", ("upstream", k))
         self.assigned = []          # (Value, write, input index or None) of each assignment, in order
         assigns = iter(tape.assigns)
         pending = next(assigns, None)

@@ -16,6 +16,7 @@ values stay in registers). FLOPs count one per element per elementwise op.
 import importlib
 import math
 import os
+import re
 import shutil
 
 from . import instantiate, symbolic
@@ -59,7 +60,7 @@ def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
     if hasattr(fn, "_fn"):   # a CompiledFunction: capture what it wraps, not a call of it
         fn, args = fn._fn, ((module,) + args if module is not None else args)
     program, _, _ = capture(fn, args, kwargs, name=getattr(fn, "__qualname__", "step"),
-                            dynamic=dynamic)
+                            dynamic=dynamic, differentiable=True)   # as tt.compile runs it
     stages = {"captured": program}
     with symbolic.formulas():
         for k, name in enumerate(DEFAULT):
@@ -111,36 +112,48 @@ def picture(program, stage="program"):
 
 
 def _picture(program, stage):
-    # graphviz is optional: only explain's pictures need it
-    import graphviz
-    g = graphviz.Digraph(name=stage, graph_attr={"rankdir": "TB", "label": stage, "fontname": "Helvetica"},
-                         node_attr={"fontname": "Helvetica", "fontsize": "10"})
+    # written as DOT here and wrapped as tt.viz wraps a tape's picture, so that both render
+    # the same way (render("x.svg") writes an SVG, "x.dot" the source, by suffix) and
+    # neither needs the graphviz package
+    from ..viz.output import make
+    from ..viz.render import q
+    body = [f"\tgraph [fontname=Helvetica label={q(stage)} rankdir=TB]\n",
+            "\tnode [fontname=Helvetica fontsize=10]\n"]
     made = {}   # value id -> graph node that produces it
     for v in program.inputs:
         made[v.id] = f"in{v.id}"
-        g.node(made[v.id], f"{v.name or 'input'}\n{list(v.shape)} {v.dtype.name}", shape="ellipse")
+        label = f"{v.name or 'input'}\n{list(v.shape)} {v.dtype.name}"
+        body.append(f"\t{made[v.id]} [label={q(label)} shape=ellipse]\n")
+    edges = []
 
-    def op_node(graph, ins, key):
+    def op_node(lines, ins, key, indent):
         where = f"\n@ {ins.scope}" if ins.scope else ""
         shapes = ", ".join(f"{list(v.shape)}" for v in ins.outputs)
-        graph.node(key, f"{ins.op}\n{shapes}{where}", shape="box")
+        label = f"{ins.op}\n{shapes}{where}"
+        lines.append(f"{indent}{key} [label={q(label)} shape=box]\n")
         for v in ins.inputs:
             if v.id in made:
-                g.edge(made[v.id], key)
+                edges.append(f"\t{made[v.id]} -> {key}\n")
         for v in ins.outputs:
             made[v.id] = key
 
     for k, ins in enumerate(program.instrs):
         if ins.op != "fused":
-            op_node(g, ins, f"op{k}")
+            op_node(body, ins, f"op{k}", "\t")
+            body += edges
+            edges.clear()
             continue
-        with g.subgraph(name=f"cluster_{k}") as sub:
-            sub.attr(label=f"{ins.attrs['name']}\n{kernel_flops(ins)} FLOPs, {bytes_moved(ins)} bytes",
-                     style="filled", fillcolor=_FUSED_COLOR)
-            for j, inner in enumerate(ins.attrs["body"].instrs):
-                op_node(sub, inner, f"op{k}_{j}")
+        label = f"{ins.attrs['name']}\n{kernel_flops(ins)} FLOPs, {bytes_moved(ins)} bytes"
+        body.append(f"\tsubgraph cluster_{k} {{\n\t\tfillcolor={q(_FUSED_COLOR)} "
+                    f"label={q(label)} style=filled\n")
+        for j, inner in enumerate(ins.attrs["body"].instrs):
+            op_node(body, inner, f"op{k}_{j}", "\t\t")
+        body.append("\t}\n")
+        body += edges
+        edges.clear()
     for j, v in enumerate(program.outputs):
-        g.node(f"out{j}", f"output {j}", shape="ellipse")
+        body.append(f"\tout{j} [label={q(f'output {j}')} shape=ellipse]\n")
         if v.id in made:
-            g.edge(made[v.id], f"out{j}")
-    return g
+            body.append(f"\t{made[v.id]} -> out{j}\n")
+    return make(re.sub(r"\W", "_", stage), body, None)   # the label keeps the stage's words
+

@@ -70,12 +70,20 @@ def _tail(stderr, n=3):
 
 
 class _Render:
-    """render(path) by suffix: .dot/.gv write the source, .svg/.png/.pdf/... render it."""
+    """render(path) by suffix: .dot/.gv write the source, .svg/.png/.pdf/... render it.
+    Tapes and compiled programs (tt.viz.graph of either, tt.compiler.explain) share it."""
 
     def render(self, filename=None, directory=None, view=False, cleanup=False, format=None, **kwargs):
         if (filename is not None and directory is None and not view and not kwargs
                 and format_of(filename, format)):
-            return write(self.source, filename, format)
+            path = os.fspath(filename)
+            if format and format_of(path) != format.lower():
+                # an explicit format the name does not end in: graphviz's convention, the
+                # picture at name.format and the DOT source at name unless cleanup
+                if not cleanup:
+                    write(self.source, path, "dot")
+                path = f"{path}.{format.lower()}"
+            return write(self.source, path, format)
         if _Digraph is None:
             raise TypeError("render(path): pass a file name ending in .dot, .svg, .png or .pdf")
         return _Digraph.render(self, filename, directory, view=view, cleanup=cleanup,

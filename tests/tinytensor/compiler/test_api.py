@@ -110,7 +110,11 @@ def test_decorator_and_module_forward():
     x = tt.randn(5, 16)
     first, again = fast(x), fast(x)
     assert first.data.tobytes() == m(x).data.tobytes() == again.data.tobytes()
-    assert again.grad_fn is None
+    # the parameters require grad: the results are differentiable (test_aot.py), under
+    # no_grad they carry no history
+    assert again.requires_grad and again.grad_fn is not None
+    with tt.no_grad():
+        assert fast(x).grad_fn is None and not fast(x).requires_grad
 
 
 def test_bad_dynamic_and_missing_backends_are_clear_errors():

@@ -254,7 +254,7 @@ def test_c_kernels_taking_sizes_are_bitwise_the_kernels_specialized_on_them():
         ids = tt.tensor(rng.integers(0, 32, shape))
         static(ids)
         dyn(ids)
-        assert static(ids).numpy().tobytes() == dyn(ids).numpy().tobytes(), shape
+        assert static(ids).detach().numpy().tobytes() == dyn(ids).detach().numpy().tobytes(), shape
     assert len(dyn.programs) == 1 and len(static.programs) == 3
 
 
@@ -287,7 +287,8 @@ def test_explain_and_viz_show_the_program_of_symbolic_sizes(tmp_path):
     m = gpt()
     fast = tt.compile(m, backend="c", dynamic=True)
     ids = tt.tensor(np.arange(16).reshape(2, 8) % 32)
-    rows = tt.compiler.explain(fast, ids, out=str(tmp_path))
+    with tt.no_grad():   # the forward alone: with grad on, the program holds its backward too
+        rows = tt.compiler.explain(fast, ids, out=str(tmp_path))
     assert rows[-1]["stage"] == "fuse" and rows[-1]["kernels"] > 0 and rows[-1]["planned peak"] > 0
     assert "%arg0[s0, s1] int64" in (tmp_path / "0_captured.txt").read_text()
     kernels = list((tmp_path / "8_fuse_kernels").iterdir())
@@ -304,7 +305,7 @@ def test_a_dim_found_tied_to_a_weight_stays_static_so_a_batch_of_that_size_is_no
     f = tt.compile(lambda x: m(x).sum(-1), backend="c", dynamic=True)
     for n in (5, 16, 9):
         x = tt.randn(n, 16)
-        np.testing.assert_allclose(f(x).numpy(), m(x).sum(-1).detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(f(x).detach().numpy(), m(x).sum(-1).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert len(f.programs) == 1
 
 
