@@ -65,7 +65,7 @@ def _lit(x, ctype):
     if math.isnan(x):   # by its bits: NAN has neither its sign nor its payload
         if ctype == "float":
             return f"tt_f32((int){hex(int(np.float32(x).view(np.uint32)))}u)"
-        return f"tt_f64((long long){hex(int(np.float64(x).view(np.uint64)))}ull)"
+        return f"tt_f64({hex(int(np.float64(x).view(np.uint64)))}ull)"
     if math.isinf(x):
         return "INFINITY" if x > 0 else "(-INFINITY)"
     if ctype == "float":   # in parentheses, so that no operator before it makes `--`

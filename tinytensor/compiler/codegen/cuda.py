@@ -47,7 +47,7 @@ PRELUDE = """\
 #define tt_f32(i) __int_as_float(i)
 #define tt_f64(i) __longlong_as_double(i)
 #define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
-#define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (long long)0x8000000000000000ull)
+#define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
 """
 
 
