@@ -180,6 +180,9 @@ static tt_dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __device__
 #define __forceinline__ inline
 static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+static inline long long __double_as_longlong(double f) { long long i; std::memcpy(&i, &f, 8); return i; }
 """
 GRID, BLOCK = 3, 7   # 21 threads: every kernel of the test programs loops more than once
 

@@ -23,6 +23,7 @@ the same bits. Measured on the dev machine: GELU at 1M elements 1.6 ms with SSE2
 1.0 ms with the AVX-512 clone.
 """
 import ctypes
+import functools
 import math
 import os
 import platform
@@ -61,12 +62,14 @@ def _lit(x, ctype):
             return f"({x + 1}{suffix} - 1)"
         return f"({x}{suffix})"
     x = float(x)
-    if math.isnan(x):
-        return "NAN"
+    if math.isnan(x):   # by its bits: NAN has neither its sign nor its payload
+        if ctype == "float":
+            return f"tt_f32((int){hex(int(np.float32(x).view(np.uint32)))}u)"
+        return f"tt_f64({hex(int(np.float64(x).view(np.uint64)))}ull)"
     if math.isinf(x):
         return "INFINITY" if x > 0 else "(-INFINITY)"
-    if ctype == "float":
-        return f"{float(np.float32(x)).hex()}f"
+    if ctype == "float":   # in parentheses, so that no operator before it makes `--`
+        return f"({float(np.float32(x)).hex()}f)"
     return f"({x.hex()})"
 
 
@@ -93,6 +96,34 @@ def _pow(a, ins, t):
             -1: f"({_lit(1.0, t)} / {x})"}[p]
 
 
+def _neg(x, t):
+    return f"tt_neg{'f' if t == 'float' else ''}({x})"
+
+
+def _arith(sign):
+    """The emitter of a + b (- * /) as NumPy computes it, where GCC would fold it into an
+    expression with the same numbers but another nan: x * -1 and x / -1 into -x (a nan
+    comes out of NumPy as it went in: quieted, x + x), x + c for a nan constant c into
+    x - (-c) (NumPy: x if x is a nan, else c; c - x: c)."""
+    def emit(a, ins, t):
+        if t not in ("float", "double"):
+            return f"({a[0]} {sign} {a[1]})"
+        if _is_nan_lit(a[0]):
+            return a[0]
+        if _is_nan_lit(a[1]):
+            return f"(({a[0]} != {a[0]}) ? ({a[0]} + {a[0]}) : {a[1]})"
+        m1 = _lit(-1.0, t)
+        if sign in "*/" and (a[1] == m1 or (sign == "*" and a[0] == m1)):
+            x = a[0] if a[1] == m1 else a[1]
+            return f"(({x} != {x}) ? ({x} + {x}) : {_neg(x, t)})"
+        return f"({a[0]} {sign} {a[1]})"
+    return emit
+
+
+def _is_nan_lit(x):
+    return x.startswith(("tt_f32(", "tt_f64("))   # `_lit` writes nans so, nothing else
+
+
 def _cast(a, ins, t):
     if t == "unsigned char":
         return f"({a[0]} != 0)"
@@ -100,11 +131,13 @@ def _cast(a, ins, t):
 
 
 EMIT = {
-    E.Add: lambda a, ins, t: f"({a[0]} + {a[1]})",
-    E.Sub: lambda a, ins, t: f"({a[0]} - {a[1]})",
-    E.Mul: lambda a, ins, t: f"({a[0]} * {a[1]})",
-    E.Div: lambda a, ins, t: f"({a[0]} / {a[1]})",
-    E.Neg: lambda a, ins, t: f"(-{a[0]})",
+    E.Add: _arith("+"),
+    E.Sub: _arith("-"),
+    E.Mul: _arith("*"),
+    E.Div: _arith("/"),
+    # NumPy's negative flips the sign bit, a nan's too; tt_neg does it on the bits, where
+    # GCC cannot fold it into a neighbour (-(x / c) into x / -c): same numbers, other nans
+    E.Neg: lambda a, ins, t: _neg(a[0], t),
     # np.maximum / np.minimum: nan in either propagates; on a tie (0 and -0) the second wins
     E.Maximum: lambda a, ins, t: f"(({a[0]} > {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})",
     E.Minimum: lambda a, ins, t: f"(({a[0]} < {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})",
@@ -381,6 +414,7 @@ class RowKernel:
         self.pragma = []   # lines before each loop over a row's elements (the CUDA backend's)
         self.kept = {}     # value id of shape F -> a row buffer holding it (filled by a sum's loop)
         self.max_lanes = 0   # lanes of a row's max (`_max_phase`); the C backend sets MAX_LANES
+        self._np_dtype = {"float": np.float32, "double": np.float64}
 
     def base(self, key):
         """The variable holding the row's offset into operand `key`: one per distinct
@@ -466,13 +500,13 @@ class RowKernel:
 
     def _max_phase(self, acc, t, pre, elem):
         """Lines setting `acc` to the max of `elem` over the row: from -inf, the first nan
-        if there is one (np.maximum.reduce propagates a nan too, though its SIMD loop may
-        hand back another nan of the row: tests compare nan rows as nan). With `max_lanes` (the C
+        if there is one (np.maximum.reduce propagates a nan too). With `max_lanes` (the C
         backend's), the row is scanned in that many interleaved lanes, which the C compiler
         vectorizes (a single running max is a loop-carried select it does not), and a row
-        holding a nan is scanned again in order for that first nan. Lanes can pick another
-        of two equal zeros (-0.0, +0.0) than one running max would, which NumPy's own SIMD
-        reduction does too; every other value is the same."""
+        holding a nan is scanned again in order for its first nan, which becomes the nan
+        NumPy returns (`_numpy_nan`). Lanes can pick another of two equal zeros (-0.0,
+        +0.0) than one running max would, which NumPy's own SIMD reduction does too; every
+        other value is the same."""
         first_nan = f"({acc} != {acc}) ? {acc} : "
         step = f"{acc} = {first_nan}((e > {acc} || e != e) ? e : {acc});"
         scan = [f"{acc} = -INFINITY;", *self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
@@ -480,8 +514,26 @@ class RowKernel:
         L = self.max_lanes
         if not L or t not in VECTOR:
             return [f"{t} {acc};", *scan]
+        find = [*self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
+                *("    " + x for x in pre), f"    const {t} e = {elem};",
+                f"    if (e != e) {{ {acc} = {self._numpy_nan(t, 'e')}; break; }}", "}"]
         return [f"{t} {acc};", "{", *("    " + x for x in self._lanes_max(acc, t, pre, elem)),
-                f"    if ({acc}_nan) {{", *("        " + x for x in scan), "    }", "}"]
+                f"    if ({acc}_nan) {{", *("        " + x for x in find), "    }", "}"]
+
+    def _numpy_nan(self, t, e):
+        """The nan np.maximum.reduce returns for a contiguous row of n whose first nan is
+        `e`, at element j. NumPy reduces x[1:] onto x[0]: the first m = (n - 1) // L * L
+        of them in SIMD vectors of L lanes (the accumulator starts as x[0] in every lane),
+        the rest one at a time (numpy/_core/src/umath/loops_minmax.dispatch.c.src). The
+        vectors' reduction returns the default nan (+, quiet, no payload) for any nan it
+        met; the scalar tail keeps the first nan it meets, as it is; a row of one is x[0].
+        L is NumPy's, found by asking it (`numpy_max_lanes`); 0 where NumPy does not match
+        that rule: the first nan as it is."""
+        L = numpy_max_lanes(self._np_dtype[t])
+        if not L:
+            return e
+        n = self.n
+        return (f"({n} >= 2 && j <= ({n} - 1) / {L} * {L}) ? {_lit(float('nan'), t)} : {e}")
 
     def _lanes_max(self, acc, t, pre, elem):
         """Lines setting `acc` to the lane-wise max of the row (element j in lane j % L) and
@@ -594,6 +646,30 @@ def _pairwise_sum_phase(rk):
                 f"    {acc} = {zero} + tt_pairwise_tree{sfx}(&next, {rk.n});", "}"]
     phase.keeps_row = True   # a row of one block stays in its buffer, w<acc number>
     return phase
+
+
+@functools.lru_cache(maxsize=None)
+def numpy_max_lanes(dtype):
+    """The lanes L of NumPy's SIMD max over a contiguous row of `dtype` (RowKernel
+    `_numpy_nan` has the rule: which nan it returns), found by asking NumPy: L is the
+    first n - 1 at which a -nan last in a row of n comes back as the default +nan. 0 when
+    NumPy's answers on rows of up to 3L + 2 (every place of the nan) and a few longer
+    ones do not all follow the rule with that L (another NumPy, or one without SIMD)."""
+    dtype = np.dtype(dtype)
+    ints = {4: np.uint32, 8: np.uint64}[dtype.itemsize]
+    default = np.array(np.nan, dtype).view(ints)
+
+    def comes_back(n, p):   # whether np.max of a row of n with -nan at p is the default nan
+        row = np.ones(n, dtype)
+        row[p] = -np.nan
+        return row.max().view(ints) == default
+    L = next((n - 1 for n in range(2, 66) if comes_back(n, n - 1)), 0)
+    if not L:
+        return 0
+    rows = [(n, p) for n in range(1, 3 * L + 3) for p in range(n)]
+    rows += [(n, p) for n in (8 * L + 1, 8 * L + 2, 9 * L + 3) for p in (0, 1, n // 2, n - 3, n - 2, n - 1)]
+    rule = all(comes_back(n, p) == (n >= 2 and p <= (n - 1) // L * L) for n, p in rows)
+    return L if rule else 0
 
 
 MAX_LANES = 8   # a row's max in 8 lanes: one AVX2 vector of floats (SSE2 and AVX-512 clones too)

@@ -44,6 +44,10 @@ PRELUDE = """\
 #define tt_tanh(x) tanh(x)
 #define tt_logf(x) logf(x)
 #define tt_log(x) log(x)
+#define tt_f32(i) __int_as_float(i)
+#define tt_f64(i) __longlong_as_double(i)
+#define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
+#define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
 """
 
 

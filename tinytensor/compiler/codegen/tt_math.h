@@ -35,6 +35,12 @@ static inline int32_t tt_i32(float f) { int32_t i; memcpy(&i, &f, 4); return i; 
 static inline double tt_f64(int64_t i) { double f; memcpy(&f, &i, 8); return f; }
 static inline int64_t tt_i64(double f) { int64_t i; memcpy(&i, &f, 8); return i; }
 
+/* -x as NumPy's negative computes it: the sign bit flipped, a nan's too. Written on the
+ * bits, which GCC does not fold into a neighbour as it does a unary minus (-(x / c) into
+ * x / -c, a + -b into a - b): the same numbers, but a nan would keep its sign. */
+static inline float tt_negf(float x) { return tt_f32(tt_i32(x) ^ INT32_MIN); }
+static inline double tt_neg(double x) { return tt_f64(tt_i64(x) ^ INT64_MIN); }
+
 /* 2^n for a whole n in [-1022, 1023], without a double -> int64 conversion (SSE2 has none
  * in vector form): n + 1.5*2^52 + 1023 holds n + 1023 in its low mantissa bits, and
  * shifting those into the exponent field builds the power of two. */

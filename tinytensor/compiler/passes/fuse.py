@@ -98,6 +98,12 @@ COMPOSITE = (E.Gelu, E.Sigmoid, E.Silu, E.Rsqrt)
 # (a bias add of (8, 128, 768) float32 before the q/k/v split: 0.7-1 ms in NumPy inside
 # a training step, 0.2 ms as a kernel writing into the runner's arena).
 LONE_BYTES = 1 << 20
+# The most instructions one kernel holds. Past that a chain goes on in a new kernel (one
+# more write and read of its array per MAX_OPS ops, ~1% of the work): the C compiler's
+# time grows faster than linearly with a function's size (a 4,000-op chain in one kernel:
+# 36 s of gcc, 20,000 ops: minutes and 700 MB), and the fusion's own checks walk a group's
+# members, which is linear per step only while a group stays this small.
+MAX_OPS = 256
 
 
 def fusible(ins):
@@ -177,8 +183,11 @@ def run(program):
         mine = None
         for g in sorted(saving, key=lambda g: (-saving[g], g)):
             dom = _joint(domain[g], domain[mine] if mine is not None else own)
+            size = len(members[g]) + (len(members[mine]) if mine is not None else 1)
+            if dom is None or size > MAX_OPS:
+                continue
             merged = sorted(members[g] + (members[mine] if mine is not None else [k]))
-            if dom is not None and not spans(merged) and _rows_ok(merged, instrs, dom) \
+            if not spans(merged) and _rows_ok(merged, instrs, dom) \
                     and _acyclic(merged, users, group, members):
                 for m in members.pop(g):
                     group[m] = mine if mine is not None else g
@@ -529,30 +538,37 @@ def _merge_siblings(instrs, group, members, domain, users, spans=lambda ms: Fals
     over x instead of two). Each member keeps its own operations, so every output keeps
     its bits."""
     readers = {}   # value id -> an instruction of each group reading it from outside
+    made = {}      # group id -> ids of the values its members make (once per group: linear)
+    for g, ms in members.items():
+        if domain[g][1] is None:
+            made[g] = {v.id for m in ms for v in instrs[m].outputs}
     for k, ins in enumerate(instrs):
         g = group[k]
         if g is None or domain[g][1] is not None:
             continue
-        made = {v.id for m in members[g] for v in instrs[m].outputs}
         for v in ins.inputs:
-            if v.id not in made and tuple(v.shape) == domain[g][0]:
+            if v.id not in made[g] and tuple(v.shape) == domain[g][0]:
                 seen = readers.setdefault(v.id, [])
                 if all(group[r] != g for r in seen):
                     seen.append(k)
+    # the last member of every group of several: past it no path comes back (`_acyclic`);
+    # a merge only moves it to the merged group's last member
+    last = max((ms[-1] for ms in members.values() if len(ms) > 1), default=-1)
     for ks in readers.values():
         bases = []
         for k in ks:
             h = group[k]
             for b in bases:
                 g = group[b]
+                if g == h or domain[g] != domain[h] or len(members[g]) + len(members[h]) > MAX_OPS:
+                    continue
                 merged = sorted(members[g] + members[h])
-                bound = max([merged[-1]] + [ms[-1] for ms in members.values() if len(ms) > 1])
-                if g != h and domain[g] == domain[h] and not spans(merged) \
-                        and _acyclic(merged, users, group, members, bound):
+                if not spans(merged) and _acyclic(merged, users, group, members, max(last, merged[-1])):
                     for m in members.pop(h):
                         group[m] = g
                     domain.pop(h)
                     members[g] = merged
+                    last = max(last, merged[-1])
                     break
             else:
                 bases.append(k)
@@ -689,11 +705,12 @@ def _shared(body_instrs, consts, kept):
     canon, by_bytes, seen, out = {}, {}, {}, []
     for v, a in consts.items():
         canon[v.id] = by_bytes.setdefault((a.dtype.str, a.shape, a.tobytes()), v)
+    const_ids = {c.id for c in consts}
     for ins in body_instrs:
         inputs = [canon.get(v.id, v) for v in ins.inputs]
         ids = [v.id for v in inputs]
         if ins.fn in COMMUTATIVE and any(v in consts and not np.isnan(consts[v]).any() for v in inputs):
-            ids.sort(key=lambda i: i in {c.id for c in consts})   # the constant last
+            ids.sort(key=lambda i: i in const_ids)   # the constant last
         key = (ins.fn, freeze(ins.attrs), tuple(ids))
         first = seen.get(key)
         if first is not None and ins.outputs[0].id not in kept:
