@@ -43,7 +43,9 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
     threads (backend="c"): how many threads big kernels and matmuls are split over (see
     compiler/codegen/threads.py); None, the default, as many as NumPy's OpenBLAS runs (the
     cores an eager step uses; OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set it), 1 when NumPy's
-    BLAS is another. Results are the same with any number.
+    BLAS is another. Elementwise and row kernels give the same bits with any number; a split
+    matmul agrees to BLAS's rounding (bit for bit only on CPUs whose BLAS kernel rounds a
+    block of rows as the whole).
 
     A compiled Module still answers for the Module (`fast.config`, `fast.new_cache()`), so
     `models.generate(tt.compile(model, dynamic=True), ids)` decodes with it.

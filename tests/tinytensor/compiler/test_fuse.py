@@ -127,22 +127,21 @@ def test_scope_and_role_are_kept():
     assert k.scope == "h.0.mlp" and k.role == "forward"
 
 
-def test_a_weight_gradient_is_computed_in_the_weights_layout_with_the_same_bits():
-    # a Linear's weight gradient is (x.mT @ g).mT: as a transposed view, the kernel that
-    # reads it (the optimizer's) would first copy it, strided, at every call
-    w = rng.standard_normal((6, 8)).astype(np.float32)
+def test_a_weight_gradient_is_the_same_blas_product_as_eagers():
+    # a Linear's weight gradient is (x.mT @ g).mT. Computing it as g.mT @ x instead (the
+    # weight's own layout) is a different BLAS call: the same bits on Zen 4's kernels, 1 ulp
+    # off on OpenBLAS's Haswell ones (found there, 116 of 512 elements). Fusion keeps eager's.
+    r = np.random.default_rng(7)
+    x = r.standard_normal((8, 16)).astype(np.float32)
+    w = r.standard_normal((32, 16)).astype(np.float32)
 
     def step(x, w):
         (x @ w.mT).tanh().sum().backward()
 
-    tensors = [tt.tensor(X), tt.tensor(w, requires_grad=True)]
+    tensors = [tt.tensor(x), tt.tensor(w, requires_grad=True)]
     program, _, meta = capture(step, tuple(tensors))
     arrays = [t.data for t in tensors]
-    ((_, k),) = meta["grads"]
     fused = fuse.run(program).verify()
-    made_by = {v.id: ins.op for ins in fused.instrs for v in ins.outputs}
-    assert made_by[fused.outputs[k].id] == "matmul"
     want, got = interpreted(program, arrays), interpreted(fused, arrays)
-    assert not want[k].flags.c_contiguous and got[k].flags.c_contiguous
     for a, b in zip(want, got):
         np.testing.assert_array_equal(bits(a), bits(b))

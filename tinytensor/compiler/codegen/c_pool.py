@@ -16,8 +16,11 @@ every part itself until `start` is called again there (threads.py does).
 
 The gemm job calls the loaded OpenBLAS's cblas_sgemm/cblas_dgemm (threads.py finds it) on
 a share of the output: whole matrices of the batch when there are at least as many as
-parts, else blocks of rows. Each part is BLAS's product of its rows, the same arithmetic
-per element (the same K order) as one call over all the rows.
+parts, else blocks of rows. Each part is BLAS's product of its rows. Whether that is the
+same arithmetic per element as one call over all the rows depends on the CPU's BLAS kernel:
+on Zen 4 (AVX-512) it is bit for bit, on OpenBLAS's Haswell kernels (AVX2) it is not (NumPy's
+own a[:k] @ b differs from (a @ b)[:k] there too), so only whole matrices of a batch keep the
+bits everywhere.
 """
 import ctypes
 

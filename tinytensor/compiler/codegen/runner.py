@@ -26,7 +26,9 @@ on the process's pool; OpenBLAS is held to one thread while the program runs (it
 workers would take the cores the parts need) and set back after. A split kernel computes
 every element exactly as the whole one does (each part is a range of its loop), so the
 results are the same bits; a split matmul is BLAS's on blocks of rows (or of the leading
-batch dim).
+batch dim): the same bits on some CPUs' kernels (Zen 4, AVX-512), not on others (OpenBLAS's
+Haswell kernels round a product of fewer rows differently), so a matmul big enough to split
+agrees with one thread to BLAS's rounding, not bit for bit.
 
 A runner is not re-entrant (one arena per runner): calls from several threads take turns;
 a call from inside its own run is an error.

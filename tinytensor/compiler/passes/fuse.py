@@ -37,12 +37,9 @@ its input where there is one. NumPy adds the rows of a C-contiguous array in ord
 the kernel does too; on an array that eager may hold strided (`_eager_contiguous`) or a
 single column (NumPy sums that pairwise), the sum stays NumPy's.
 
-Before grouping, a matmul whose only reader transposes its last two dims (a Linear's
-weight gradient: (x.mT @ g).mT, back to the weight's (out, in) layout) is rewritten to
-compute the transposed product directly, g.mT @ x: a contiguous result, where the
-transposed view would cost the next kernel a strided copy. Every CBLAS computes a
-row-major product as the column-major product of the swapped operands, so both forms are
-the same BLAS call on the same memory: the same bits.
+A matmul is computed as eager computes it, operands and layout included: rewriting a
+Linear's weight gradient (x.mT @ g).mT as g.mT @ x (a contiguous result) is a different BLAS
+call, the same bits on some CPUs' kernels and not on others (OpenBLAS's Haswell kernels).
 
 Not fused (yet): sums over leading dims with other kernels (they are `columns`' kernels,
 of their own or after an elementwise kernel: not after a row kernel), prod/min/mean
@@ -155,7 +152,7 @@ def row_shapes(F, r):
 @symbolic.with_formulas
 def run(program):
     """`program` with its elementwise chains replaced by fused kernels."""
-    program = lower_composites(transposed_products(program))
+    program = lower_composites(program)
     instrs = program.instrs
     producer = {v.id: k for k, ins in enumerate(instrs) for v in ins.outputs}
     uses = {}
@@ -427,56 +424,6 @@ def _decomposition(ins):
             ("a", E.Add, ["v", eps], {}), ("rs", E.Rsqrt, ["a"], {}), ("y", E.Mul, ["xc", "rs"], {})]
 
 
-def _swaps_last_two(ins):
-    dims = ins.attrs.get("dims", ()) if ins.fn is Permute else ()
-    n = len(dims)
-    return n >= 2 and tuple(dims) == tuple(range(n - 2)) + (n - 1, n - 2)
-
-
-def transposed_products(program):
-    """`program` with each `permute(a @ b)` that swaps the last two dims, where the product
-    has no other reader, computed as `b.mT @ a.mT` (a transposed input that is itself a
-    swap reads the swap's source instead)."""
-    instrs = program.instrs
-    uses, producer = {}, {}
-    for k, ins in enumerate(instrs):
-        for v in ins.inputs:
-            uses.setdefault(v.id, []).append(k)
-        for v in ins.outputs:
-            producer[v.id] = ins
-    outputs = {v.id for v in program.outputs}
-    rewrite = {}   # index of the matmul -> index of the permute that reads it
-    for k, ins in enumerate(instrs):
-        if ins.fn is MatMul and len(ins.outputs) == 1 and ins.inputs[0].ndim >= 2 \
-                and ins.inputs[1].ndim >= 2 and ins.outputs[0].id not in outputs:
-            readers = uses.get(ins.outputs[0].id, [])
-            if len(readers) == 1 and _swaps_last_two(instrs[readers[0]]):
-                rewrite[k] = readers[0]
-    if not rewrite:
-        return program
-    drop = set(rewrite.values())
-    out = []
-    for k, ins in enumerate(instrs):
-        if k in drop:
-            continue
-        if k not in rewrite:
-            out.append(ins)
-            continue
-        swap = instrs[rewrite[k]]
-        operands = []
-        for v in reversed(ins.inputs):
-            src = producer.get(v.id)
-            if src is not None and _swaps_last_two(src):
-                operands.append(src.inputs[0])
-                continue
-            t = Value(v.shape[:-2] + (v.shape[-1], v.shape[-2]), v.dtype)
-            dims = tuple(range(v.ndim - 2)) + (v.ndim - 1, v.ndim - 2)
-            out.append(Instr(op="permute", fn=Permute, inputs=[v], outputs=[t],
-                             attrs={"dims": dims}, scope=ins.scope, role=ins.role))
-            operands.append(t)
-        out.append(Instr(op=ins.op, fn=MatMul, inputs=operands, outputs=list(swap.outputs),
-                         attrs=dict(ins.attrs), scope=ins.scope, role=ins.role))
-    return program.replace(instrs=out)
 
 
 def _joint(a, b):
