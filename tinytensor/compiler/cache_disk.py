@@ -58,6 +58,10 @@ class CompilerNotFound(RuntimeError):
     pass
 
 
+class CompileError(RuntimeError):
+    """The C compiler rejected a source (its output is in the message)."""
+
+
 class CacheDirError(RuntimeError):
     """The configured cache directory cannot be created or used."""
 
@@ -274,7 +278,7 @@ def _compile(compiler, source, flags, include_dir, path):
         compiles += 1
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=build)
         if res.returncode != 0:
-            raise RuntimeError(f"tinytensor.compiler: the C compiler failed ({' '.join(cmd)}, "
+            raise CompileError(f"tinytensor.compiler: the C compiler failed ({' '.join(cmd)}, "
                                f"in {build}):\n{res.stderr.strip()}\n(source kept in {src} "
                                f"for {STALE // 3600} hour)")
         with open(os.path.join(build, name + ".so"), "rb") as f:
