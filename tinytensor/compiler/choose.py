@@ -52,5 +52,5 @@ def fell_back(step, name, error):
 def _warn_once(what, message):
     if what not in _warned:
         _warned.add(what)
-        # here, backend or fell_back, CompiledFunction._pick or __call__, the user's call
+        # here, backend or fell_back, CompiledFunction._build, __call__: the user's call
         warnings.warn(message, RuntimeWarning, stacklevel=5)
