@@ -10,7 +10,7 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..device import device_of_array
 from . import dynamic as _dynamic
-from . import guards, instantiate, interpret, state, symbolic
+from . import choose, guards, instantiate, interpret, state, symbolic
 from .capture import capture, flatten_tensors, known_tensors, own, owner, rebuild
 from .passes import run_all
 
@@ -18,7 +18,7 @@ LIMIT = 8  # compiled signatures per function; past it, new signatures run eager
 BACKENDS = ("numpy", "c", "cuda")
 
 
-def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
+def compile(fn=None, *, backend=None, dynamic=False, threads=None):
     """Compile `fn` (a function or an nn.Module: its forward, forward-only).
 
         @tt.compile
@@ -32,15 +32,19 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
     program on the new arrays, return its results, and set each parameter's .grad as the
     eager step would. Results that require grad (a compiled model: `tt.compile(model)`)
     are differentiable: `loss.backward()` outside runs the compiled backward (aot.py).
-    backend="numpy" runs the program with the ops' own NumPy code (the interpreter); "c"
-    and "cuda" the generated kernels.
+
+    backend: None, the default, picks the fastest that works at each compile (see
+    compiler/choose.py): "cuda" when the step's tensors are on a GPU, else "c" where a C
+    compiler is found, else "numpy" with one warning naming the compiler to install.
+    "numpy" runs the program with the ops' own NumPy code (the interpreter); "c" and
+    "cuda" the generated kernels. `.backend` is the latest compile's.
 
     dynamic=True: the sizes of the tensor arguments (and of the tensors a state object such
     as a KV cache holds) are symbols, so one program serves every batch and sequence size
     and a cached decoder every cache length; a size the step ties to a fixed one (a Linear's
     input features) is pinned back to its number. See compiler/dynamic.py.
 
-    threads (backend="c"): how many threads big kernels and matmuls are split over (see
+    threads (the C backend): how many threads big kernels and matmuls are split over (see
     compiler/codegen/threads.py); None, the default, as many as NumPy's OpenBLAS runs (the
     cores an eager step uses; OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set it), 1 when NumPy's
     BLAS is another. Elementwise and row kernels give the same bits with any number; a split
@@ -57,7 +61,7 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"tt.compile: threads must be a whole number >= 1 or None, got {threads!r}")
-        if threads > 1 and backend != "c":
+        if threads > 1 and backend not in (None, "c"):
             raise ValueError(f"tt.compile: threads={threads} splits the C backend's kernels; "
                              f"backend={backend!r} runs in one thread (use backend='c')")
     return CompiledFunction(fn, backend, dynamic, threads)
@@ -66,8 +70,10 @@ def compile(fn=None, *, backend="numpy", dynamic=False, threads=None):
 class CompiledFunction:
     """A function (or Module) with a cache of programs, one per call signature."""
 
-    def __init__(self, fn, backend="numpy", dynamic=False, threads=None):
-        self._backend = _backend(backend, threads)
+    def __init__(self, fn, backend=None, dynamic=False, threads=None):
+        self._backend = None if backend is None else _backend(backend, threads)
+        self._backends = {}       # backend=None: the ones chosen so far, by name (choose.py)
+        self._threads = threads
         self.backend = backend
         self.dynamic = dynamic
         self._static = frozenset()   # dynamic=True: (tensor number, dim) found tied to a size
@@ -164,9 +170,10 @@ class CompiledFunction:
             with symbolic.formulas():
                 program, self.counts = run_all(program)
                 if meta["aot"] is not None:   # differentiable results: forward and backward programs
-                    entry = aot.entry(program, meta, self._backend, self.dynamic, self.__name__)
+                    entry = aot.entry(program, meta, self._builder(args, kwargs, meta), self.dynamic,
+                                       self.__name__)
                 else:
-                    backend = self._backend(program, meta["write_back"], self.dynamic)
+                    backend = self._builder(args, kwargs, meta)(program, meta["write_back"], self.dynamic)
             if meta["aot"] is not None:
                 if self.dynamic:
                     self._cache.setdefault(key, []).append(entry)
@@ -187,6 +194,27 @@ class CompiledFunction:
                 self._cache[key] = _Entry(program, meta, backend)
         self._last = parts
         return result
+
+    def _builder(self, args, kwargs, meta):
+        """A function (program, write_back, dynamic) -> runner: the backend asked for, else
+        the one choose.py picks for this call (the interpreter, with a warning, for a
+        program the C compiler fails to build)."""
+        if self._backend is not None:
+            return self._backend
+        self.backend = name = choose.backend(args, kwargs, meta)
+        if name not in self._backends:
+            self._backends[name] = _backend(name, self._threads)
+        chosen = self._backends[name]
+
+        def build(program, write_back, dynamic=False):
+            try:
+                return chosen(program, write_back, dynamic)
+            except Exception as e:
+                if not choose.fell_back(self.__name__, name, e):
+                    raise
+                self.backend = "numpy"
+                return _backend("numpy")(program, write_back, dynamic)
+        return build
 
 
     def _entries(self):

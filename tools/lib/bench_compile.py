@@ -4,9 +4,11 @@ program against eager tinytensor and torch eager, in one run.
 Cases: a 5-op elementwise chain (x * 1.5 + 0.5) * x - 0.25, relu, float32, at 64K and 1M
 elements; GELU (tanh) forward, and forward + backward, at 1M; a tiny MLP training step
 (Python-overhead bound: through the tt.compile call, in runs of MLP_INNER calls); KV-cached greedy decoding of the
-GPT-2-style model below with tt.compile(model, dynamic=True). "compiled" times the C
-runner of the captured, fused program on the input arrays (the tt.compile call wrapper
-around it is not included); eager and torch time the same step written with their ops.
+GPT-2-style model below with tt.compile(model, dynamic=True). Every case compiles with
+plain tt.compile, the backend a user gets without naming one (printed with each row: the
+generated C where a C compiler is found). "compiled" times the runner of the program
+tt.compile built on the input arrays (the tt.compile call wrapper around it is not
+included); eager and torch time the same step written with their ops.
 
 The GPT-2-style training step of `tools/bench.py train` (fwd+bwd+AdamW, opt.zero_grad(),
 backward and opt.step() inside the compiled function) is timed through the tt.compile
@@ -32,16 +34,15 @@ def chain(x):
 
 
 def compiled_runner(step, tensors):
-    """The C runner of `step` captured on `tensors` and fused, and its input arrays."""
-    from tinytensor.compiler.capture import capture
-    from tinytensor.compiler.codegen import c
-    from tinytensor.compiler.passes import fuse
-    program, _, _ = capture(step, tuple(tensors))
-    fused = fuse.run(program)
-    runner = c.build(fused)
-    arrays = [t.data for t in tensors]
-    n_kernels = kernels_of(program)
-    return (lambda: runner(arrays)), n_kernels
+    """() -> the runner plain tt.compile built for `step` on `tensors`, called on their
+    arrays; its fused kernels; the backend tt.compile chose."""
+    import tinytensor as tt
+    fast = tt.compile(step)
+    fast(*tensors)
+    (entry,) = fast._entries()
+    arrays = [entry._read(k, tuple(tensors), {}, list(tensors)) for k in range(len(entry._fetch))]
+    runner = entry.runner
+    return (lambda: runner(arrays)), kernels_of(entry.program), fast.backend
 
 
 def cases():
@@ -56,18 +57,19 @@ def cases():
     for n in (64 * 1024, 1024 * 1024):
         a = rng.standard_normal(n).astype(np.float32)
         x, xt = tt.tensor(a), torch.tensor(a)
-        run, k = compiled_runner(chain, [x])
+        run, k, b = compiled_runner(chain, [x])
         yield (f"5-op elementwise chain, float32, {n // 1024}K", run,
-               lambda x=x: chain(x), lambda xt=xt: torch.relu((xt * 1.5 + 0.5) * xt - 0.25), k)
+               lambda x=x: chain(x), lambda xt=xt: torch.relu((xt * 1.5 + 0.5) * xt - 0.25), k,
+               {"backend": b})
 
     n = 1024 * 1024
     a = rng.standard_normal(n).astype(np.float32)
     g = rng.standard_normal(n).astype(np.float32)
     x, xt = tt.tensor(a), torch.tensor(a)
     gelu = lambda x: F.gelu(x, approximate="tanh")
-    run, k = compiled_runner(gelu, [x])
+    run, k, b = compiled_runner(gelu, [x])
     yield ("GELU (tanh) forward, float32, 1M", run, lambda: gelu(x),
-           lambda: TF.gelu(xt, approximate="tanh"), k)
+           lambda: TF.gelu(xt, approximate="tanh"), k, {"backend": b})
 
     xg, gg = tt.tensor(a, requires_grad=True), tt.tensor(g)
     xtg, gt = torch.tensor(a, requires_grad=True), torch.tensor(g)
@@ -77,7 +79,7 @@ def cases():
         y.backward(g)
         return y
 
-    run, k = compiled_runner(step, [xg, gg])
+    run, k, b = compiled_runner(step, [xg, gg])
 
     def eager_step():
         xg.grad = None
@@ -87,7 +89,8 @@ def cases():
         xtg.grad = None
         TF.gelu(xtg, approximate="tanh").backward(gt)
 
-    yield ("GELU (tanh) forward+backward, float32, 1M", run, eager_step, torch_step, k)
+    yield ("GELU (tanh) forward+backward, float32, 1M", run, eager_step, torch_step, k,
+           {"backend": b})
     yield mlp_case()
 
 
@@ -116,7 +119,7 @@ def mlp_case():
     xa, ya = rng.standard_normal((32, 64)).astype(np.float32), rng.integers(0, 10, 32)
     x, y = tt.tensor(xa), tt.tensor(ya)
     (mc, oc), (me, oe) = make(), make()
-    compiled = tt.compile(step, backend="c")
+    compiled = tt.compile(step)
     compiled(mc, oc, x, y)
     k = kernels_of(compiled.programs[0])
     tm = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
@@ -130,7 +133,7 @@ def mlp_case():
         to.step()
     return ("tiny MLP step 64-64-10, batch 32, AdamW (tt.compile call)",
             lambda: compiled(mc, oc, x, y), lambda: step(me, oe, x, y), torch_step, k,
-            {"inner": MLP_INNER})
+            {"inner": MLP_INNER, "backend": compiled.backend})
 
 
 # The tiny MLP's steps are timed in runs of this many back-to-back calls, as a training loop
@@ -170,12 +173,12 @@ def gpt_first_call(cache):
     os.environ["TINYTENSOR_CACHE_DIR"] = cache
     model, _, ids, _, nn, _, _ = bench_train.build_pair()
     opt = nn.optim.AdamW(model.parameters(), lr=1e-4)
-    step = tt.compile(gpt_step, backend="c")
+    step = tt.compile(gpt_step)
     t = time.perf_counter()
     step(model, opt, ids)
     seconds = time.perf_counter() - t
     kernels = kernels_of(step.programs[0])
-    return seconds, kernels, (step, model, opt, ids)
+    return seconds, kernels, (step, model, opt, ids), step.backend
 
 
 def gpt_case():
@@ -184,7 +187,7 @@ def gpt_case():
     cache = tempfile.mkdtemp(prefix="tt-bench-cache-")
     saved = os.environ.get("TINYTENSOR_CACHE_DIR")
     try:
-        cold, kernels, (step, model, opt, ids) = gpt_first_call(cache)
+        cold, kernels, (step, model, opt, ids), backend = gpt_first_call(cache)
         # `tools` is an installed package (pip install -e .), so the child imports it as is
         code = ("from tools.lib.bench_compile import gpt_first_call; "
                 "print(gpt_first_call(%r)[0])" % cache)
@@ -204,7 +207,7 @@ def gpt_case():
 
     return ("GPT-2-style 4x256, B=8 T=128: fwd+bwd+AdamW", lambda: step(model, opt, ids),
             lambda: gpt_step(eager_model, opt_e, ids_tt), lambda: gpt_step(ref, opt_t, ids_th),
-            kernels, {"compile_times": (cold, warm)})
+            kernels, {"compile_times": (cold, warm), "backend": backend})
 
 
 def decode_case(new_tokens=32, prompt=16):
@@ -217,7 +220,7 @@ def decode_case(new_tokens=32, prompt=16):
     import models
     ours, ref, ids_tt, ids_th, _, torch, tt = bench_train.build_pair()
     ours.eval(), ref.eval()
-    fast = tt.compile(ours, backend="c", dynamic=True)
+    fast = tt.compile(ours, dynamic=True)
     p_tt, p_th = ids_tt[:1, :prompt], ids_th[:1, :prompt]
     want = models.generate(ours, p_tt, max_new_tokens=new_tokens).numpy()
     got = models.generate(fast, p_tt, max_new_tokens=new_tokens).numpy()   # captures, compiles
@@ -235,7 +238,7 @@ def decode_case(new_tokens=32, prompt=16):
             f"{len(fast.programs)} programs)",
             lambda: models.generate(fast, p_tt, max_new_tokens=new_tokens),
             lambda: models.generate(ours, p_tt, max_new_tokens=new_tokens), torch_decode,
-            sum(kernels_of(p) for p in fast.programs))
+            sum(kernels_of(p) for p in fast.programs), {"backend": fast.backend})
 
 
 def kernels_of(program):
@@ -254,8 +257,8 @@ def run_compile(repeat, gpt=True):
             f_c()
         c, e, t = median_n([f_c, f_e, f_t], repeat, inner=options.get("inner", 1), settle=SETTLE)
         rows.append((name, c, e, t, kernels))
-        print(f"{name:44s} compiled {c * 1e3:7.3f} ms ({kernels} kernel{'s' * (kernels != 1)})   "
-              f"eager {e * 1e3:7.3f} ms   torch {t * 1e3:7.3f} ms   "
+        print(f"{name:44s} compiled {c * 1e3:7.3f} ms ({kernels} kernel{'s' * (kernels != 1)}, "
+              f"backend {options.get('backend')})   eager {e * 1e3:7.3f} ms   torch {t * 1e3:7.3f} ms   "
               f"eager/compiled {e / c:5.2f}x   torch/compiled {t / c:5.2f}x", flush=True)
         if "compile_times" in options:
             cold, warm = options["compile_times"]

@@ -41,6 +41,8 @@ from .runner import Runner
 FLAGS = ["-O3", "-std=gnu11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
          "-fPIC", "-shared"]
 HEADER = os.path.join(os.path.dirname(__file__), "tt_math.h")
+# by absolute path: a quoted name is looked up next to the source first (cache_disk.py)
+INCLUDE = '#include "%s"' % HEADER.replace("\\", "\\\\").replace('"', '\\"')
 CTYPE = {"float32": "float", "float64": "double", "bool": "unsigned char",
          "int64": "long long", "int32": "int"}   # ints: compared and selected only (fuse.INT)
 _INT = {"long long": ("LL", 64), "int": ("", 32)}
@@ -777,7 +779,7 @@ def program_source(program, in_place=None):
     """The whole translation unit: the header, then one function per fused instruction.
     in_place: {output value id: input value id} computed in place (codegen/runner.py).
     Returns (source, {instr index: function name})."""
-    head = ['#include "tt_math.h"', ""]
+    head = [INCLUDE, ""]
     if any(ins.op == "fused" and is_row_kernel(ins.attrs["body"]) for ins in program.instrs):
         head += [PAIRWISE, ""]
     in_place = in_place or {}
@@ -835,7 +837,7 @@ def _compiled(program, in_place):
     if names:
         with open(HEADER) as f:
             header = f.read()
-        lib = cache_disk.load(source, FLAGS, include_dir=os.path.dirname(HEADER), extra=header)
+        lib = cache_disk.load(source, FLAGS, extra=header)
     # {k: (the whole kernel, its parts' entry)}
     return {k: (getattr(lib, name), getattr(lib, f"{name}_part")) for k, name in names.items()}, source
 

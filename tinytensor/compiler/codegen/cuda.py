@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ...device import cupy_module
-from .. import instantiate, symbolic
+from .. import cache_disk, instantiate, symbolic
 from . import c
 from .runner import numpy_step
 
@@ -223,11 +223,14 @@ class Runner:
     def _prepare(self, cupy):
         consts = {v.id: cupy.asarray(a) for v, a in self.program.consts.items()}
         dev = cupy.cuda.Device().id
-        module = self._modules.get(dev)
-        if module is None and self.names:
-            module = self._modules[dev] = cupy.RawModule(code=self.source, options=OPTIONS)
-        steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy, self._sizes.get(k, ()))
-                 if k in self.names else numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
+        # CuPy compiles (and reads or writes its kernel cache) on the first get_function:
+        # both under cache_disk's rules for that cache's directory
+        with cache_disk.cupy_cache():
+            module = self._modules.get(dev)
+            if module is None and self.names:
+                module = self._modules[dev] = cupy.RawModule(code=self.source, options=OPTIONS)
+            steps = [_kernel_step(ins, module.get_function(self.names[k]), cupy, self._sizes.get(k, ()))
+                     if k in self.names else numpy_step(ins) for k, ins in enumerate(self.program.instrs)]
         return consts, steps
 
 
