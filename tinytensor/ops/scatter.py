@@ -142,9 +142,8 @@ class ScatterReduce(Function):
         if reduce == "sum":
             gx, gs = g, gather(g)
         elif reduce == "mean":
-            xp = _xp(x.data)
-            n = _count(xp, _shape1(x), _key(xp, index.data, dim), include_self, x.data.dtype)
-            n = Tensor._make(n.reshape(x.shape), x.device, False)
+            n = ScatterCount.apply(index, shape=tuple(x.shape), dim=dim, include_self=include_self,
+                                   dtype=x.data.dtype)
             gx, gs = g / n, gather(g) / gather(n)
         elif reduce == "prod":
             # divide out zeros exactly: self's share is the product of everything else, and a
@@ -180,6 +179,16 @@ def _count(xp, shape, key, include_self, dtype):
     n = xp.full(shape, 1 if include_self else 0, dtype=dtype)
     _ufunc_at(xp, "sum", n, key, xp.ones(key[0].shape, dtype=dtype))
     return xp.maximum(n, 1)
+
+
+class ScatterCount(Function):
+    """How many values each position of a scatter_reduce(..., "mean") of x's `shape`
+    averages, from the index (a recorded op: a compiled backward counts this call's)."""
+
+    @staticmethod
+    def forward(ctx, index, shape, dim, include_self, dtype):
+        xp = _xp(index)
+        return _count(xp, shape or (1,), _key(xp, index, dim), include_self, dtype).reshape(shape)
 
 
 def _lowest(xp, dtype):

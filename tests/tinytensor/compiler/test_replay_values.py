@@ -1,0 +1,110 @@
+"""Ops whose result depends on their inputs' values must follow those values at replay.
+
+Each case runs a compiled function on two inputs of one signature (so the second call
+replays the program captured on the first) and compares with eager: an op that computed
+its result from `.data` in Python (an argmax, a pooling window's winner, an integer
+division) and did not record itself would replay the first call's answer. Gradients are
+taken with tt.grad inside the step, so they are program outputs too."""
+import numpy as np
+import pytest
+
+import nn
+import tinytensor as tt
+import tinytensor.functional as F
+
+RNG = np.random.default_rng(22)
+
+
+def _f(*shape):
+    return RNG.standard_normal(shape)
+
+
+def _i(lo, hi, *shape):
+    return RNG.integers(lo, hi, shape)
+
+
+def _with_grads(fn):
+    """fn's outputs, then the gradient of sum(output * a fixed cotangent) for each float
+    input: a frozen index would route the gradient to the first call's positions."""
+    def step(*xs):
+        outs = fn(*xs)
+        outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+        diff = [x for x in xs if x.requires_grad]
+        floats = [o for o in outs if o.is_floating_point() and o.requires_grad]
+        if not diff or not floats:
+            return outs
+        loss = sum((o * tt.cos(tt.arange(o.numel()).reshape(o.shape).to(o.dtype))).sum() for o in floats)
+        return outs + tuple(tt.grad(loss, diff))
+    return step
+
+
+def _tensors(arrays):
+    return [tt.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
+
+
+def assert_replays_eager(fn, calls, backend, grads=True):
+    """fn compiled, called on each input list of `calls` in turn, equals eager fn."""
+    step = _with_grads(fn) if grads else fn
+    compiled = tt.compile(step, backend=backend)
+    for arrays in calls:
+        want = step(*_tensors(arrays))
+        got = compiled(*_tensors(arrays))
+        want = tuple(want) if isinstance(want, (tuple, list)) else (want,)
+        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        assert len(got) == len(want)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.dtype == w.dtype and g.shape == w.shape, (k, g, w)
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-12,
+                                       err_msg=f"output {k} of {len(got)}")
+    assert len(compiled.programs) == 1   # the later calls were replays
+
+
+X1 = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+X2 = np.array([[9.0, 1.0, 2.0], [0.0, 0.0, 8.0]])
+IMG = [[_f(2, 3, 6, 6)] for _ in range(2)]
+
+CASES = {
+    "argmax_dim": (lambda x: x.argmax(dim=1), [[X1], [X2]]),
+    "argmax_all": (lambda x: tt.argmax(x), [[X1], [X2]]),
+    "argmin_keepdim": (lambda x: x.argmin(dim=0, keepdim=True), [[X1], [X2]]),
+    "argsort": (lambda x: tt.argsort(x, dim=-1, descending=True), [[X1], [X2]]),
+    "sort": (lambda x: tuple(tt.sort(x, dim=1)), [[X1], [X2]]),
+    "topk": (lambda x: tuple(tt.topk(x, 2, dim=1)), [[X1], [X2]]),
+    "max_dim": (lambda x: x.max(dim=1).values, [[X1], [X2]]),
+    "min_dim": (lambda x: tuple(x.min(dim=0)), [[X1], [X2]]),
+    "cummax": (lambda x: tuple(tt.cummax(x, 1)), [[X1], [X2]]),
+    "cummin": (lambda x: tuple(tt.cummin(x, 0)), [[X1], [X2]]),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), IMG),
+    "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True), IMG),
+    "max_pool1d": (lambda x: F.max_pool1d(x, 2, stride=1), [[_f(2, 3, 7)], [_f(2, 3, 7)]]),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2), [[_f(1, 2, 4, 4, 4)], [_f(1, 2, 4, 4, 4)]]),
+    "nn_maxpool2d": (nn.MaxPool2d(2, stride=2), IMG),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (4, 3), return_indices=True), IMG),
+    "int_floordiv": (lambda a, b: a // b, [[_i(-20, 20, 6), _i(1, 5, 6)], [_i(-20, 20, 6), _i(1, 5, 6)]]),
+    "float_floordiv": (lambda a, b: a // b, [[_f(6) * 9, _f(6) + 3], [_f(6) * 9, _f(6) + 3]]),
+    "div_floor": (lambda a, b: tt.div(a, b, rounding_mode="floor"), [[_i(-20, 20, 6), _i(1, 5, 6)],
+                                                                     [_i(-20, 20, 6), _i(1, 5, 6)]]),
+    "div_trunc": (lambda a, b: tt.div(a, b, rounding_mode="trunc"), [[_f(6) * 9, _f(6) + 3],
+                                                                     [_f(6) * 9, _f(6) + 3]]),
+    "int_abs": (lambda a: tt.abs(a), [[_i(-9, 9, 7)], [_i(-9, 9, 7)]]),
+    "bool_sign": (lambda a: tt.sign(a), [[_i(0, 2, 7).astype(bool)], [_i(0, 2, 7).astype(bool)]]),
+    "int_fmod": (lambda a, b: tt.fmod(a, b), [[_i(-20, 20, 6), _i(1, 5, 6)], [_i(-20, 20, 6), _i(1, 5, 6)]]),
+    "isclose": (lambda a, b: tt.isclose(a, b, atol=0.5), [[_f(8), _f(8)], [_f(8), _f(8)]]),
+    "one_hot": (lambda t: F.one_hot(t, 5), [[_i(0, 5, 6)], [_i(0, 5, 6)]]),
+    "remainder_grad": (lambda a, b: a % b, [[_f(6) * 9, _f(6) + 3], [_f(6) * 9, _f(6) + 3]]),
+    "scatter_reduce_mean": (lambda x, s, i: tt.scatter_reduce(x, 0, i, s, "mean"),
+                            [[_f(4), _f(6), _i(0, 4, 6)], [_f(4), _f(6), _i(0, 4, 6)]]),
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_value_dependent_op_replays_eager(name, backend):
+    fn, calls = CASES[name]
+    assert_replays_eager(fn, calls, backend)
+
+
+def test_the_issue_example_max_dim():
+    g = tt.compile(lambda x: x.max(dim=1).values)
+    g(tt.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]]))
+    assert g(tt.tensor([[9.0, 1.0, 2.0], [0.0, 0.0, 8.0]])).tolist() == [9.0, 8.0]
