@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.core.grad_mode import STATE
 from tinytensor.device import device_of_array, get_device
 
 from .layers import Embedding
@@ -38,13 +39,22 @@ def _position_tensor(positions, past_length, device, dtype=None):
 
 
 def _positions(positions, past_length, device):
-    """An int array of positions: `positions` itself, or arange(past, past + positions)."""
+    """An int array of positions: `positions` itself (an array or list; a Tensor only
+    eagerly, see _refuse_tensor), or arange(past, past + positions)."""
     xp = device.xp
     if isinstance(positions, (int, np.integer)):
         return xp.arange(past_length, past_length + int(positions))
     if isinstance(positions, tt.Tensor):
+        _refuse_tensor(positions, "positions")
         return positions.data
     return xp.asarray(positions)
+
+
+def _refuse_tensor(t, what):
+    """Tables built from a Tensor's values on arrays are constants to a capture: refuse
+    them there (naming the line) rather than replay the first call's positions."""
+    if STATE.capture is not None:
+        STATE.capture.read_value(t, what)
 
 
 # ---------------------------------------------------------------------- sinusoidal
@@ -89,7 +99,9 @@ class SinusoidalPositionalEmbedding(Module):
     def forward(self, positions, past_length=0, dtype=None, device=None):
         dev = get_device(device) if device is not None else (
             positions.device if isinstance(positions, tt.Tensor) else tt.Device("cpu"))
-        if _sized(positions, past_length) and not self.embedding_dim % 2:
+        if isinstance(positions, tt.Tensor) and not self.embedding_dim % 2:
+            pos = positions + self.offset   # recorded, so a compiled step follows the ids
+        elif _sized(positions, past_length) and not self.embedding_dim % 2:
             pos = _position_tensor(positions, past_length, dev) + self.offset
         else:
             pos = _positions(positions, past_length, dev) + self.offset
@@ -118,6 +130,16 @@ class LearnedPositionalEmbedding(Embedding):
                                  f"{past_length + positions - 1} out of range for "
                                  f"{self.num_embeddings - self.offset} positions (offset {self.offset})")
             return super().forward(_position_tensor(positions, past_length, dev) + self.offset)
+        if isinstance(positions, tt.Tensor):
+            # recorded ops, so a compiled step follows each call's ids; the range is checked
+            # eagerly (the embedding's gather refuses an id past the table at replay)
+            if STATE.capture is None and positions.numel():
+                lo, hi = int(positions.min()), int(positions.max())
+                if hi + self.offset >= self.num_embeddings or lo + self.offset < 0:
+                    raise IndexError(f"LearnedPositionalEmbedding: positions {lo}..{hi} out of "
+                                     f"range for {self.num_embeddings - self.offset} positions "
+                                     f"(offset {self.offset})")
+            return super().forward(positions.to(dtype=tt.int64, device=dev) + self.offset)
         pos = _positions(positions, past_length, dev) + self.offset
         if pos.size and (int(pos.max()) >= self.num_embeddings or int(pos.min()) < 0):
             raise IndexError(f"LearnedPositionalEmbedding: positions {int(pos.min()) - self.offset}"
@@ -140,9 +162,12 @@ def rope_cos_sin(positions, rotary_dim, base=10000.0, past_length=0, dtype=None,
         raise ValueError(f"rope_cos_sin: rotary_dim must be even, got {rotary_dim}")
     inv_freq = 1.0 / base ** (xp.arange(0, rotary_dim, 2, dtype=xp.float64) / rotary_dim)
     dt = dtype or tt.get_default_dtype()
-    if _sized(positions, past_length):   # the same float64 ops, recorded (see _sized)
-        angle = _position_tensor(positions, past_length, dev, tt.float64).unsqueeze(-1) \
-            * tt.as_tensor(inv_freq, device=dev)
+    if isinstance(positions, tt.Tensor) or _sized(positions, past_length):
+        # the same float64 ops, recorded: a compiled step follows each call's position ids
+        # (and, see _sized, each call's sizes)
+        pos = positions.to(dtype=tt.float64, device=dev) if isinstance(positions, tt.Tensor) \
+            else _position_tensor(positions, past_length, dev, tt.float64)
+        angle = pos.unsqueeze(-1) * tt.as_tensor(inv_freq, device=dev)
         return angle.cos().to(dt), angle.sin().to(dt)
     pos = _positions(positions, past_length, dev).astype(xp.float64)
     angle = pos[..., None] * inv_freq  # (..., rotary_dim / 2)
@@ -236,6 +261,8 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
     when bidirectional, and a causal (bidirectional=False) one sees only the past.
     Takes and returns an int Tensor (or array)."""
     is_tensor = isinstance(relative_position, tt.Tensor)
+    if is_tensor:
+        _refuse_tensor(relative_position, "relative_position_bucket")
     rp = relative_position.data if is_tensor else relative_position
     if not is_tensor and type(rp).__module__.startswith("cupy"):
         xp = device_of_array(rp).xp

@@ -108,3 +108,129 @@ def test_the_issue_example_max_dim():
     g = tt.compile(lambda x: x.max(dim=1).values)
     g(tt.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]]))
     assert g(tt.tensor([[9.0, 1.0, 2.0], [0.0, 0.0, 8.0]])).tolist() == [9.0, 8.0]
+
+
+# ---------------------------------------------------------------- modules and steps
+def _close(got, want, tol):
+    got, want = (t.detach().numpy() if isinstance(t, tt.Tensor) else t for t in (got, want))
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_multi_head_attention_weights_follow_a_padding_mask(backend):
+    """need_weights=True with a key padding mask: captured on a mask without a dead row, a
+    replay with one must give that row zeros (eager's), not NaN."""
+    tt.manual_seed(0)
+    mha = nn.MultiHeadAttention(8, 2)
+    x = tt.randn(2, 3, 8)
+
+    def f(x, pad):
+        return mha(x, key_padding_mask=pad, need_weights=True)
+    g = tt.compile(f, backend=backend)
+    live = tt.tensor([[False, False, True], [False, True, True]])
+    dead = tt.tensor([[False, False, True], [True, True, True]])   # batch 1 sees no key
+    for pad in (live, dead):
+        for got, want in zip(g(x, pad), f(x, pad)):
+            assert not np.isnan(got.numpy()).any()
+            _close(got, want, 1e-6)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_compiled_cnn_with_max_pooling_trains_as_eager(backend):
+    """A conv + max-pool + linear classifier, its SGD step compiled: every step's loss and
+    the final weights follow eager (the pooling winners and their gradients per call)."""
+    def make():
+        tt.manual_seed(3)
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(4, 4, 3), nn.AdaptiveMaxPool2d(1))
+
+    def step(m, opt, x, y):
+        loss = F.cross_entropy(m(x).reshape(4, 4), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    rng = np.random.default_rng(1)
+    batches = [(tt.tensor(rng.standard_normal((4, 1, 8, 8)).astype(np.float32)),
+                tt.tensor(rng.integers(0, 3, 4))) for _ in range(4)]
+    runs = []
+    for fn in (step, tt.compile(step, backend=backend)):
+        m = make()
+        opt = nn.optim.SGD(m.parameters(), lr=0.5)
+        runs.append(([float(fn(m, opt, x, y)) for x, y in batches], [p.data.copy() for p in m.parameters()]))
+    (eager_losses, eager_w), (losses, w) = runs
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
+    for a, b in zip(w, eager_w):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+@pytest.mark.parametrize("clip", ["norm", "value"])
+def test_clipping_is_captured_in_a_compiled_step(clip, backend):
+    """nn.clip_grad_norm_ / clip_grad_value_ inside a compiled training step: recorded, so
+    every replay clips its own gradients as eager does (the norm returned too)."""
+    def make():
+        tt.manual_seed(4)
+        return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 2))
+
+    def step(m, opt, x, y):
+        loss = ((m(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        if clip == "norm":
+            norm = nn.clip_grad_norm_(m.parameters(), 0.3)
+        else:
+            nn.clip_grad_value_(m.parameters(), 0.05)
+            norm = loss
+        opt.step()
+        return loss, norm
+    rng = np.random.default_rng(2)
+    batches = [(tt.tensor(rng.standard_normal((5, 6)) * s), tt.tensor(rng.standard_normal((5, 2))))
+               for s in (1.0, 0.01, 3.0, 0.1)]   # some steps clip, some do not
+    runs = []
+    for fn in (step, tt.compile(step, backend=backend)):
+        m = make().to(tt.float64)
+        opt = nn.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        out = [tuple(float(t) for t in fn(m, opt, x, y)) for x, y in batches]
+        runs.append((out, [p.data.copy() for p in m.parameters()]))
+    (eager_out, eager_w), (out, w) = runs
+    np.testing.assert_allclose(out, eager_out, rtol=1e-12)
+    for a, b in zip(w, eager_w):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_clip_grad_norm_error_if_nonfinite_is_refused_under_capture_naming_the_line():
+    m = nn.Linear(3, 1)
+
+    def step(x):
+        m(x).sum().backward()
+        nn.clip_grad_norm_(m.parameters(), 1.0, error_if_nonfinite=True)
+    with pytest.raises(tt.compiler.CaptureError, match=r"clip_grad_norm_\(error_if_nonfinite=True\).*"
+                       r"test_replay_values.py:\d+"):
+        tt.compile(step)(tt.randn(2, 3))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_compiled_llama_follows_position_ids(backend):
+    import models
+    tt.manual_seed(0)
+    m = models.Llama(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)
+    m.eval()
+    ids = tt.tensor([[3, 5, 7, 9], [1, 2, 3, 4]])
+    f = tt.compile(lambda ids, pos: m(ids, position_ids=pos).logits, backend=backend)
+    for pos in (tt.tensor([[0, 1, 2, 3], [0, 1, 2, 3]]), tt.tensor([[5, 6, 7, 8], [0, 0, 1, 2]])):
+        _close(f(ids, pos), m(ids, position_ids=pos).logits, 1e-5)
+    assert len(f.programs) == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.SinusoidalPositionalEmbedding(16, 8),
+    lambda: nn.LearnedPositionalEmbedding(16, 8, offset=2),
+], ids=["sinusoidal", "learned"])
+def test_compiled_position_embeddings_follow_position_tensors(make):
+    tt.manual_seed(0)
+    emb = make()
+    f = tt.compile(lambda pos: emb(pos))
+    for pos in (tt.tensor([0, 1, 2, 3]), tt.tensor([7, 3, 9, 0])):
+        _close(f(pos), emb(pos), 1e-6)
