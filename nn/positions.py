@@ -39,14 +39,11 @@ def _position_tensor(positions, past_length, device, dtype=None):
 
 
 def _positions(positions, past_length, device):
-    """An int array of positions: `positions` itself (an array or list; a Tensor only
-    eagerly, see _refuse_tensor), or arange(past, past + positions)."""
+    """An int array of positions: `positions` itself (an array or a list: a Tensor of
+    positions goes through recorded ops instead), or arange(past, past + positions)."""
     xp = device.xp
     if isinstance(positions, (int, np.integer)):
         return xp.arange(past_length, past_length + int(positions))
-    if isinstance(positions, tt.Tensor):
-        _refuse_tensor(positions, "positions")
-        return positions.data
     return xp.asarray(positions)
 
 
@@ -70,11 +67,16 @@ def sinusoidal_positions(num_positions, dim, base=10000.0, interleaved=True, pos
     xp = dev.xp
     n_sin, n_cos = (dim + 1) // 2, dim // 2
     inv_freq = 1.0 / base ** (xp.arange(n_sin, dtype=xp.float64) * 2.0 / dim)
-    if isinstance(positions, tt.Tensor) and not dim % 2:   # a capture's sized positions
+    if isinstance(positions, tt.Tensor):
+        # recorded ops, the same float64 arithmetic: a compiled step follows each call's
+        # positions (and, see _sized, each call's sizes)
         angle = positions.to(tt.float64).unsqueeze(-1) * tt.as_tensor(inv_freq, device=dev)
-        sin, cos = angle.sin(), angle.cos()
-        table = (tt.stack([sin, cos], -1).reshape(*angle.shape[:-1], dim) if interleaved
-                 else tt.cat([sin, cos], -1))
+        sin, cos = angle.sin(), angle.cos()[..., :n_cos]
+        if interleaved:   # sin, cos, sin, cos, ... and a last sin when dim is odd
+            table = tt.stack([sin[..., :n_cos], cos], -1).reshape(*angle.shape[:-1], 2 * n_cos)
+            table = tt.cat([table, sin[..., n_cos:]], -1) if dim % 2 else table
+        else:
+            table = tt.cat([sin, cos], -1)
         return table.to(dtype or tt.get_default_dtype())
     pos = xp.arange(num_positions) if positions is None else _positions(positions, 0, dev)
     angle = pos.astype(xp.float64)[..., None] * inv_freq  # (..., n_sin)
@@ -99,9 +101,9 @@ class SinusoidalPositionalEmbedding(Module):
     def forward(self, positions, past_length=0, dtype=None, device=None):
         dev = get_device(device) if device is not None else (
             positions.device if isinstance(positions, tt.Tensor) else tt.Device("cpu"))
-        if isinstance(positions, tt.Tensor) and not self.embedding_dim % 2:
+        if isinstance(positions, tt.Tensor):
             pos = positions + self.offset   # recorded, so a compiled step follows the ids
-        elif _sized(positions, past_length) and not self.embedding_dim % 2:
+        elif _sized(positions, past_length):
             pos = _position_tensor(positions, past_length, dev) + self.offset
         else:
             pos = _positions(positions, past_length, dev) + self.offset
@@ -260,14 +262,17 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
     larger ones share log-spaced buckets up to max_distance; the sign gets its own half
     when bidirectional, and a causal (bidirectional=False) one sees only the past.
     Takes and returns an int Tensor (or array)."""
-    is_tensor = isinstance(relative_position, tt.Tensor)
-    if is_tensor:
+    if isinstance(relative_position, tt.Tensor):
         _refuse_tensor(relative_position, "relative_position_bucket")
-    rp = relative_position.data if is_tensor else relative_position
-    if not is_tensor and type(rp).__module__.startswith("cupy"):
-        xp = device_of_array(rp).xp
-    else:
-        xp = relative_position.device.xp if is_tensor else np
+        return tt.as_tensor(_buckets(relative_position.data, relative_position.device.xp, bidirectional,
+                                     num_buckets, max_distance), device=relative_position.device)
+    rp = relative_position
+    xp = device_of_array(rp).xp if type(rp).__module__.startswith("cupy") else np
+    return _buckets(rp, xp, bidirectional, num_buckets, max_distance)
+
+
+def _buckets(rp, xp, bidirectional, num_buckets, max_distance):
+    """relative_position_bucket of an int array (of sizes' positions, or a Tensor's)."""
     rp = xp.asarray(rp).astype(xp.int64)
     buckets = xp.zeros_like(rp)
     if bidirectional:
@@ -285,7 +290,7 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
         large = max_exact + xp.where(is_small, 0, scaled).astype(xp.int64)
     large = xp.minimum(large, num_buckets - 1)
     buckets += xp.where(is_small, rp, large)
-    return tt.as_tensor(buckets, device=relative_position.device) if is_tensor else buckets
+    return buckets
 
 
 class RelativePositionBias(Module):
@@ -304,8 +309,7 @@ class RelativePositionBias(Module):
         dev = self.relative_attention_bias.weight.device
         xp = dev.xp
         rel = xp.arange(k_len)[None, :] - xp.arange(past_length, past_length + q_len)[:, None]
-        buckets = relative_position_bucket(rel, self.bidirectional, self.num_buckets,
-                                           self.max_distance)  # (L, S)
+        buckets = _buckets(rel, xp, self.bidirectional, self.num_buckets, self.max_distance)  # (L, S)
         values = self.relative_attention_bias(tt.as_tensor(buckets, device=dev))  # (L, S, nh)
         return values.permute(2, 0, 1).unsqueeze(0)  # (1, nh, L, S)
 
