@@ -272,12 +272,14 @@ class IndexPut(Function):
 
 
 def setitem(x, key, value):
+    index_tensors = [k for k in (key if isinstance(key, tuple) else (key,)) if isinstance(k, Tensor)]
     key, advanced = normalize_key(x, key, "setitem")
     value = as_tensor_like(value, x) if not isinstance(value, Tensor) else cast(value, x.dtype)
     if value.device is not x.device:
         raise RuntimeError(f"setitem: value on {value.device} for a tensor on {x.device}")
     try:
-        apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value)
+        apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value,
+                      _key_tensors=index_tensors)
     except ValueError as e:
         if "broadcast" not in str(e):
             raise

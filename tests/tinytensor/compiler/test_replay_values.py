@@ -234,3 +234,25 @@ def test_compiled_position_embeddings_follow_position_tensors(make):
     f = tt.compile(lambda pos: emb(pos))
     for pos in (tt.tensor([0, 1, 2, 3]), tt.tensor([7, 3, 9, 0])):
         _close(f(pos), emb(pos), 1e-6)
+
+
+def test_an_in_place_write_of_a_traced_value_is_refused_at_the_op_naming_the_line():
+    """`buf = tt.zeros(3); buf.add_(x)`: the write put x's values into a constant the
+    program kept (a replay returned the first call's x); now refused at the op."""
+    def f(x):
+        buf = tt.zeros(3)
+        buf.add_(x)
+        return buf * 1
+    with pytest.raises(tt.compiler.CaptureError, match=r"in-place op add_ .*test_replay_values.py:\d+ "
+                                                       r"\(`buf.add_\(x\)`\)"):
+        tt.compile(f)(tt.ones(3))
+
+
+def test_an_in_place_fill_of_a_constant_made_from_sizes_is_still_captured():
+    def f(x):
+        mask = tt.zeros(x.shape[0], dtype=tt.bool)
+        mask[0] = True   # from sizes only: the constant it leaves is right at every call
+        return tt.where(mask, x, 0.0)
+    g = tt.compile(f)
+    for x in (tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0])):
+        assert g(x).tolist() == f(x).tolist()
