@@ -374,8 +374,8 @@ class _CaptureTape(Tape):
         """Called by the in-place ops (ops/inplace.py) while capturing: an in-place update
         that involves a traced value (an argument, a parameter, a result of the step)
         cannot be replayed (the program would keep the array it wrote, or miss the write),
-        so it is refused here, naming the op and the line. One on constants made from sizes
-        (a mask filled in place) is replayed as the constant it leaves."""
+        so it is refused here, naming the op and the line (the check of the versions after
+        the step still catches one on a constant the step then reads)."""
         if not any(isinstance(t, Tensor) and (id(t) in self._producer or id(t) in self.known)
                    for t in tensors):
             return

@@ -247,12 +247,3 @@ def test_an_in_place_write_of_a_traced_value_is_refused_at_the_op_naming_the_lin
                                                        r"\(`buf.add_\(x\)`\)"):
         tt.compile(f)(tt.ones(3))
 
-
-def test_an_in_place_fill_of_a_constant_made_from_sizes_is_still_captured():
-    def f(x):
-        mask = tt.zeros(x.shape[0], dtype=tt.bool)
-        mask[0] = True   # from sizes only: the constant it leaves is right at every call
-        return tt.where(mask, x, 0.0)
-    g = tt.compile(f)
-    for x in (tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0])):
-        assert g(x).tolist() == f(x).tolist()
