@@ -11,6 +11,7 @@ import numpy as np
 from ..dtypes import BF16_NP, is_floating_np
 from ..messages import plain
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
                           minimum, mul, sign, where)
@@ -130,7 +131,9 @@ class Prod(_SavesOutput):
         x, dims, out_k, g_k = _saved_back(ctx, g)
         shape = x.shape
         is_zero = eq(x, 0)
-        if not bool(is_zero.data.any()):
+        # the quick formula where no entry is zero (read eagerly); a capture keeps the
+        # general one, which a replay with a zero needs and which equals it without zeros
+        if STATE.capture is None and not bool(is_zero.data.any()):
             return g_k * (out_k / x)
         # others_i = prod_{k != i} x_k, written so that its derivative is right too: a zero
         # entry's "others" is the product of the nonzero entries times the other zero entry

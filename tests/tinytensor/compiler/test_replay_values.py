@@ -92,6 +92,7 @@ CASES = {
     "isclose": (lambda a, b: tt.isclose(a, b, atol=0.5), [[_f(8), _f(8)], [_f(8), _f(8)]]),
     "one_hot": (lambda t: F.one_hot(t, 5), [[_i(0, 5, 6)], [_i(0, 5, 6)]]),
     "remainder_grad": (lambda a, b: a % b, [[_f(6) * 9, _f(6) + 3], [_f(6) * 9, _f(6) + 3]]),
+    "prod_grad_meets_a_zero": (lambda x: x.prod(dim=1), [[X1 + 1], [X2]]),
     "scatter_reduce_mean": (lambda x, s, i: tt.scatter_reduce(x, 0, i, s, "mean"),
                             [[_f(4), _f(6), _i(0, 4, 6)], [_f(4), _f(6), _i(0, 4, 6)]]),
 }
