@@ -5,6 +5,8 @@ replays the program captured on the first) and compares with eager: an op that c
 its result from `.data` in Python (an argmax, a pooling window's winner, an integer
 division) and did not record itself would replay the first call's answer. Gradients are
 taken with tt.grad inside the step, so they are program outputs too."""
+import re
+
 import numpy as np
 import pytest
 
@@ -248,3 +250,26 @@ def test_an_in_place_write_of_a_traced_value_is_refused_at_the_op_naming_the_lin
                                                        r"\(`buf.add_\(x\)`\)"):
         tt.compile(f)(tt.ones(3))
 
+
+
+def test_checks_on_values_run_at_every_replay():
+    """The checks that read values moved into the ops' forwards: a replay checks its own
+    inputs (before, only the captured call was checked)."""
+    f = tt.compile(lambda a, b: tt.fmod(a, b))
+    f(tt.tensor([5, 7]), tt.tensor([2, 3]))
+    with pytest.raises(ZeroDivisionError, match="fmod: integer division by zero"):
+        f(tt.tensor([5, 7]), tt.tensor([2, 0]))
+    g = tt.compile(lambda t: F.one_hot(t, 3))
+    g(tt.tensor([0, 2]))
+    with pytest.raises(IndexError, match=r"one_hot: class values must be in \[0, 3\)"):
+        g(tt.tensor([0, 3]))
+
+
+@pytest.mark.parametrize("fn,op", [
+    (lambda t: F.one_hot(t), "one_hot without num_classes"),
+    (lambda t: tt.multinomial(t.float() + 1.0, 1), "multinomial"),
+    (lambda t: tt.nonzero(t), "nonzero"),
+])
+def test_a_size_read_off_the_values_is_refused_naming_the_op_and_line(fn, op):
+    with pytest.raises(tt.compiler.CaptureError, match=re.escape(op) + r".*test_replay_values.py:\d+"):
+        tt.compile(fn)(tt.tensor([0, 2, 1]))
