@@ -301,6 +301,22 @@ def _along_dim_key(xp, index, dim):
     return tuple(key)
 
 
+def _negative_ids(lo, n):
+    return f"embedding: index {lo} is negative (ids must be in [0, {n}))"
+
+
+class _NonNegativeIds(Function):
+    """A copy of the ids, after refusing a negative one (NumPy indexing would wrap it where
+    torch raises): the check a compiled embedding runs at every call."""
+    name = "check_ids"
+
+    @staticmethod
+    def forward(ctx, ids, n):
+        if ids.size and int(ids.min()) < 0:
+            raise IndexError(_negative_ids(int(ids.min()), n))
+        return ids.copy()   # a new array: the lookup's index is this op's output
+
+
 def _check_index(x, dim, index, op):
     if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
         raise TypeError(f"{op}: index must be an integer Tensor")
@@ -421,9 +437,10 @@ def embedding(ids, weight, padding_idx=None):
             raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{n} embeddings{_where()}")
         padding_idx %= n
-    if ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
-        raise IndexError(f"embedding: index {int(ids.data.min())} is negative (ids must be in "
-                         f"[0, {weight.shape[0]})){_where()}")
+    if STATE.capture is not None:   # checked by a recorded op: every replay checks its ids
+        ids = _NonNegativeIds.apply(ids, n=weight.shape[0])
+    elif ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
+        raise IndexError(_negative_ids(int(ids.data.min()), weight.shape[0]) + _where())
     key, advanced = normalize_key(weight, ids, "embedding")  # so a bad id names embedding
     out = _get(weight, key, advanced)
     if padding_idx is not None and weight.requires_grad:

@@ -273,3 +273,15 @@ def test_checks_on_values_run_at_every_replay():
 def test_a_size_read_off_the_values_is_refused_naming_the_op_and_line(fn, op):
     with pytest.raises(tt.compiler.CaptureError, match=re.escape(op) + r".*test_replay_values.py:\d+"):
         tt.compile(fn)(tt.tensor([0, 2, 1]))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_a_compiled_embedding_refuses_a_negative_id_at_replay(backend):
+    """Eager refuses a negative id (NumPy would wrap it to the last rows); the check read
+    the ids in Python, so a replay skipped it and looked up the wrapped rows."""
+    emb = nn.Embedding(5, 3)
+    f = tt.compile(lambda ids: emb(ids), backend=backend)
+    ids = tt.tensor([0, 4, 1])
+    _close(f(ids), emb(ids), 0)
+    with pytest.raises(IndexError, match=r"embedding: index -1 is negative"):
+        f(tt.tensor([0, -1, 1]))
