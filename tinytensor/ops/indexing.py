@@ -328,16 +328,40 @@ def _check_index(x, dim, index, op):
         if i != d and index.shape[i] > x.shape[i]:
             raise OpError(f"{op}: index shape {tuple(index.shape)} exceeds input shape "
                              f"{tuple(x.shape)} in dimension {i}{_where()}")
-    if index.numel():
-        lo, hi = int(index.data.min()), int(index.data.max())
-        if lo < 0 or hi >= x.shape[d]:
-            raise IndexError(f"{op}: index {hi if hi >= x.shape[d] else lo} is out of range for "
-                             f"dimension {d} with size {x.shape[d]}{_where()}")
-    return d
+    return d, index_in_range(index, x.shape[d], d, op, "out of range")
+
+
+class _IndexInRange(Function):
+    """A copy of an index array, after refusing an entry outside [0, size) (NumPy would
+    wrap a negative one where torch raises): the check a compiled gather or scatter runs
+    at every call (eagerly the wrapper checks, reading the values)."""
+    name = "check_index"
+
+    @staticmethod
+    def forward(ctx, index, size, dim, op, word):
+        _raise_out_of_range(index, size, dim, op, word, "")
+        return index.copy()   # a new array: the consumer's index is this op's output
+
+
+def _raise_out_of_range(index, size, dim, op, word, where):
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= size:
+            raise IndexError(f"{op}: index {hi if hi >= size else lo} is {word} for "
+                             f"dimension {dim} with size {size}{where}")
+
+
+def index_in_range(index, size, dim, op, word):
+    """`index`, checked to lie in [0, size): here on its values, or under capture by a
+    recorded op (_IndexInRange) whose checked copy the caller must use."""
+    if STATE.capture is not None:
+        return _IndexInRange.apply(index, size=size, dim=dim, op=op, word=word)
+    _raise_out_of_range(index.data, size, dim, op, word, _where())
+    return index
 
 
 def gather(x, dim, index):
-    d = _check_index(x, dim, index, "gather")
+    d, index = _check_index(x, dim, index, "gather")
     out = _GatherOp.apply(x, index, dim=d)
     return out
 
@@ -396,7 +420,7 @@ class ScatterAdd(Function):
 
 
 def scatter_add(x, dim, index, src):
-    d = _check_index(x, dim, index, "scatter_add")
+    d, index = _check_index(x, dim, index, "scatter_add")
     if any(i > s for i, s in zip(index.shape, src.shape)):
         raise OpError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
                          f"{tuple(src.shape)}{_where()}")

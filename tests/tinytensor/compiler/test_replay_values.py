@@ -285,3 +285,16 @@ def test_a_compiled_embedding_refuses_a_negative_id_at_replay(backend):
     _close(f(ids), emb(ids), 0)
     with pytest.raises(IndexError, match=r"embedding: index -1 is negative"):
         f(tt.tensor([0, -1, 1]))
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_add", "scatter_reduce"])
+def test_compiled_gather_and_scatter_refuse_an_index_out_of_range_at_replay(op):
+    x = tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    fns = {"gather": lambda x, i: tt.gather(x, 1, i),
+           "scatter_add": lambda x, i: tt.scatter_add(x, 1, i, x[:, :2] * 1),
+           "scatter_reduce": lambda x, i: tt.scatter_reduce(x, 1, i, x[:, :2] * 1, "amax")}
+    f = tt.compile(fns[op])
+    good = tt.tensor([[0, 2], [1, 1]])
+    _close(f(x, good), fns[op](x, good), 0)
+    with pytest.raises(IndexError, match=rf"{op}: index -1 is out of"):
+        f(x, tt.tensor([[0, -1], [1, 1]]))
