@@ -370,14 +370,18 @@ class _CaptureTape(Tape):
             self._live = kept
         self._kept, self._fresh = len(kept), 0
 
+    def traced(self, t):
+        """Whether `t` is a value of the program (an argument, a parameter or buffer, a
+        result of a recorded op), not a constant the program keeps as it is now."""
+        return id(t) in self._producer or id(t) in self.known
+
     def refuse_inplace(self, op, tensors):
         """Called by the in-place ops (ops/inplace.py) while capturing: an in-place update
         that involves a traced value (an argument, a parameter, a result of the step)
         cannot be replayed (the program would keep the array it wrote, or miss the write),
         so it is refused here, naming the op and the line (the check of the versions after
         the step still catches one on a constant the step then reads)."""
-        if not any(isinstance(t, Tensor) and (id(t) in self._producer or id(t) in self.known)
-                   for t in tensors):
+        if not any(isinstance(t, Tensor) and self.traced(t) for t in tensors):
             return
         where = user_frame(skip=_LIBRARY_DIRS)
         x = tensors[0]

@@ -354,7 +354,7 @@ def _raise_out_of_range(index, size, dim, op, word, where):
 def index_in_range(index, size, dim, op, word):
     """`index`, checked to lie in [0, size): here on its values, or under capture by a
     recorded op (_IndexInRange) whose checked copy the caller must use."""
-    if STATE.capture is not None:
+    if STATE.capture is not None and STATE.capture.traced(index):   # (a constant: checked now)
         return _IndexInRange.apply(index, size=size, dim=dim, op=op, word=word)
     _raise_out_of_range(index.data, size, dim, op, word, _where())
     return index
@@ -461,7 +461,9 @@ def embedding(ids, weight, padding_idx=None):
             raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{n} embeddings{_where()}")
         padding_idx %= n
-    if STATE.capture is not None:   # checked by a recorded op: every replay checks its ids
+    if STATE.capture is not None and STATE.capture.traced(ids):
+        # checked by a recorded op: every replay checks its ids (a constant, positions
+        # from arange, is checked once, below: it never changes)
         ids = _NonNegativeIds.apply(ids, n=weight.shape[0])
     elif ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
         raise IndexError(_negative_ids(int(ids.data.min()), weight.shape[0]) + _where())
