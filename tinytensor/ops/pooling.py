@@ -20,11 +20,12 @@ import numbers
 import numpy as np
 
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import plain
 from .conv import Conv, _error, _pad, _x, batched, fit_pads, ntuple, windows
 from .elementwise import float_operand
-from .indexing import _GatherOp, _along_dim_key
+from .indexing import _GatherOp, _IndexInRange, _along_dim_key
 from .linalg import matmul
 from .movement import movedim, reshape
 
@@ -370,7 +371,11 @@ def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=
                              f"{tuple(a + b - 1 for a, b in zip(default, stride))})")
     if any(s <= 0 for s in size):
         raise _error(f"{op}: calculated output size {size} is too small for input {tuple(x.shape)}")
-    if idx.numel():
+    if STATE.capture is not None and STATE.capture.traced(idx):
+        # a recorded check: every replay checks its indices (into the flattened output)
+        idx = _IndexInRange.apply(idx, size=math.prod(size), dim="of the flattened output",
+                                  op=op, word="an invalid max index, out of range")
+    elif idx.numel():
         lo, hi = int(idx.data.min()), int(idx.data.max())
         if lo < 0 or hi >= math.prod(size):
             raise IndexError(f"{op}: found an invalid max index {lo if lo < 0 else hi} "

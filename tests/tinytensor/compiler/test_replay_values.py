@@ -298,3 +298,12 @@ def test_compiled_gather_and_scatter_refuse_an_index_out_of_range_at_replay(op):
     _close(f(x, good), fns[op](x, good), 0)
     with pytest.raises(IndexError, match=rf"{op}: index -1 is out of"):
         f(x, tt.tensor([[0, -1], [1, 1]]))
+
+
+def test_compiled_max_unpool_refuses_an_index_out_of_range_at_replay():
+    f = tt.compile(lambda x, i: F.max_unpool1d(x, i, 2))
+    x = tt.tensor([[[1.0, 2.0]]])
+    good = tt.tensor([[[1, 2]]])
+    _close(f(x, good), F.max_unpool1d(x, good, 2), 0)
+    with pytest.raises(IndexError, match="max_unpool1d: index 9 is an invalid max index"):
+        f(x, tt.tensor([[[1, 9]]]))
