@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import nn
-import tinytensor as tt
 from tools import train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--batch-size", "4", "--context", "16",
