@@ -224,20 +224,21 @@ def _attention_with_weights(q, k, v, mask, causal, dropout_p, scale):
         k = k.unsqueeze(2).expand(B, nkv, nh // nkv, S, hs).reshape(B, nh, S, hs)
         v = v.unsqueeze(2).expand(B, nkv, nh // nkv, S, v.shape[-1]).reshape(B, nh, S, v.shape[-1])
     L, S = q.shape[-2], k.shape[-2]
-    xp = q.device.xp
     if causal:
         mask = tt.ones(L, S, dtype=tt.bool, device=q.device).tril()   # (see _merge_masks)
     scores = (q @ k.mT) * scale  # (B, nh, L, S)
     live = None
     if mask is not None:
+        # the rows that see a key, with ops: a compiled replay finds each call's dead rows
         if mask.dtype is tt.bool:
-            live = mask.data.any(axis=-1, keepdims=True)
+            live = mask.any(dim=-1, keepdim=True)
             scores = tt.where(mask, scores, float("-inf"))
         else:
-            live = xp.isfinite(mask.data).any(axis=-1, keepdims=True)
+            live = tt.isfinite(mask).any(dim=-1, keepdim=True)
             scores = scores + mask
-    if live is not None and not bool(live.all()):
-        live = tt.as_tensor(live, device=q.device)
+    # eager skips the guard when every row is live (one read of the small mask); a capture
+    # keeps it, since a replay's mask may have a dead row where this one has none
+    if live is not None and (STATE.capture is not None or not bool(live.all())):
         probs = tt.where(live, F.softmax(tt.where(live, scores, 0.0), dim=-1), 0.0)
     else:
         probs = F.softmax(scores, dim=-1)  # (B, nh, L, S)

@@ -1,15 +1,22 @@
 """Gradient clipping: clip_grad_norm_ and clip_grad_value_ on `.grad`, as torch.
 
-Like an optimizer step these act on gradient arrays outside the tape; each gradient
-Tensor keeps its identity and gets a new, clipped array (see `_grads` for why).
+The norms and the clipped gradients are computed with recorded ops (the norm of one
+gradient is `_GradNorm`, its array code in forward), so `tt.compile` captures a step that
+clips: the program recomputes them from each call's gradients. Eagerly each gradient
+Tensor keeps its identity and gets a new, clipped array (see `_grads` for why); while
+capturing, each parameter's `.grad` becomes the clipped tensor, which the program hands
+back as that parameter's gradient (an optimizer step after it reads it).
 """
 import math
+import os
 
 import numpy as np
 
 import tinytensor as tt
 from tinytensor.autograd import plain
-from tinytensor.device import device_of_array, to_device_array
+from tinytensor.core.function import Function
+from tinytensor.core.grad_mode import STATE
+from tinytensor.device import device_of_array
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -34,8 +41,14 @@ def _xp(a):
     return np if isinstance(a, np.ndarray) else device_of_array(a).xp
 
 
-def _norm(xp, a, norm_type):
-    return xp.asarray(_norm_value(xp, a.reshape(-1), norm_type))  # NumPy reduces to scalars
+class _GradNorm(Function):
+    """The `norm_type` norm of all of an array's entries, as a 0-d array of its dtype."""
+    name = "grad_norm"
+
+    @staticmethod
+    def forward(ctx, a, norm_type):
+        xp = _xp(a)
+        return xp.asarray(_norm_value(xp, a.reshape(-1), norm_type))  # NumPy reduces to scalars
 
 
 def _norm_value(xp, a, norm_type):
@@ -48,6 +61,25 @@ def _norm_value(xp, a, norm_type):
     if norm_type == 1.0:
         return xp.abs(a).sum()
     return (xp.abs(a) ** norm_type).sum() ** (1.0 / norm_type)
+
+
+def _set_grads(parameters, new):
+    """Give each gradient its clipped value `new[id(old grad)]` (a tensor)."""
+    if STATE.capture is not None:
+        # the capture follows tensors, not arrays: the clipped tensor becomes the .grad
+        params = [parameters] if isinstance(parameters, tt.Tensor) else parameters
+        for p in params:
+            if p.grad is not None and id(p.grad) in new:
+                p.grad = new[id(p.grad)]
+        return
+    for g in _grads(parameters if isinstance(parameters, tt.Tensor) else list(parameters)):
+        g.data = new[id(g)].data  # see _grads: never write into a gradient's array
+        g._version[0] += 1
+
+
+def _user_line():
+    from tinytensor.compiler.capture import user_frame
+    return user_frame(skip=(os.path.dirname(os.path.abspath(__file__)),))
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -64,31 +96,38 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
+    if not isinstance(parameters, tt.Tensor):
+        parameters = list(parameters)   # read twice (a generator of model.parameters())
     grads = _grads(parameters)
     if not grads:
         return tt.tensor(0.0)
     first = grads[0]
-    xp = first.device.xp
-    # the joint norm lives on the first gradient's device, in the widest float dtype
-    out_dtype = np.result_type(*[g.data.dtype for g in grads])
-    norms = xp.stack([to_device_array(_norm(_xp(g.data), g.data, norm_type), first.device)
-                      .astype(out_dtype) for g in grads])
-    total = _norm(xp, norms, norm_type)
-    if error_if_nonfinite and not bool(xp.isfinite(total)):
-        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
-                           f"gradients of {len(grads)} tensor(s) is {float(total)}, so they "
-                           "cannot be clipped; pass error_if_nonfinite=False to allow it")
-    coef = xp.asarray(xp.minimum(max_norm / (total + 1e-6), 1.0))
-    for g in grads:
-        c = to_device_array(coef, g.device).astype(g.data.dtype)
-        g.data = g.data * c  # see _grads: never write into a gradient's array
-        g._version[0] += 1
-    return tt.Tensor._make(total, first.device, False)
+    if error_if_nonfinite and STATE.capture is not None:
+        from tinytensor.compiler import CaptureError
+        raise CaptureError(
+            f"tt.compile: clip_grad_norm_(error_if_nonfinite=True) at {_user_line()} reads the "
+            "gradients' norm into Python to decide whether to raise, which a compiled program "
+            "cannot replay; pass error_if_nonfinite=False inside the compiled function (and "
+            "check the returned norm outside it)")
+    with tt.no_grad():
+        # the joint norm lives on the first gradient's device, in the widest float dtype
+        out_dtype = tt.dtypes.from_numpy_dtype(np.result_type(*[g.data.dtype for g in grads]))
+        norms = tt.stack([_GradNorm.apply(g, norm_type=norm_type).to(first.device).to(out_dtype)
+                          for g in grads])
+        total = _GradNorm.apply(norms, norm_type=norm_type)
+        if error_if_nonfinite and not bool(tt.isfinite(total)):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
+                               f"gradients of {len(grads)} tensor(s) is {float(total)}, so they "
+                               "cannot be clipped; pass error_if_nonfinite=False to allow it")
+        coef = tt.clamp(max_norm / (total + 1e-6), max=1.0)
+        _set_grads(parameters, {id(g): g * coef.to(g.device).to(g.dtype) for g in grads})
+    return total
 
 
 def clip_grad_value_(parameters, clip_value):
     """Clamp every gradient element into [-clip_value, clip_value]."""
     clip_value = float(clip_value)
-    for g in _grads(parameters):
-        g.data = _xp(g.data).clip(g.data, -clip_value, clip_value)
-        g._version[0] += 1
+    if not isinstance(parameters, tt.Tensor):
+        parameters = list(parameters)
+    with tt.no_grad():
+        _set_grads(parameters, {id(g): tt.clamp(g, -clip_value, clip_value) for g in _grads(parameters)})

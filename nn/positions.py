@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.core.grad_mode import STATE
 from tinytensor.device import device_of_array, get_device
 
 from .layers import Embedding
@@ -38,13 +39,19 @@ def _position_tensor(positions, past_length, device, dtype=None):
 
 
 def _positions(positions, past_length, device):
-    """An int array of positions: `positions` itself, or arange(past, past + positions)."""
+    """An int array of positions: `positions` itself (an array or a list: a Tensor of
+    positions goes through recorded ops instead), or arange(past, past + positions)."""
     xp = device.xp
     if isinstance(positions, (int, np.integer)):
         return xp.arange(past_length, past_length + int(positions))
-    if isinstance(positions, tt.Tensor):
-        return positions.data
     return xp.asarray(positions)
+
+
+def _refuse_tensor(t, what):
+    """Tables built from a Tensor's values on arrays are constants to a capture: refuse
+    them there (naming the line) rather than replay the first call's positions."""
+    if STATE.capture is not None:
+        STATE.capture.read_value(t, what)
 
 
 # ---------------------------------------------------------------------- sinusoidal
@@ -60,11 +67,16 @@ def sinusoidal_positions(num_positions, dim, base=10000.0, interleaved=True, pos
     xp = dev.xp
     n_sin, n_cos = (dim + 1) // 2, dim // 2
     inv_freq = 1.0 / base ** (xp.arange(n_sin, dtype=xp.float64) * 2.0 / dim)
-    if isinstance(positions, tt.Tensor) and not dim % 2:   # a capture's sized positions
+    if isinstance(positions, tt.Tensor):
+        # recorded ops, the same float64 arithmetic: a compiled step follows each call's
+        # positions (and, see _sized, each call's sizes)
         angle = positions.to(tt.float64).unsqueeze(-1) * tt.as_tensor(inv_freq, device=dev)
-        sin, cos = angle.sin(), angle.cos()
-        table = (tt.stack([sin, cos], -1).reshape(*angle.shape[:-1], dim) if interleaved
-                 else tt.cat([sin, cos], -1))
+        sin, cos = angle.sin(), angle.cos()[..., :n_cos]
+        if interleaved:   # sin, cos, sin, cos, ... and a last sin when dim is odd
+            table = tt.stack([sin[..., :n_cos], cos], -1).reshape(*angle.shape[:-1], 2 * n_cos)
+            table = tt.cat([table, sin[..., n_cos:]], -1) if dim % 2 else table
+        else:
+            table = tt.cat([sin, cos], -1)
         return table.to(dtype or tt.get_default_dtype())
     pos = xp.arange(num_positions) if positions is None else _positions(positions, 0, dev)
     angle = pos.astype(xp.float64)[..., None] * inv_freq  # (..., n_sin)
@@ -89,7 +101,9 @@ class SinusoidalPositionalEmbedding(Module):
     def forward(self, positions, past_length=0, dtype=None, device=None):
         dev = get_device(device) if device is not None else (
             positions.device if isinstance(positions, tt.Tensor) else tt.Device("cpu"))
-        if _sized(positions, past_length) and not self.embedding_dim % 2:
+        if isinstance(positions, tt.Tensor):
+            pos = positions + self.offset   # recorded, so a compiled step follows the ids
+        elif _sized(positions, past_length):
             pos = _position_tensor(positions, past_length, dev) + self.offset
         else:
             pos = _positions(positions, past_length, dev) + self.offset
@@ -118,6 +132,16 @@ class LearnedPositionalEmbedding(Embedding):
                                  f"{past_length + positions - 1} out of range for "
                                  f"{self.num_embeddings - self.offset} positions (offset {self.offset})")
             return super().forward(_position_tensor(positions, past_length, dev) + self.offset)
+        if isinstance(positions, tt.Tensor):
+            # recorded ops, so a compiled step follows each call's ids; the range is checked
+            # eagerly (the embedding's gather refuses an id past the table at replay)
+            if STATE.capture is None and positions.numel():
+                lo, hi = int(positions.min()), int(positions.max())
+                if hi + self.offset >= self.num_embeddings or lo + self.offset < 0:
+                    raise IndexError(f"LearnedPositionalEmbedding: positions {lo}..{hi} out of "
+                                     f"range for {self.num_embeddings - self.offset} positions "
+                                     f"(offset {self.offset})")
+            return super().forward(positions.to(dtype=tt.int64, device=dev) + self.offset)
         pos = _positions(positions, past_length, dev) + self.offset
         if pos.size and (int(pos.max()) >= self.num_embeddings or int(pos.min()) < 0):
             raise IndexError(f"LearnedPositionalEmbedding: positions {int(pos.min()) - self.offset}"
@@ -140,9 +164,12 @@ def rope_cos_sin(positions, rotary_dim, base=10000.0, past_length=0, dtype=None,
         raise ValueError(f"rope_cos_sin: rotary_dim must be even, got {rotary_dim}")
     inv_freq = 1.0 / base ** (xp.arange(0, rotary_dim, 2, dtype=xp.float64) / rotary_dim)
     dt = dtype or tt.get_default_dtype()
-    if _sized(positions, past_length):   # the same float64 ops, recorded (see _sized)
-        angle = _position_tensor(positions, past_length, dev, tt.float64).unsqueeze(-1) \
-            * tt.as_tensor(inv_freq, device=dev)
+    if isinstance(positions, tt.Tensor) or _sized(positions, past_length):
+        # the same float64 ops, recorded: a compiled step follows each call's position ids
+        # (and, see _sized, each call's sizes)
+        pos = positions.to(dtype=tt.float64, device=dev) if isinstance(positions, tt.Tensor) \
+            else _position_tensor(positions, past_length, dev, tt.float64)
+        angle = pos.unsqueeze(-1) * tt.as_tensor(inv_freq, device=dev)
         return angle.cos().to(dt), angle.sin().to(dt)
     pos = _positions(positions, past_length, dev).astype(xp.float64)
     angle = pos[..., None] * inv_freq  # (..., rotary_dim / 2)
@@ -235,12 +262,17 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
     larger ones share log-spaced buckets up to max_distance; the sign gets its own half
     when bidirectional, and a causal (bidirectional=False) one sees only the past.
     Takes and returns an int Tensor (or array)."""
-    is_tensor = isinstance(relative_position, tt.Tensor)
-    rp = relative_position.data if is_tensor else relative_position
-    if not is_tensor and type(rp).__module__.startswith("cupy"):
-        xp = device_of_array(rp).xp
-    else:
-        xp = relative_position.device.xp if is_tensor else np
+    if isinstance(relative_position, tt.Tensor):
+        _refuse_tensor(relative_position, "relative_position_bucket")
+        return tt.as_tensor(_buckets(relative_position.data, relative_position.device.xp, bidirectional,
+                                     num_buckets, max_distance), device=relative_position.device)
+    rp = relative_position
+    xp = device_of_array(rp).xp if type(rp).__module__.startswith("cupy") else np
+    return _buckets(rp, xp, bidirectional, num_buckets, max_distance)
+
+
+def _buckets(rp, xp, bidirectional, num_buckets, max_distance):
+    """relative_position_bucket of an int array (of sizes' positions, or a Tensor's)."""
     rp = xp.asarray(rp).astype(xp.int64)
     buckets = xp.zeros_like(rp)
     if bidirectional:
@@ -258,7 +290,7 @@ def relative_position_bucket(relative_position, bidirectional=True, num_buckets=
         large = max_exact + xp.where(is_small, 0, scaled).astype(xp.int64)
     large = xp.minimum(large, num_buckets - 1)
     buckets += xp.where(is_small, rp, large)
-    return tt.as_tensor(buckets, device=relative_position.device) if is_tensor else buckets
+    return buckets
 
 
 class RelativePositionBias(Module):
@@ -277,8 +309,7 @@ class RelativePositionBias(Module):
         dev = self.relative_attention_bias.weight.device
         xp = dev.xp
         rel = xp.arange(k_len)[None, :] - xp.arange(past_length, past_length + q_len)[:, None]
-        buckets = relative_position_bucket(rel, self.bidirectional, self.num_buckets,
-                                           self.max_distance)  # (L, S)
+        buckets = _buckets(rel, xp, self.bidirectional, self.num_buckets, self.max_distance)  # (L, S)
         values = self.relative_attention_bias(tt.as_tensor(buckets, device=dev))  # (L, S, nh)
         return values.permute(2, 0, 1).unsqueeze(0)  # (1, nh, L, S)
 

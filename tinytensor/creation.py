@@ -241,6 +241,8 @@ def multinomial(probs, num_samples, replacement=False):
     if probs.ndim not in (1, 2):
         raise ValueError(f"multinomial: expects a 1-d or 2-d tensor of weights, got shape "
                          f"{tuple(probs.shape)}")
+    if STATE.capture is not None:   # drawn on the host from the values: not a recorded op
+        STATE.capture.read_value(probs, "multinomial")
     w = np.asarray(to_device_array(probs.data, CPU), dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():

@@ -41,6 +41,9 @@ from .dynamic import Symbolic
 from .interpret import _Ctx, fill_attrs
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tinytensor
+# the libraries beside it (nn/, models/): an error names the user's line, not theirs
+_LIBRARY_DIRS = tuple(d for d in (os.path.join(os.path.dirname(_PACKAGE), n) for n in ("nn", "models"))
+                      if os.path.isdir(d))
 
 
 class CaptureError(RuntimeError):
@@ -90,6 +93,7 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset(),
     rng_before = _rng_state()
 
     tape = _CaptureTape(name, {id(t) for t in arg_tensors} | set(named))
+    tape.labels = {k: label for k, (_, label) in named.items()}
     if dynamic:   # static: (tensor number, dim) pairs an earlier capture found tied
         tape.symbolic = Symbolic(name)
         for k, (t, label) in enumerate(state.walk_tensors(args, kwargs)):
@@ -278,6 +282,7 @@ class _CaptureTape(Tape):
         self.before_call = []       # functions a replay calls before reading its inputs
         self.stepped = set()        # ids of the optimizers whose step() this capture recorded
         self.cleared = set()        # ids of parameters whose .grad a zero_grad() cleared
+        self.labels = {}            # id(parameter or buffer) -> its name, for errors
         self.symbolic = None        # a dynamic.Symbolic when the sizes are symbolic
         self.size_inputs = []       # (tensor, SymInt or SymFloat, NumPy dtype): numbers of sizes
         self.upstream = []          # stand-in gradients of the results (aot.record_backward)
@@ -381,6 +386,33 @@ class _CaptureTape(Tape):
                     t._base, again = None, True
             self._live = kept
         self._kept, self._fresh = len(kept), 0
+
+    def traced(self, t):
+        """Whether `t` is a value of the program (an argument, a parameter or buffer, a
+        result of a recorded op), not a constant the program keeps as it is now."""
+        return id(t) in self._producer or id(t) in self.known
+
+    def refuse_inplace(self, op, tensors):
+        """Called by the in-place ops (ops/inplace.py) while capturing: an in-place update
+        that involves a traced value (an argument, a parameter, a result of the step)
+        cannot be replayed (the program would keep the array it wrote, or miss the write),
+        so it is refused here, naming the op and the line (the check of the versions after
+        the step still catches one on a constant the step then reads)."""
+        if not any(isinstance(t, Tensor) and self.traced(t) for t in tensors):
+            return
+        where = user_frame(skip=_LIBRARY_DIRS)
+        x = tensors[0]
+        if x.requires_grad and x.grad_fn is None:
+            label = self.labels.get(id(x)) or _shape_label(x)
+            raise CaptureError(
+                f"tt.compile: {self.fn_name} changed parameter {label} in place outside an nn.optim "
+                f"optimizer step ({op} at {where}); the replay would not repeat it. Update it "
+                "with an nn.optim optimizer inside the compiled function, or do it outside")
+        raise CaptureError(
+            f"tt.compile: {self.fn_name} calls the in-place op {op} on a tensor of the step at "
+            f"{where}; in-place ops are not captured yet (the replay would not repeat the "
+            "write): use the out-of-place form (x = x + y instead of x.add_(y), "
+            "tt.where(mask, v, x) instead of x[mask] = v, inplace=False)")
 
     def read_value(self, t, what):
         """Called by Tensor.item() and friends while capturing: a value the step computed

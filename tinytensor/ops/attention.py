@@ -34,7 +34,7 @@ from .elementwise import cast, gt, isfinite, where
 from .linalg import matmul
 from .movement import broadcast_shapes, expand, reshape, tril, unsqueeze, _where
 from .nn import dropout
-from .reduce import sum as sum_
+from .reduce import all as all_, any as any_, sum as sum_
 from .softmax import softmax
 
 __all__ = ["FlashAttention", "scaled_dot_product_attention"]  # what `from .attention import *` gives the ops namespace
@@ -69,19 +69,18 @@ def _probs(q, k, mask, causal, scale):
         return where(ok, softmax(where(ok, scores, 0.0), dim=-1), 0.0)
     elif mask is not None:
         if mask.data.dtype == np.bool_:
-            row_ok = mask.data.any(axis=-1, keepdims=True)
+            row_ok = any_(mask, dim=-1, keepdim=True)
             scores = where(mask, scores, float("-inf"))
         else:
-            row_ok = xp.isfinite(mask.data).any(axis=-1, keepdims=True)
+            row_ok = any_(isfinite(mask), dim=-1, keepdim=True)
             scores = scores + mask
-        if not bool(row_ok.all()):  # one sync on the (small) mask, not on the scores
+        if not bool(all_(row_ok)):  # one sync on the (small) mask, not on the scores
             live = row_ok
     if live is None:
         return softmax(scores, dim=-1)
     # a row with no finite score would give 0/0 in softmax: neutralise it before, zero it
     # after; `where` (not * 0) keeps its gradients exactly zero, never 0 * inf
-    ok = Tensor._make(live, q.device, False)
-    return where(ok, softmax(where(ok, scores, 0.0), dim=-1), 0.0)
+    return where(live, softmax(where(live, scores, 0.0), dim=-1), 0.0)
 
 
 def _check_heads(query, kv):

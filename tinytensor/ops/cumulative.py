@@ -14,7 +14,6 @@ import numpy as np
 from ..dtypes import BF16_NP, finfo
 
 from ..core.function import Function
-from ..core.tensor import Tensor
 from .elementwise import _xp, abs_, cast, clone, exp, float_operand, log, where
 from .indexing import gather
 from .movement import flip, norm_dim, stack, unbind
@@ -113,26 +112,36 @@ _MAX_WINS = _later_wins(lambda new, old: new >= old)
 _MIN_WINS = _later_wins(lambda new, old: new <= old)
 
 
-def _cum_extreme(input, dim, op, combine):
+class CumExtremeIndex(Function):
+    """The index of the running max (op "cummax") or min ("cummin") along `dim`, int64:
+    a recorded op, so a compiled program follows each call's values."""
+
+    @staticmethod
+    def forward(ctx, a, dim, op):
+        xp = _xp(a)
+        if a.ndim == 0:  # torch: the value itself at index 0
+            return xp.zeros((), np.int64)
+        shape = [1] * a.ndim
+        shape[dim] = a.shape[dim]
+        positions = xp.broadcast_to(xp.arange(a.shape[dim], dtype=np.int64).reshape(shape), a.shape)
+        _, idx = _scan(_MAX_WINS if op == "cummax" else _MIN_WINS, (a, positions), dim)
+        return idx
+
+
+def _cum_extreme(input, dim, op):
     d = _dim(input, dim, op)
-    xp = input.device.xp
-    if input.ndim == 0:  # torch: the value itself at index 0
-        return ValuesIndices((clone(input), Tensor._make(xp.zeros((), np.int64), input.device, False)))
-    a = input.data
-    shape = [1] * a.ndim
-    shape[d] = a.shape[d]
-    positions = xp.broadcast_to(xp.arange(a.shape[d], dtype=np.int64).reshape(shape), a.shape)
-    _, idx = _scan(combine, (a, positions), d)
-    indices = Tensor._make(idx, input.device, False)
+    indices = CumExtremeIndex.apply(input, dim=d, op=op)
+    if input.ndim == 0:
+        return ValuesIndices((clone(input), indices))
     return ValuesIndices((gather(input, d, indices), indices))
 
 
 def cummax(input, dim):
-    return _cum_extreme(input, dim, "cummax", _MAX_WINS)
+    return _cum_extreme(input, dim, "cummax")
 
 
 def cummin(input, dim):
-    return _cum_extreme(input, dim, "cummin", _MIN_WINS)
+    return _cum_extreme(input, dim, "cummin")
 
 
 # ---------------------------------------------------------------- logcumsumexp

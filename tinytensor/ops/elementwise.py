@@ -330,17 +330,28 @@ def div(a, b, rounding_mode=None):
     return Div.apply(a, b)
 
 
+class RoundedDiv(Function):
+    """a / b rounded toward -inf (mode "floor", Python's //) or toward 0 ("trunc"), in the
+    inputs' dtype. Piecewise constant: its result carries no gradient (a recorded op, so a
+    compiled program divides each call's values)."""
+
+    @staticmethod
+    def forward(ctx, a, b, mode):
+        xp = _xp(a)
+        if mode == "floor":
+            r = xp.floor_divide(a, b)
+        else:
+            r = a / b
+            r = xp.trunc(r).astype(a.dtype) if a.dtype.kind != "f" else xp.trunc(r)
+        ctx.mark_non_differentiable(r)
+        return r
+
+
 def _rounded_div(a, b, mode):
     a, b = binary_operands(a, b, "div")
     if mode not in ("floor", "trunc"):
         raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {plain(mode)!r}")
-    xp = a.device.xp
-    if mode == "floor":
-        r = xp.floor_divide(a.data, b.data)
-    else:
-        r = a.data / b.data
-        r = xp.trunc(r).astype(a.data.dtype) if a.data.dtype.kind != "f" else xp.trunc(r)
-    return Tensor._make(r, a.device, False)
+    return RoundedDiv.apply(a, b, mode=mode)
 
 
 def neg(x):
@@ -631,9 +642,18 @@ class Abs(Function):
         return g * _xp(x).sign(x)
 
 
+class AbsInt(Function):
+    """|x| of an integer or bool array: no gradient, and kept out of the float kernels of
+    the code generators (a recorded op all the same)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return abs(x)
+
+
 def abs_(x):
     if not is_floating_np(x.data.dtype):
-        return Tensor._make(abs(x.data), x.device, False)
+        return AbsInt.apply(x)
     return Abs.apply(x)
 
 
@@ -649,7 +669,7 @@ class Sign(Function):
 
 def sign(x):
     if x.data.dtype == np.bool_:  # NumPy has no sign for bool; torch returns the input
-        return Tensor._make(x.data.copy(), x.device, False)
+        return clone(x)
     return Sign.apply(x)
 
 
@@ -1215,8 +1235,9 @@ class Remainder(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        # floor(a / b) is piecewise constant, so it enters the gradient as a constant
-        quotient = Tensor._make(_xp(a.data).floor(a.data / b.data), g._device, False)
+        # floor(a / b) is piecewise constant, so it enters the gradient as a constant: the
+        # ops of the inputs' values (detached), so a compiled backward recomputes it
+        quotient = floor(div(a.detach(), b.detach())) if nb else None
         return (g if na else None), (-(g * quotient) if nb else None)
 
     @staticmethod

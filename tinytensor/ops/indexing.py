@@ -272,12 +272,14 @@ class IndexPut(Function):
 
 
 def setitem(x, key, value):
+    index_tensors = [k for k in (key if isinstance(key, tuple) else (key,)) if isinstance(k, Tensor)]
     key, advanced = normalize_key(x, key, "setitem")
     value = as_tensor_like(value, x) if not isinstance(value, Tensor) else cast(value, x.dtype)
     if value.device is not x.device:
         raise RuntimeError(f"setitem: value on {value.device} for a tensor on {x.device}")
     try:
-        apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value)
+        apply_inplace(x, "setitem", lambda t, v: IndexPut.apply(t, v, key=key, advanced=advanced), value,
+                      _key_tensors=index_tensors)
     except ValueError as e:
         if "broadcast" not in str(e):
             raise
@@ -299,6 +301,22 @@ def _along_dim_key(xp, index, dim):
     return tuple(key)
 
 
+def _negative_ids(lo, n):
+    return f"embedding: index {lo} is negative (ids must be in [0, {n}))"
+
+
+class _NonNegativeIds(Function):
+    """A copy of the ids, after refusing a negative one (NumPy indexing would wrap it where
+    torch raises): the check a compiled embedding runs at every call."""
+    name = "check_ids"
+
+    @staticmethod
+    def forward(ctx, ids, n):
+        if ids.size and int(ids.min()) < 0:
+            raise IndexError(_negative_ids(int(ids.min()), n))
+        return ids.copy()   # a new array: the lookup's index is this op's output
+
+
 def _check_index(x, dim, index, op):
     if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
         raise TypeError(f"{op}: index must be an integer Tensor")
@@ -310,16 +328,40 @@ def _check_index(x, dim, index, op):
         if i != d and index.shape[i] > x.shape[i]:
             raise OpError(f"{op}: index shape {tuple(index.shape)} exceeds input shape "
                              f"{tuple(x.shape)} in dimension {i}{_where()}")
-    if index.numel():
-        lo, hi = int(index.data.min()), int(index.data.max())
-        if lo < 0 or hi >= x.shape[d]:
-            raise IndexError(f"{op}: index {hi if hi >= x.shape[d] else lo} is out of range for "
-                             f"dimension {d} with size {x.shape[d]}{_where()}")
-    return d
+    return d, index_in_range(index, x.shape[d], d, op, "out of range")
+
+
+class _IndexInRange(Function):
+    """A copy of an index array, after refusing an entry outside [0, size) (NumPy would
+    wrap a negative one where torch raises): the check a compiled gather or scatter runs
+    at every call (eagerly the wrapper checks, reading the values)."""
+    name = "check_index"
+
+    @staticmethod
+    def forward(ctx, index, size, dim, op, word):
+        _raise_out_of_range(index, size, dim, op, word, "")
+        return index.copy()   # a new array: the consumer's index is this op's output
+
+
+def _raise_out_of_range(index, size, dim, op, word, where):
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < 0 or hi >= size:
+            raise IndexError(f"{op}: index {hi if hi >= size else lo} is {word} for "
+                             f"dimension {dim} with size {size}{where}")
+
+
+def index_in_range(index, size, dim, op, word):
+    """`index`, checked to lie in [0, size): here on its values, or under capture by a
+    recorded op (_IndexInRange) whose checked copy the caller must use."""
+    if STATE.capture is not None and STATE.capture.traced(index):   # (a constant: checked now)
+        return _IndexInRange.apply(index, size=size, dim=dim, op=op, word=word)
+    _raise_out_of_range(index.data, size, dim, op, word, _where())
+    return index
 
 
 def gather(x, dim, index):
-    d = _check_index(x, dim, index, "gather")
+    d, index = _check_index(x, dim, index, "gather")
     out = _GatherOp.apply(x, index, dim=d)
     return out
 
@@ -378,7 +420,7 @@ class ScatterAdd(Function):
 
 
 def scatter_add(x, dim, index, src):
-    d = _check_index(x, dim, index, "scatter_add")
+    d, index = _check_index(x, dim, index, "scatter_add")
     if any(i > s for i, s in zip(index.shape, src.shape)):
         raise OpError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
                          f"{tuple(src.shape)}{_where()}")
@@ -419,9 +461,12 @@ def embedding(ids, weight, padding_idx=None):
             raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{n} embeddings{_where()}")
         padding_idx %= n
-    if ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
-        raise IndexError(f"embedding: index {int(ids.data.min())} is negative (ids must be in "
-                         f"[0, {weight.shape[0]})){_where()}")
+    if STATE.capture is not None and STATE.capture.traced(ids):
+        # checked by a recorded op: every replay checks its ids (a constant, positions
+        # from arange, is checked once, below: it never changes)
+        ids = _NonNegativeIds.apply(ids, n=weight.shape[0])
+    elif ids.data.size and int(ids.data.min()) < 0:  # torch refuses them; indexing would wrap
+        raise IndexError(_negative_ids(int(ids.data.min()), weight.shape[0]) + _where())
     key, advanced = normalize_key(weight, ids, "embedding")  # so a bad id names embedding
     out = _get(weight, key, advanced)
     if padding_idx is not None and weight.requires_grad:

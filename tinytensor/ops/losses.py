@@ -7,6 +7,8 @@ import numpy as np
 
 from ..messages import plain
 from ..amp import cast_inputs
+from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import (abs_, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
                           where)
@@ -122,17 +124,28 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction)
 
 
+class OneHot(Function):
+    """(..., num_classes) int64 rows with a 1 at each class index. The range is checked
+    here, in the op, so a compiled program checks each call's indices."""
+
+    @staticmethod
+    def forward(ctx, t, num_classes):
+        if t.size and (int(t.min()) < 0 or int(t.max()) >= num_classes):
+            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got range "
+                             f"[{int(t.min())}, {int(t.max())}]")
+        xp = np if isinstance(t, np.ndarray) else __import__("cupy").get_array_module(t)
+        return (t[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+
 def one_hot(t, num_classes=-1):
     if not isinstance(t, Tensor) or t.data.dtype.kind not in "iu":
         raise TypeError("one_hot: expected an integer Tensor of class indices")
-    xp = t.device.xp
     if num_classes < 0:
+        # the result's size is read off the values: a compiled program cannot follow it
+        if STATE.capture is not None:
+            STATE.capture.read_value(t, "one_hot without num_classes")
         num_classes = int(t.data.max()) + 1 if t.numel() else 0
-    if t.numel() and (int(t.data.min()) < 0 or int(t.data.max()) >= num_classes):
-        raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got range "
-                         f"[{int(t.data.min())}, {int(t.data.max())}]")
-    out = (t.data[..., None] == xp.arange(num_classes)).astype(np.int64)
-    return Tensor._make(out, t.device, False)
+    return OneHot.apply(t, num_classes=int(num_classes))
 
 
 # ---------------------------------------------------------------- regression and divergence losses

@@ -322,14 +322,25 @@ def fmod(input, other):
     if kind == "b":
         raise TypeError("fmod: bool tensors are not supported (as in torch); convert with .int()")
     if kind in "iu":  # integers stay integers, and have no gradient
-        if not bool(b.data.all()):
-            raise ZeroDivisionError(f"fmod: integer division by zero (divisor {_plain_divisor(b)})")
-        return Tensor._make(a.device.xp.fmod(a.data, b.data), a.device, False)
+        return FmodInt.apply(a, b)
     return Fmod.apply(a, b)
 
 
+class FmodInt(Function):
+    """fmod of integers (C's %: the sign of the dividend). The divisor is checked here, in
+    the op, so a compiled program checks each call's divisor too."""
+    name = "fmod_int"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if not bool(b.all()):
+            raise ZeroDivisionError(f"fmod: integer division by zero (divisor {_plain_divisor(b)})")
+        return _xp(a).fmod(a, b)
+
+
 def _plain_divisor(b):
-    return b.data.item() if b.data.ndim == 0 else f"tensor of shape {tuple(b.shape)} with a zero"
+    """b (an array) as an error message names it."""
+    return b.item() if b.ndim == 0 else f"tensor of shape {tuple(b.shape)} with a zero"
 
 
 class Lerp(Function):

@@ -20,11 +20,12 @@ import numbers
 import numpy as np
 
 from ..core.function import Function
+from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import plain
 from .conv import Conv, _error, _pad, _x, batched, fit_pads, ntuple, windows
 from .elementwise import float_operand
-from .indexing import _GatherOp, _along_dim_key
+from .indexing import _GatherOp, _IndexInRange, _along_dim_key
 from .linalg import matmul
 from .movement import movedim, reshape
 
@@ -80,10 +81,9 @@ def _half(k, d):
     return k // 2
 
 
-def _take(x, flat, out, return_indices):
-    """x's elements at the flat spatial indices `flat` (N, C, *out), through gather."""
+def _take(x, idx, out, return_indices):
+    """x's elements at the flat spatial indices `idx` (N, C, *out), through gather."""
     N, C = x.shape[:2]
-    idx = _const(flat, x)
     vals = reshape(_GatherOp.apply(reshape(x, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2), (N, C) + out)
     return (vals, idx) if return_indices else vals
 
@@ -110,19 +110,30 @@ def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=F
     x, added = batched(input, n, op)
     kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, dilation,
                                                     ceil_mode, op, _effective_half)
-    a = x.data
-    xp = x._device.xp
-    win = windows(_pad(a, pads, _lowest(a.dtype)), kernel, stride, dilation, out)
-    arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
-    ks = xp.unravel_index(arg, kernel)
-    coords = []
-    for i, (o, st, (lo, _), k, d) in enumerate(zip(out, stride, pads, ks, dilation)):
-        c = _grid(xp, o, i, n) * st - lo + k * d
-        # a padding element wins only a window whose real elements all hold the lowest value;
-        # torch then names the window's first real element
-        coords.append(xp.where(c < 0, c + (-c + d - 1) // d * d, c))
-    res = _take(x, _flat_index(xp, coords, x.shape[2:]), out, return_indices)
+    idx = MaxPoolIndex.apply(x, kernel=kernel, stride=stride, dilation=dilation, pads=pads, out=out)
+    res = _take(x, idx, out, return_indices)
     return tuple(_unbatch(r, added) for r in res) if return_indices else _unbatch(res, added)
+
+
+class MaxPoolIndex(Function):
+    """Each window's winner as a flat index into the input's spatial dims, (N, C, *out)
+    int64: a recorded op, so a compiled program picks this call's winners (its values and
+    gradients follow them through the gather)."""
+
+    @staticmethod
+    def forward(ctx, a, kernel, stride, dilation, pads, out):
+        n = len(kernel)
+        xp = _xp(a)
+        win = windows(_pad(a, pads, _lowest(a.dtype)), kernel, stride, dilation, out)
+        arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
+        ks = xp.unravel_index(arg, kernel)
+        coords = []
+        for i, (o, st, (lo, _), k, d) in enumerate(zip(out, stride, pads, ks, dilation)):
+            c = _grid(xp, o, i, n) * st - lo + k * d
+            # a padding element wins only a window whose real elements all hold the lowest
+            # value; torch then names the window's first real element
+            coords.append(xp.where(c < 0, c + (-c + d - 1) // d * d, c))
+        return _flat_index(xp, coords, a.shape[2:])
 
 
 def _unbatch(y, added):
@@ -255,23 +266,35 @@ def adaptive_max_pool(input, output_size, return_indices, n, op):
     sizes = _adaptive_sizes(output_size, spatial, op)
     if any(s == 0 for s in spatial):
         raise _error(f"{op}: expected a non-empty input, got shape {tuple(x.shape)}")
-    xp = x._device.xp
-    rows, key = [], [slice(None), slice(None)]
-    for i, (s, o) in enumerate(zip(spatial, sizes)):
-        start, end = _bins(s, o)
-        width = int((end - start).max()) if o else 1
-        # each window padded to the longest by repeating its last element
-        r = np.minimum(start[:, None] + np.arange(width), end[:, None] - 1)
-        rows.append(xp.asarray(r))
-        key.append(xp.asarray(r).reshape([o if j == 2 * i else width if j == 2 * i + 1 else 1
-                                          for j in range(2 * n)]))
-    win = x.data[tuple(key)]  # (N, C, o1, w1, o2, w2, ...)
-    win = win.transpose((0, 1) + tuple(range(2, 2 + 2 * n, 2)) + tuple(range(3, 3 + 2 * n, 2)))
-    arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
-    ls = xp.unravel_index(arg, tuple(r.shape[1] for r in rows))
-    coords = [r[_grid(xp, o, i, n), l] for i, (r, o, l) in enumerate(zip(rows, sizes, ls))]
-    res = _take(x, _flat_index(xp, coords, spatial), sizes, return_indices)
+    idx = AdaptiveMaxPoolIndex.apply(x, sizes=sizes)
+    res = _take(x, idx, sizes, return_indices)
     return tuple(_unbatch(r, added) for r in res) if return_indices else _unbatch(res, added)
+
+
+class AdaptiveMaxPoolIndex(Function):
+    """Each adaptive window's winner as a flat spatial index, (N, C, *sizes) int64 (a
+    recorded op, as MaxPoolIndex)."""
+
+    @staticmethod
+    def forward(ctx, a, sizes):
+        n = len(sizes)
+        xp = _xp(a)
+        spatial = a.shape[2:]
+        rows, key = [], [slice(None), slice(None)]
+        for i, (s, o) in enumerate(zip(spatial, sizes)):
+            start, end = _bins(s, o)
+            width = int((end - start).max()) if o else 1
+            # each window padded to the longest by repeating its last element
+            r = np.minimum(start[:, None] + np.arange(width), end[:, None] - 1)
+            rows.append(xp.asarray(r))
+            key.append(xp.asarray(r).reshape([o if j == 2 * i else width if j == 2 * i + 1 else 1
+                                              for j in range(2 * n)]))
+        win = a[tuple(key)]  # (N, C, o1, w1, o2, w2, ...)
+        win = win.transpose((0, 1) + tuple(range(2, 2 + 2 * n, 2)) + tuple(range(3, 3 + 2 * n, 2)))
+        arg = win.reshape(win.shape[:2 + n] + (-1,)).argmax(axis=-1)
+        ls = xp.unravel_index(arg, tuple(r.shape[1] for r in rows))
+        coords = [r[_grid(xp, o, i, n), l] for i, (r, o, l) in enumerate(zip(rows, sizes, ls))]
+        return _flat_index(xp, coords, spatial)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
@@ -348,7 +371,11 @@ def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=
                              f"{tuple(a + b - 1 for a, b in zip(default, stride))})")
     if any(s <= 0 for s in size):
         raise _error(f"{op}: calculated output size {size} is too small for input {tuple(x.shape)}")
-    if idx.numel():
+    if STATE.capture is not None and STATE.capture.traced(idx):
+        # a recorded check: every replay checks its indices (into the flattened output)
+        idx = _IndexInRange.apply(idx, size=math.prod(size), dim="of the flattened output",
+                                  op=op, word="an invalid max index, out of range")
+    elif idx.numel():
         lo, hi = int(idx.data.min()), int(idx.data.max())
         if lo < 0 or hi >= math.prod(size):
             raise IndexError(f"{op}: found an invalid max index {lo if lo < 0 else hi} "

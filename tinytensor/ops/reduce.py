@@ -131,7 +131,9 @@ class Prod(_SavesOutput):
         x, dims, out_k, g_k = _saved_back(ctx, g)
         shape = x.shape
         is_zero = eq(x, 0)
-        if not bool(is_zero.data.any()):
+        # the quick formula where no entry is zero (read eagerly); a capture keeps the
+        # general one, which a replay with a zero needs and which equals it without zeros
+        if STATE.capture is None and not bool(is_zero.data.any()):
             return g_k * (out_k / x)
         # others_i = prod_{k != i} x_k, written so that its derivative is right too: a zero
         # entry's "others" is the product of the nonzero entries times the other zero entry
@@ -237,33 +239,50 @@ def min(x, dim=None, keepdim=False, axis=None, keepdims=None):
     return _max_min(x, dim, keepdim, axis, keepdims, "min", argmin, amin)
 
 
+class Argmax(Function):
+    """Indices of the largest entries along `dim` (None: of the flattened array), int64.
+    A recorded op, so a compiled program computes this call's indices (a max(dim)'s
+    gradient, a gather, follow them)."""
+    np_fn = "argmax"
+
+    @classmethod
+    def forward(cls, ctx, x, dim, keepdim):
+        xp = _xp(x)
+        if dim is None:
+            r = getattr(xp, cls.np_fn)(x.reshape(-1))
+            if keepdim:
+                r = r.reshape((1,) * x.ndim)
+        elif x.ndim == 0:
+            r = xp.zeros((), np.int64)
+        else:
+            r = getattr(xp, cls.np_fn)(x, axis=dim, keepdims=keepdim)
+        return xp.asarray(r, dtype=np.int64)
+
+
+class Argmin(Argmax):
+    np_fn = "argmin"
+
+
 def _arg(x, dim, keepdim, axis, keepdims, op, fn):
     if axis is not None:
         dim = axis
     if keepdims is not None:
         keepdim = keepdims
-    xp = x.device.xp
     if dim is None:
         _check_nonempty(x, (), op)
-        r = getattr(xp, fn)(x.data.reshape(-1))
-        if keepdim:
-            r = r.reshape((1,) * x.ndim)
     else:
-        d = norm_dim(dim, x.ndim, op)
-        if x.ndim == 0:
-            r = xp.zeros((), np.int64)
-        else:
-            _check_nonempty(x, (d,), op)
-            r = getattr(xp, fn)(x.data, axis=d, keepdims=keepdim)
-    return Tensor._make(xp.asarray(r, dtype=np.int64), x.device, False)
+        dim = norm_dim(dim, x.ndim, op)
+        if x.ndim:
+            _check_nonempty(x, (dim,), op)
+    return fn.apply(x, dim=dim, keepdim=bool(keepdim))
 
 
 def argmax(x, dim=None, keepdim=False, axis=None, keepdims=None):
-    return _arg(x, dim, keepdim, axis, keepdims, "argmax", "argmax")
+    return _arg(x, dim, keepdim, axis, keepdims, "argmax", Argmax)
 
 
 def argmin(x, dim=None, keepdim=False, axis=None, keepdims=None):
-    return _arg(x, dim, keepdim, axis, keepdims, "argmin", "argmin")
+    return _arg(x, dim, keepdim, axis, keepdims, "argmin", Argmin)
 
 
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
@@ -407,25 +426,30 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
     return Norm.apply(float_operand(x, "norm"), p=float(p), dims=dims, keepdim=keepdim)
 
 
-def _read_in_capture(x, op):
-    # all/any are computed from the data, not recorded: in a compiled function their answer
-    # would be frozen, so a capture refuses them on computed tensors (naming the line)
-    if STATE.capture is not None:
-        STATE.capture.read_value(x, op)
+class All(Function):
+    """Whether every entry along `dims` is nonzero (a bool array): a recorded op."""
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        return _xp(x).asarray(x.astype(bool).all(axis=dims, keepdims=keepdim))
+
+
+class Any(Function):
+    """Whether some entry along `dims` is nonzero (a bool array): a recorded op."""
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim):
+        return _xp(x).asarray(x.astype(bool).any(axis=dims, keepdims=keepdim))
 
 
 def all(x, dim=None, keepdim=False, axis=None, keepdims=None):
-    _read_in_capture(x, "all")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "all")
-    return Tensor._make(x.device.xp.asarray(x.data.astype(bool).all(axis=dims, keepdims=keepdim)),
-                        x.device, False)
+    return All.apply(x, dims=dims, keepdim=keepdim)
 
 
 def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
-    _read_in_capture(x, "any")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "any")
-    return Tensor._make(x.device.xp.asarray(x.data.astype(bool).any(axis=dims, keepdims=keepdim)),
-                        x.device, False)
+    return Any.apply(x, dims=dims, keepdim=keepdim)
 
 
 class Cumsum(Function):

@@ -12,7 +12,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
-from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem
+from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem, index_in_range
 from .movement import _where, broadcast_shapes, broadcast_to, norm_dim
 
 __all__ = ["scatter", "scatter_reduce", "masked_select", "nonzero"]
@@ -42,7 +42,8 @@ def _ufunc_at(xp, reduce, out, key, values):
 
 
 def _check(x, dim, index, src, op):
-    """dim normalised; index an integer tensor no larger than x (off dim) and src, in bounds."""
+    """(dim normalised, index) after checking: index an integer tensor no larger than x (off
+    dim) and src, in bounds (the index to use: under capture a checked copy)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor input, got {type(x).__name__}")
     if not isinstance(index, Tensor) or index.data.dtype.kind not in "iu":
@@ -60,12 +61,7 @@ def _check(x, dim, index, src, op):
     if src is not None and any(n > m for n, m in zip(ishape, _shape1(src))):
         raise ValueError(f"{op}: index {tuple(index.shape)} is larger than src "
                          f"{tuple(src.shape)}{_where()}")
-    if index.numel():
-        lo, hi = int(index.data.min()), int(index.data.max())
-        if lo < 0 or hi >= xshape[d]:
-            raise IndexError(f"{op}: index {hi if hi >= xshape[d] else lo} is out of bounds for "
-                             f"dimension {d} with size {xshape[d]}{_where()}")
-    return d
+    return d, index_in_range(index, xshape[d], d, op, "out of bounds")
 
 
 def _shape1(t):
@@ -142,9 +138,8 @@ class ScatterReduce(Function):
         if reduce == "sum":
             gx, gs = g, gather(g)
         elif reduce == "mean":
-            xp = _xp(x.data)
-            n = _count(xp, _shape1(x), _key(xp, index.data, dim), include_self, x.data.dtype)
-            n = Tensor._make(n.reshape(x.shape), x.device, False)
+            n = ScatterCount.apply(index, shape=tuple(x.shape), dim=dim, include_self=include_self,
+                                   dtype=x.data.dtype)
             gx, gs = g / n, gather(g) / gather(n)
         elif reduce == "prod":
             # divide out zeros exactly: self's share is the product of everything else, and a
@@ -182,6 +177,16 @@ def _count(xp, shape, key, include_self, dtype):
     return xp.maximum(n, 1)
 
 
+class ScatterCount(Function):
+    """How many values each position of a scatter_reduce(..., "mean") of x's `shape`
+    averages, from the index (a recorded op: a compiled backward counts this call's)."""
+
+    @staticmethod
+    def forward(ctx, index, shape, dim, include_self, dtype):
+        xp = _xp(index)
+        return _count(xp, shape or (1,), _key(xp, index, dim), include_self, dtype).reshape(shape)
+
+
 def _lowest(xp, dtype):
     return -xp.inf if dtype.kind == "f" else xp.iinfo(dtype).min
 
@@ -207,7 +212,7 @@ def scatter_reduce(input, dim, index, src, reduce, include_self=True):
     if reduce not in _REDUCES:
         raise ValueError(f"scatter_reduce: reduce must be one of {', '.join(map(repr, _REDUCES))}, "
                          f"got {reduce!r}")
-    d = _check(input, dim, index, src if isinstance(src, Tensor) else None, "scatter_reduce")
+    d, index = _check(input, dim, index, src if isinstance(src, Tensor) else None, "scatter_reduce")
     return ScatterReduce.apply(input, index, _src(input, index, src, "scatter_reduce"), dim=d,
                                reduce=reduce, include_self=bool(include_self))
 
@@ -257,7 +262,7 @@ def scatter(input, dim, index, src=None, value=None, reduce=None):
         if red is None:
             raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
         return scatter_reduce(input, dim, index, src, red)
-    d = _check(input, dim, index, src if isinstance(src, Tensor) else None, "scatter")
+    d, index = _check(input, dim, index, src if isinstance(src, Tensor) else None, "scatter")
     return Scatter.apply(input, index, _src(input, index, src, "scatter"), dim=d)
 
 

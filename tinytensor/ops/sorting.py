@@ -1,21 +1,35 @@
 """sort, argsort and topk. Values are gathered at the sorting indices, so their gradient
-scatters back to the positions they came from (ties keep their original order)."""
-from ..core.tensor import Tensor
+scatters back to the positions they came from (ties keep their original order). The
+indices come from a recorded op (Argsort), so a compiled program sorts each call's values."""
+import numpy as np
+
+from ..core.function import Function
+from .elementwise import _xp
 from .indexing import gather
 from .movement import norm_dim, _where
 from .reduce import ValuesIndices
 
 
+class Argsort(Function):
+    """Stable sorting indices along `dim` (int64), descending on request; the first `k`
+    of them when k is given (topk)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, descending, k=None):
+        xp = _xp(x)
+        if x.ndim == 0:
+            return xp.zeros((), np.int64)
+        if descending:
+            x = ~x if x.dtype.kind == "b" else -x
+        idx = xp.argsort(x, axis=dim, kind="stable").astype(np.int64, copy=False)
+        if k is not None:
+            idx = idx[(slice(None),) * dim + (slice(0, k),)]
+        return idx
+
+
 def argsort(x, dim=-1, descending=False, stable=True):
     d = norm_dim(dim, x.ndim, "argsort")
-    xp = x.device.xp
-    data = -x.data if descending and x.data.dtype.kind != "b" else x.data
-    if descending and x.data.dtype.kind == "b":
-        data = ~x.data
-    if x.ndim == 0:
-        return Tensor._make(xp.zeros((), dtype="int64"), x.device, False)
-    idx = xp.argsort(data, axis=d, kind="stable")
-    return Tensor._make(idx.astype("int64", copy=False), x.device, False)
+    return Argsort.apply(x, dim=d, descending=bool(descending))
 
 
 def sort(x, dim=-1, descending=False, stable=True):
@@ -33,7 +47,5 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     if not 0 <= k <= n:
         raise ValueError(f"topk: k={k} is out of range for dimension {dim} of size {n} "
                          f"(shape {tuple(x.shape)}){_where()}")
-    idx = argsort(x, d, descending=largest)
-    key = (slice(None),) * d + (slice(0, k),)
-    idx = Tensor._make(idx.data[key], x.device, False)
+    idx = Argsort.apply(x, dim=d, descending=bool(largest), k=int(k))
     return ValuesIndices((gather(x, d, idx), idx))

@@ -1,4 +1,7 @@
 """isclose / allclose, and var_mean / std_mean (both moments of one pass, as torch returns them)."""
+import numpy as np
+
+from ..core.function import Function
 from ..core.tensor import Tensor
 from ..messages import plain
 from .movement import broadcast_tensors
@@ -19,14 +22,21 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={plain(rtol)} and "
                          f"atol={plain(atol)}")
     a, b = broadcast_tensors(input, other)
-    xp = a.device.xp
-    out = xp.isclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=bool(equal_nan))
-    return Tensor._make(xp.asarray(out), a.device, False)
+    return IsClose.apply(a, b, rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan))
+
+
+class IsClose(Function):
+    """NumPy's isclose of two arrays of one shape (a bool array): a recorded op."""
+
+    @staticmethod
+    def forward(ctx, a, b, rtol, atol, equal_nan):
+        xp = np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+        return xp.asarray(xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Python bool: every entry isclose."""
-    return bool(isclose(input, other, rtol, atol, equal_nan).data.all())
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
