@@ -66,6 +66,8 @@ def shrink(prog, backend, kind, message, budget_s=60.0):
     while improved and time.perf_counter() - start < budget_s:
         improved = False
         for cand in _candidates(prog):
+            if _size(cand) >= _size(prog):   # every step makes it smaller: no cycles
+                continue
             found = run_program(cand, backend)
             if found is not None and found[0] == kind:
                 prog, message, improved = cand, found[1], True
@@ -73,6 +75,12 @@ def shrink(prog, backend, kind, message, budget_s=60.0):
     named = _renamed(prog)
     found = run_program(named, backend)   # the same program under tidy names fails alike
     return (named, found[1]) if found is not None and found[0] == kind else (prog, message)
+
+
+def _size(prog):
+    return (len(prog.ops), len(prog.calls), len(prog.outputs), len(prog.inputs),
+            prog.mode != "forward", prog.dtype != "float32", sum(len(c) for c in prog.calls),
+            sum(i.kind == "param" for i in prog.inputs))
 
 
 def _renamed(prog):
@@ -117,12 +125,11 @@ def _candidates(prog):
                 simpler = dict(call)
                 del simpler[key]
                 yield _with(prog, calls=prog.calls[:k] + [simpler] + prog.calls[k + 1:])
-    # an argument in place of a leaf the step closes over, and the reverse
+    # an argument in place of a leaf the step closes over
     for k, i in enumerate(prog.inputs):
-        if i.kind in ("param", "arg"):
+        if i.kind == "param":
             inputs = copy.deepcopy(prog.inputs)
-            inputs[k].kind = "arg" if i.kind == "param" else "param"
-            inputs[k].grad = False
+            inputs[k].kind = "arg"
             yield _with(prog, inputs=inputs)
 
 
