@@ -115,8 +115,9 @@ class Program:
         return [i.name for i in self.inputs if i.name in reach
                 and (i.kind == "param" or (i.kind == "arg" and i.grad))]
 
-    def source(self, backend):
-        """The program as a runnable script: run it to check `backend` on these calls."""
+    def source(self, backend, run=True):
+        """The program as a script that checks `backend` on these calls; run=False: without
+        that last check (what the fuzzer itself executes before calling it)."""
         params = [i.name for i in self.inputs if i.kind == "param"]
         args = [i.name for i in self.inputs if i.kind != "param"]
         inputs = ",\n".join(f"    {i.name!r}: {i.spec()!r}" for i in self.inputs)
@@ -145,11 +146,11 @@ class Program:
                 f"INPUTS = {{\n{inputs},\n}}\n\n\n"
                 f"def program({', '.join(params)}):\n"
                 f"    def fn({', '.join(args)}):\n" + "\n".join(body) + "\n    return fn\n\n\n"
-                f"CALLS = [\n{calls},\n]\n\n"
-                "if __name__ == \"__main__\":\n"
-                f"    check(program, INPUTS, mode={self.mode!r}, dtype={self.dtype!r}, "
-                f"exact={self.exact!r}, backend={backend!r}, calls=CALLS)\n"
-                "    print(\"compiled == eager\")\n")
+                f"CALLS = [\n{calls},\n]\n" + (
+                    "\n"
+                    f"check(program, INPUTS, mode={self.mode!r}, dtype={self.dtype!r}, "
+                    f"exact={self.exact!r}, backend={backend!r}, calls=CALLS)\n"
+                    "print(\"compiled == eager\")\n" if run else ""))
 
 
 @dataclasses.dataclass
@@ -289,12 +290,10 @@ class Generator:
         return self.finish()
 
     def finish(self):
-        r = self.rng
-        last = self.ops[-1].out
-        outputs = [last] if self.vals[last].kind == "f" else [last]
-        others = [op.out for op in self.ops[:-1] if op.kind == "f"]
-        if others and r.random() < 0.35:
-            outputs.append(r.choice(others))
+        # every op's result reaches an output: the sinks (results nothing later reads) are
+        # returned, and the float ones enter the loss
+        used = {a for op in self.ops for a in op.args}
+        outputs = [op.out for op in self.ops if op.out not in used]
         if all(self.vals[o].kind != "f" for o in outputs):
             outputs.append(self.pick())
         prog = Program(self.seed, self.dtype, self.mode, self.inputs, self.ops, outputs, [])

@@ -26,8 +26,8 @@ class Failure:
 
 def run_program(prog, backend):
     """None if `prog` passes on `backend`, else (kind, message)."""
-    namespace = {"__name__": "tt_fuzz_program"}
-    exec(compile(prog.source(backend), f"<fuzz program {prog.seed}>", "exec"), namespace)
+    namespace = {}
+    exec(compile(prog.source(backend, run=False), f"<fuzz program {prog.seed}>", "exec"), namespace)
     try:
         check(namespace["program"], namespace["INPUTS"], mode=prog.mode, dtype=prog.dtype,
               exact=prog.exact, backend=backend, calls=namespace["CALLS"])

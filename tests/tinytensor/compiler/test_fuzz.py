@@ -87,7 +87,7 @@ def test_a_frozen_result_is_caught_at_the_call_with_new_values_and_shrunk(monkey
     # the report is a script that fails the same way when run
     source = small.source("numpy")
     with pytest.raises(Mismatch, match="call 1 "):
-        exec(compile(source, "<report>", "exec"), {"__name__": "__main__"})
+        exec(compile(source, "<report>", "exec"), {})
 
 
 def test_an_exactly_rounded_program_must_be_bitwise(monkeypatch):
