@@ -169,7 +169,7 @@ def _drop_op(prog, k):
             outputs = [o for o in prog.outputs if o != op.out]
         else:
             outputs = list(dict.fromkeys(sub if o == op.out else o for o in prog.outputs))
-        if outputs and ops:
+        if outputs:
             yield _with(prog, ops=ops, outputs=outputs)
 
 
