@@ -83,7 +83,7 @@ def test_a_frozen_result_is_caught_at_the_call_with_new_values_and_shrunk(monkey
     kind, message = run_program(prog, "numpy")
     assert kind == "mismatch" and message.startswith("call 2 (seed 2)"), message
     small, message = shrink(prog, "numpy", kind, message)
-    assert len(small.ops) == 1 and len(small.outputs) == 1 and len(small.calls) == 2, small
+    assert len(small.ops) <= 1 and len(small.outputs) == 1 and len(small.calls) == 2, small
     # the report is a script that fails the same way when run
     source = small.source("numpy")
     with pytest.raises(Mismatch, match="call 1 "):
