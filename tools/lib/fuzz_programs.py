@@ -272,7 +272,17 @@ class Generator:
     def draw(self):
         r = self.rng
         self.dtype = "float64" if "float64" in self.features and r.random() < 0.3 else "float32"
-        self.new_input(self.shape())
+        pair = "alias" in self.features and r.random() < 0.4
+        first = self.new_input(self.shape(), "arg" if pair else None)
+        if pair:   # two arguments of one shape meeting at once, for the f(x, x) call
+            twin = self.new_input(self.vals[first].shape, "arg")
+            self.inputs[-1].grad = self.inputs[-2].grad
+            fmt = r.choice(("({0} - {1})", "({0} * {1})", "tt.where({0} > {1}, {0}, {1})"))
+            self.emit(fmt, (first, twin), self.vals[first].shape, True, "alias")
+        if "neg_zero" in self.features and r.random() < 0.4:
+            # x * s with s = 0.0, then -0.0: zeros of the other sign
+            self.emit("({0} * {1})", (self.pick(), self.scalar()), self.vals[first].shape, True,
+                      "neg_zero")
         families = [f for f in ("elementwise", "reduce", "softnorm", "movement", "matmul",
                                 "indexing", "loss", "outside_tape") if f in self.features]
         if not families:
