@@ -156,3 +156,14 @@ def test_leaves_held_across_calls_keep_their_values():
     assert prog.leaves() == ["p0"]
     assert run_program(prog, "numpy") is None
     assert run_program(dataclasses.replace(prog, mode="grad"), "c") is None
+
+
+def test_the_long_run_program_fuzzes_and_lists_its_features(capsys):
+    from tools import fuzz_compile
+    assert fuzz_compile.main(["--programs", "2", "--seed", "3", "--backends", "numpy"]) == 0
+    assert "2 programs x 1 backends" in capsys.readouterr().out
+    assert fuzz_compile.main(["--list-features"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in FEATURES) and listed.count("off by default") == len(KNOWN_BUGS)
+    with pytest.raises(SystemExit, match="unknown features"):
+        fuzz_compile.main(["--enable", "no_such_feature"])
