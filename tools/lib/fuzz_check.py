@@ -217,12 +217,12 @@ def _bits(a):
 def _bitwise(where, label, g, w):
     if g is None:
         return
-    diff = _bits(g) != _bits(w)
+    diff = _bits(g.reshape(-1)) != _bits(w.reshape(-1))
     if diff.any():
-        at = tuple(int(i) for i in np.argwhere(diff)[0]) if diff.ndim else ()
+        at = np.unravel_index(int(diff.argmax()), g.shape)
         raise Mismatch(f"{where}: {label} is not eager's bits (an exactly rounded program) at "
-                       f"{int(diff.sum())} of {diff.size} elements; at {at}: compiled "
-                       f"{g[at]!r}, eager {w[at]!r}")
+                       f"{int(diff.sum())} of {diff.size} elements; at {tuple(map(int, at))}: "
+                       f"compiled {g[at]!r}, eager {w[at]!r}")
 
 
 def _close(where, label, g, w, r, err_e, dtype, size=0.0):

@@ -167,3 +167,13 @@ def test_the_long_run_program_fuzzes_and_lists_its_features(capsys):
     assert all(name in listed for name in FEATURES) and listed.count("off by default") == len(KNOWN_BUGS)
     with pytest.raises(SystemExit, match="unknown features"):
         fuzz_compile.main(["--enable", "no_such_feature"])
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_a_bitwise_difference_is_reported_at_its_element(shape):
+    w = np.zeros(shape, np.float32)
+    g = w.copy()
+    g.reshape(-1)[-1] = -0.0
+    with pytest.raises(Mismatch, match=r"at 1 of \d+ elements; at \(%s\): compiled" % (
+            "" if not shape else "1, 2")):
+        fuzz_check._bitwise("call 0", "result 0", g, w)
