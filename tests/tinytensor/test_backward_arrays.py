@@ -207,3 +207,24 @@ def test_first_order_gelu_backward_records_no_ops(approximate):
     x2 = x.detach().requires_grad_()
     (g,) = tt.grad(F.gelu(x2, approximate=approximate), x2, tt.ones_like(y), create_graph=True)
     np.testing.assert_allclose(g.detach().numpy(), x.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_softmax_backward_in_ops_is_as_accurate_as_on_arrays(fusion):
+    # found by the tt.compile fuzzer (issue 22 §7): a compiled step records `backward`, which
+    # computed g*y - y*sum(g*y), rounding both terms before they cancel: 11x eager's float32
+    # error on these values (softmax over a dim where g = 2y ~ sum(g*y))
+    rng = np.random.default_rng(77002)
+    a, w = rng.standard_normal((3, 1)), rng.standard_normal((1, 8))
+
+    def grad(dtype, create_graph):
+        x = tt.tensor(a.astype(dtype))
+        p = tt.tensor(w.astype(dtype), requires_grad=True)
+        with tt.kernels.use_fusion(fusion):
+            y = ((-x) @ p).sum(dim=-2).softmax(dim=0)
+            (y * y).sum().backward(create_graph=create_graph)
+        return p.grad.detach().numpy().astype(np.float64)
+    exact = grad(np.float64, False)
+    arrays = np.abs(grad(np.float32, False) - exact).max()
+    in_ops = np.abs(grad(np.float32, True) - exact).max()
+    assert in_ops <= 2 * arrays + 4 * np.finfo(np.float32).eps * np.abs(exact).max()

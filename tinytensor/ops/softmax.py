@@ -33,8 +33,9 @@ def _rowdot(a, b, dim):
 
 # the gradients in tinytensor ops, shared by the reference and the fused op
 def _softmax_grad(g, y, dim):
-    gy = g * y
-    return gy - y * sum_(gy, dim=dim, keepdim=True)
+    # y * (g - sum(g * y)), as backward_arrays: g * y - y * sum(g * y) rounds both terms
+    # before they cancel, ~10x eager's error where g ~ sum(g * y) (a compiled step records this)
+    return y * (g - sum_(g * y, dim=dim, keepdim=True))
 
 
 def _log_softmax_grad(g, y, dim):
