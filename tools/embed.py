@@ -23,7 +23,7 @@ def main(argv=None):
     p.add_argument("--similarity", action="store_true", help="also print cosine similarities")
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:i]")
     args = p.parse_args(argv)
-    model, tok = text.load(args.directory, device=args.device)
+    model, tok = text.load_for("embed", args.directory, device=args.device)
     config = text.pooling_config(args.directory)
     if args.normalize is not None:
         config["normalize"] = args.normalize
