@@ -5,6 +5,7 @@ from ..core.function import Function
 from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
 from ..amp import cast_inputs
+from ..blas_threads import adapt
 from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
@@ -15,6 +16,8 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if isinstance(a, np.ndarray):
+            adapt()  # one BLAS thread while other processes hold the cores
         if _low_precision_cpu(a):  # accumulate in float32 as torch does, round once at the end
             return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
         return a @ b
