@@ -54,3 +54,17 @@ def test_a_non_zero_status_after_destroy_still_fails_the_job():
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "rank 0 done" in proc.stdout and "rank 1 done" in proc.stdout
     assert took < 15, took
+
+
+@pytest.mark.parametrize("bad", [0, -1, "30", True, float("nan")])
+def test_a_timeout_that_is_not_a_positive_duration_is_refused(bad):
+    import tinytensor.distributed as dist
+    with pytest.raises(ValueError, match="timeout must be a positive number of seconds"):
+        dist.init_process_group("mpi", timeout=bad)
+
+
+def test_a_timedelta_or_none_is_a_timeout():
+    import datetime
+
+    from tinytensor.distributed.process_group import _seconds
+    assert _seconds(datetime.timedelta(minutes=2)) == 120.0 and _seconds(None) is None
