@@ -22,6 +22,7 @@ import tinytensor as tt
 
 from nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
 from .hf_json import ConfigError, read_json  # noqa: F401 (ConfigError: models.hf.ConfigError)
+from . import hf_shards
 from .torch_pickle import load_torch_bin
 
 
@@ -193,15 +194,17 @@ def _shape_problem(name, want, got):
 
 
 def weights_file(directory):
-    """model.safetensors (preferred) or pytorch_model.bin in `directory`."""
+    """model.safetensors (preferred) or pytorch_model.bin in `directory`, else the index of a
+    sharded checkpoint (model.safetensors.index.json, pytorch_model.bin.index.json)."""
     for name in ("model.safetensors", "pytorch_model.bin"):
         path = os.path.join(directory, name)
         if os.path.exists(path):
             return path
-    if any(n.endswith(".index.json") for n in os.listdir(directory)):
-        raise NotImplementedError(f"from_hf: {directory} holds a sharded checkpoint; "
-                                  "sharded loading is not supported yet")
-    raise FileNotFoundError(f"from_hf: {directory} has neither model.safetensors nor pytorch_model.bin")
+    index = hf_shards.index_file(directory)
+    if index is not None:
+        return index
+    raise FileNotFoundError(f"from_hf: {directory} has none of model.safetensors, "
+                            f"pytorch_model.bin, {', '.join(hf_shards.INDEXES)}")
 
 
 def read_weights(directory):
@@ -210,6 +213,8 @@ def read_weights(directory):
 
 
 def _read_weights(path):
+    if path.endswith(".index.json"):
+        return hf_shards.read_sharded(path, _read_weights)
     if path.endswith(".safetensors"):
         return {k: v.numpy() for k, v in nn.load(path).items()}
     return load_torch_bin(path)
@@ -284,9 +289,12 @@ def from_hf(directory, device=None):
     return model
 
 
-def save_hf(model, directory):
+def save_hf(model, directory, max_shard_size="5GB"):
     """Write config.json and model.safetensors that transformers' from_pretrained loads, for
-    any model whose config.model_type from_hf knows. Each file is replaced atomically."""
+    any model whose config.model_type from_hf knows. Each file is replaced atomically. Past
+    `max_shard_size` (bytes, or "5GB", "500MB"; transformers' default) the weights go into
+    shards model-0000i-of-0000n.safetensors with a model.safetensors.index.json."""
+    limit = hf_shards.parse_size(max_shard_size)
     model_type = getattr(model.config, "model_type", None)
     family = FAMILIES.get(model_type)
     if family is None:
@@ -303,8 +311,36 @@ def save_hf(model, directory):
     if _floating_dtypes(t.data for t in tensors.values()) == {tt.dtypes.BF16_NP}:
         # what transformers writes for a bfloat16 model ("torch_dtype" before 4.56)
         config["dtype"] = config["torch_dtype"] = "bfloat16"
-    nn.save(tensors, os.path.join(directory, "model.safetensors"))
+    _save_weights(tensors, directory, limit)
     write_json(config, os.path.join(directory, "config.json"))
+
+
+def _save_weights(tensors, directory, limit):
+    """One model.safetensors, or shards and their index; what an earlier save left in the
+    other layout is removed, since from_hf prefers a single file to an index."""
+    shards = hf_shards.plan([(k, t.data.nbytes) for k, t in tensors.items()], limit)
+    index = os.path.join(directory, hf_shards.INDEXES[0])
+    single = os.path.join(directory, "model.safetensors")
+    try:  # the shards an earlier sharded save wrote (an unreadable index: none to remove)
+        old = set(hf_shards.read_index(index).values()) if os.path.isfile(index) else set()
+    except nn.CheckpointError:
+        old = set()
+    if len(shards) <= 1:
+        nn.save(tensors, single)
+        for path in old | ({index} if old or os.path.isfile(index) else set()):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return
+    wmap = {}
+    for i, names in enumerate(shards):
+        name = hf_shards.shard_name(i, len(shards))
+        nn.save({k: tensors[k] for k in names}, os.path.join(directory, name))
+        wmap.update(dict.fromkeys(names, name))
+    total = sum(t.data.nbytes for t in tensors.values())
+    write_json({"metadata": {"total_size": total}, "weight_map": wmap}, index)
+    for path in (old - {os.path.join(directory, n) for n in set(wmap.values())}) | {single}:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _floating_dtypes(arrays):
@@ -337,6 +373,6 @@ def write_json(value, path):
 class SaveHF:
     """Gives a model class `model.save_hf(directory)` (models.hf.save_hf)."""
 
-    def save_hf(self, directory):
+    def save_hf(self, directory, max_shard_size="5GB"):
         """Write a directory transformers' from_pretrained loads: config.json + model.safetensors."""
-        save_hf(self, directory)
+        save_hf(self, directory, max_shard_size)

@@ -101,7 +101,7 @@ class DistributedDataParallel(Module):
     @staticmethod
     def _check_same_model(module, g):
         mine = [(n, tuple(p.shape), p.dtype.name) for n, p in module.named_parameters()]
-        every = g.allgather_object(mine)
+        every = g.allgather_object(mine, "DistributedDataParallel")
         for r, theirs in enumerate(every):
             if theirs != mine:
                 diff = next(((a, b) for a, b in zip(mine, theirs) if a != b), None)
@@ -249,7 +249,8 @@ class _Sync:
         t0 = time.perf_counter()
         while self.next < len(self.buckets) and self.left[self.next] == 0:
             b = self.buckets[self.next]
-            self.reqs.append(self.pg.iallreduce(self._buf(b), "sum"))
+            self.reqs.append(self.pg.iallreduce(self._buf(b), "sum",
+                                                f"DistributedDataParallel's all_reduce of bucket {b.index}"))
             self.ddp.stats["comm_launched"] += 1
             self.next += 1
         for r in self.reqs:  # MPI moves data only inside MPI calls: give it a turn

@@ -2,7 +2,9 @@
 in an empty directory), and print what the README shows.
 
 A ```python block is run; when a ```text block follows it directly, that text is exactly
-what the block must print. ```py marks an illustration that needs outside files (not run)."""
+what the block must print. A block whose first line says `mpiexec -n 2 python NAME.py` is
+saved as NAME.py and run that way (rank 0 prints). Every Python block runs: none is left as
+an untested illustration."""
 import contextlib
 import io
 import os
@@ -30,9 +32,21 @@ def test_readme_has_examples_with_shown_output():
     assert sum(b.values[1] is not None for b in blocks) >= 3, "the tour should show what it prints"
 
 
+def test_every_python_block_is_run():
+    text = open(README).read()
+    untested = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"^```(py|python3)\n", text, re.M)]
+    assert not untested, f"README.md lines {untested}: mark them ```python and make them run"
+
+
+MPI_SCRIPT = re.compile(r"run it with: mpiexec -n 2 python (\w+\.py)")
+
+
 @pytest.mark.parametrize("code,expected,line", _blocks())
 def test_readme_example_runs_alone_and_prints_what_it_shows(code, expected, line, tmp_path,
                                                           monkeypatch):
+    script = MPI_SCRIPT.search(code.split("\n", 1)[0])
+    if script:
+        return _run_under_mpiexec(code, expected, script.group(1), tmp_path)
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     # pad with blank lines so a traceback points at the README's own line numbers
@@ -42,3 +56,14 @@ def test_readme_example_runs_alone_and_prints_what_it_shows(code, expected, line
     if expected is not None:
         got = [ln.rstrip() for ln in out.getvalue().rstrip().splitlines()]
         assert got == [ln.rstrip() for ln in expected.rstrip().splitlines()]
+
+
+def _run_under_mpiexec(code, expected, name, tmp_path):
+    from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi
+    if needs_mpi.args[0]:
+        pytest.skip(needs_mpi.kwargs["reason"])
+    (tmp_path / name).write_text(code)
+    proc = mpiexec([name], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if expected is not None:
+        assert proc.stdout.split() == expected.split(), proc.stdout

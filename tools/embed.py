@@ -25,7 +25,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     for i, sentence in enumerate(args.sentences):
         text.argv_text(p, f"sentence {i + 1}", sentence)
-    model, tok = text.load(args.directory, device=args.device)
+    model, tok = text.load_for("embed", args.directory, device=args.device)
     config = text.pooling_config(args.directory)
     if args.normalize is not None:
         config["normalize"] = args.normalize

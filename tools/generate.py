@@ -1,5 +1,6 @@
 """Continue a prompt with a HuggingFace decoder (GPT-2, Llama), streaming the text as it is
-generated; the tokenizer is the directory's tokenizer.json (pip install 'tinytensor[text]').
+generated, or answer it with an encoder-decoder (T5, BART, Marian: the decoder's text, printed
+when done); the tokenizer is the directory's tokenizer.json (pip install 'tinytensor[text]').
 
     python tools/generate.py path/to/gpt2 "The meaning of life is" --max-new-tokens 40
     python tools/generate.py path/to/gpt2 "Once upon a time" --temperature 0.8 --top-p 0.95 --seed 0
@@ -28,12 +29,13 @@ def main(argv=None):
     p.add_argument("--device", default=None, help="cpu (default) or cuda[:i]")
     args = p.parse_args(argv)
     text.argv_text(p, "the prompt", args.prompt)
-    model, tok = text.load(args.directory, device=args.device)
+    model, tok = text.load_for("generate", args.directory, device=args.device)
 
     def show(piece):
         sys.stdout.write(piece)
         sys.stdout.flush()
-    show(args.prompt)
+    if not text.is_encoder_decoder(model):  # a decoder continues the prompt; T5 answers it
+        show(args.prompt)
     text.generate_text(model, tok, args.prompt, args.max_new_tokens, args.temperature, args.top_p,
                        args.num_beams, args.seed, on_text=show)
     show("\n")

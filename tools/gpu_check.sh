@@ -10,6 +10,13 @@
 # a run that measured nothing never looks like a pass.
 # Usage: OUT=/some/dir bash tools/gpu_check.sh [--quick]   (about 5 minutes on an H200)
 set -uo pipefail
+for arg in "$@"; do  # a question about the check must not start it
+    case "$arg" in
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
+        --quick) ;;
+        *) echo "gpu_check: unknown argument '$arg'; usage: OUT=/some/dir bash tools/gpu_check.sh [--quick]" >&2; exit 2;;
+    esac
+done
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 # a bare device machine may not have run `pip install -e .`

@@ -20,7 +20,7 @@ import argparse
 import math
 import os
 
-from tools.lib import model_zoo
+from tools.lib import memory, model_zoo
 from tools.lib.training import run
 
 # per-kind defaults for flags left unset: text models, and the small seq2seq task
@@ -122,6 +122,10 @@ def parse_args(argv=None):
         ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if kind == "seq2seq" and args.data:
         ap.error(f"--data does not apply to --model {args.model}: it trains on the reverse task")
+    if args.device == "cpu":  # refuse a size that cannot fit before building anything
+        why = memory.refusal(args, kind, {"lm": 256, "mlm": 257, "seq2seq": 16}[kind])
+        if why:
+            ap.error(why)
     return args
 
 

@@ -135,7 +135,7 @@ def test_unknown_architecture_and_mismatched_weights_are_clear_errors(tmp_path):
         models.from_hf(str(tmp_path))
     os.remove(tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(FileNotFoundError, match="neither model.safetensors nor pytorch_model.bin"):
+    with pytest.raises(FileNotFoundError, match="has none of model.safetensors, pytorch_model.bin, model.safetensors.index.json"):
         models.from_hf(str(tmp_path))
 
 

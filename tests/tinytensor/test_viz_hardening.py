@@ -104,3 +104,17 @@ def test_folded_module_tooltips_say_module_order_and_size():
     boxes = {(v.name, v.order): tips[v.id] for v in g.graph.vertices.values() if v.kind == "box"}
     assert boxes[("1", 0)] == "folded module 1 [forward]: 1 op"   # the GELU
     assert boxes[("0", 1)].startswith("folded module 0 [backward]: ") and boxes[("0", 1)].endswith(" ops")
+
+
+@pytest.mark.parametrize("source", ["tape", "outputs"])
+def test_drawing_the_backward_after_the_users_own_backward_says_what_to_do(source):
+    w = tt.randn(3, 3, requires_grad=True)
+    with tt.record() as tape:
+        loss = (w.tanh() * w).sum()
+    loss.backward()  # frees the saved tensors viz's own backward would need
+    with pytest.raises(RuntimeError) as e:
+        tt.viz.graph(tape if source == "tape" else loss, backward=True)
+    msg = str(e.value)
+    assert msg.startswith("viz.graph(backward=True)"), msg
+    assert "draw before that backward" in msg and "retain_graph=True" in msg, msg
+    assert "backward=False" in msg, msg

@@ -34,3 +34,25 @@ def test_a_gpu_run_where_every_test_skips_fails(tmp_path):
     assert res.returncode == 1
     assert "no gpu test passed (all skipped or none collected)" in res.stderr
     assert "gpu tests exit 1, benchmarks exit 0" in res.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_and_runs_nothing(tmp_path, flag):
+    # a stand-in python that would leave a trace if the check started
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\ntouch "{tmp_path}/ran"\nexit 0\n')
+    fake.chmod(0o755)
+    res = subprocess.run(["bash", str(ROOT / "tools" / "gpu_check.sh"), flag], cwd=tmp_path,
+                         env=dict(os.environ, OUT=str(tmp_path / "out"), PYTHON=str(fake)),
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    assert "Usage: OUT=/some/dir bash tools/gpu_check.sh [--quick]" in res.stdout
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_an_unknown_argument_is_refused_before_anything_runs(tmp_path):
+    res = subprocess.run(["bash", str(ROOT / "tools" / "gpu_check.sh"), "--bogus"], cwd=tmp_path,
+                         env=dict(os.environ, OUT=str(tmp_path / "out")), capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 2 and "unknown argument '--bogus'" in res.stderr
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,8 @@
 Before each one the ranks exchange a few bytes of metadata (which collective, shapes,
 dtypes, op, root), so a rank passing a different shape gets an error naming every rank's
 shape on all ranks, where the raw MPI call would read past a buffer or wait forever.
-They work on the data, outside autograd: nothing is recorded on the tape.
+They work on the data, outside autograd: nothing is recorded on the tape. The exchange
+waits at most the group's timeout, and fails at once if a rank it waits for is exiting.
 """
 
 from ..core.tensor import Tensor
@@ -62,6 +63,17 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
     return output
 
 
+def barrier():
+    """Wait until every rank reaches this call (a rank in another collective is an error)."""
+    synchronize("barrier")
+
+
+def synchronize(fn):
+    g = group()
+    _agree(g, fn, None, [])
+    g.barrier()  # NCCL: the GPU's queue first; after the agreement it cannot mismatch
+
+
 def _reduce(g, buf, op):
     g.allreduce(buf, op)
     if op == ReduceOp.MEAN:
@@ -112,7 +124,7 @@ def _meta(t):
 def _agree(g, fn, arg, metas):
     """Raise on every rank, with every rank's view, unless all ranks called the same thing."""
     mine = (fn, arg, metas)
-    every = g.allgather_object(mine)
+    every = g.allgather_object(mine, fn)
     if all(m == every[0] for m in every):
         return
     lines = "; ".join(f"rank {r}: {_describe(m)}" for r, m in enumerate(every))
@@ -122,8 +134,8 @@ def _agree(g, fn, arg, metas):
 
 def _describe(m):
     fn, arg, metas = m
-    shapes = ", ".join(f"shape {s} {d}" for s, d in metas)
-    return f"{fn}({shapes}" + (f", {arg}" if arg is not None else "") + ")"
+    parts = [f"shape {s} {d}" for s, d in metas] + ([str(arg)] if arg is not None else [])
+    return f"{fn}({', '.join(parts)})"
 
 
 def _in_place(t, a, run):

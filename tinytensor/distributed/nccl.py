@@ -77,10 +77,10 @@ class NCCLBackend:
     name = "nccl"
     device_type = "cuda"
 
-    def __init__(self):
+    def __init__(self, timeout=None):
         self.cupy, self.nccl = _import_nccl()
         from .mpi import MPIBackend  # mpi.py imports process_group, which imports this module
-        self.mpi = MPIBackend()
+        self.mpi = MPIBackend(timeout)
         self.rank, self.world_size = self.mpi.rank, self.mpi.world_size
         try:
             self.local_rank = local_rank(fallback=self._local_rank_from_mpi)
@@ -109,7 +109,7 @@ class NCCLBackend:
             n, why = 0, f" ({type(e).__name__}: {e})"
         else:
             why = ""
-        every = self.mpi.allgather_object((self.local_rank, n))
+        every = self.mpi.allgather_object((self.local_rank, n), "init_process_group('nccl')")
         short = [(r, lr, c) for r, (lr, c) in enumerate(every) if lr >= c]
         if short:
             lines = "; ".join(f"rank {r} is rank {lr} on its node, which has {c} GPU(s)"
@@ -123,8 +123,11 @@ class NCCLBackend:
         self.cupy.cuda.Device(self.local_rank).use()
 
     # ------------------------------------------------------------------ host-side, over MPI
-    def allgather_object(self, obj):
-        return self.mpi.allgather_object(obj)
+    def allgather_object(self, obj, what="collective"):
+        return self.mpi.allgather_object(obj, what)
+
+    def leave(self):
+        return self.mpi.leave()
 
     def barrier(self):
         # MPI's barrier orders the hosts only: first let this GPU finish what was queued
@@ -163,7 +166,7 @@ class NCCLBackend:
         self.comm.allReduce(a.data.ptr, a.data.ptr, a.size * k, t, nccl_op(self.nccl, op),
                             self._stream())
 
-    def iallreduce(self, a, op):
+    def iallreduce(self, a, op, what="all_reduce"):
         """Start an all-reduce of `a` in place on the side stream; returns a request."""
         a = self._buffer("all_reduce", a)
         t, k = nccl_dtype(self.nccl, a.dtype, reduce=True)

@@ -2,8 +2,13 @@
 
 A rank that raises takes the whole job down: `init_process_group` installs an excepthook
 that prints the traceback and aborts the communicator, so the other ranks, blocked in a
-collective, are killed instead of waiting forever.
+collective, are killed instead of waiting forever. A rank that exits any other way
+(returns, `sys.exit(3)`; SystemExit never reaches the excepthook) with the group still
+open runs the exit handler: it tells the other ranks, and aborts the job unless every
+rank is exiting too. Every wait for other ranks has a deadline (`timeout`).
 """
+import atexit
+import datetime
 import os
 import sys
 
@@ -23,6 +28,8 @@ class ReduceOp:
 
 _group = None
 _prev_excepthook = None
+_exit_handler = False
+DEFAULT_TIMEOUT = 1800.0  # seconds, torch's default: generous, a guard against hangs only
 
 
 def launcher_env(environ=None):
@@ -34,15 +41,18 @@ def launcher_env(environ=None):
     return None
 
 
-def init_process_group(backend="mpi", abort_on_error=True):
+def init_process_group(backend="mpi", abort_on_error=True, timeout=DEFAULT_TIMEOUT):
     """Join the job started by the launcher (`mpiexec -n N python ...`).
 
     backend "mpi" runs collectives on CPU tensors through mpi4py; "nccl" on CUDA tensors
     through CuPy's NCCL, one GPU per rank. With `abort_on_error` (the default) an uncaught
     exception on any rank aborts every rank (exit status non-zero) instead of leaving the
-    others blocked in their next collective.
+    others blocked in their next collective, and so does a rank exiting (returning,
+    `sys.exit`) without `destroy_process_group()` while another still runs. `timeout`
+    (seconds or a `datetime.timedelta`; None waits for ever) bounds how long a collective
+    waits for the other ranks to reach it: past it, it raises naming the ranks that did not.
     """
-    global _group, _prev_excepthook
+    global _group, _prev_excepthook, _exit_handler
     if _group is not None:
         raise RuntimeError(f"init_process_group: already initialized (backend "
                            f"'{_group.name}', rank {_group.rank} of {_group.world_size}); call "
@@ -50,6 +60,7 @@ def init_process_group(backend="mpi", abort_on_error=True):
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; choose 'mpi' (CPU "
                          "processes) or 'nccl' (one CUDA GPU per process)")
+    timeout = _seconds(timeout)
     env = launcher_env()
     if env is None:
         raise RuntimeError(
@@ -61,10 +72,10 @@ def init_process_group(backend="mpi", abort_on_error=True):
     # the backends import this module (INSTALL): at the top the imports would be circular
     if backend == "mpi":
         from .mpi import MPIBackend
-        group = MPIBackend()
+        group = MPIBackend(timeout)
     else:
         from .nccl import NCCLBackend
-        group = NCCLBackend()
+        group = NCCLBackend(timeout)
     if (group.rank, group.world_size) != env:
         raise RuntimeError(
             f"init_process_group: the launcher says rank {env[0]} of {env[1]} but MPI reports "
@@ -74,7 +85,41 @@ def init_process_group(backend="mpi", abort_on_error=True):
     if abort_on_error and _prev_excepthook is None:
         _prev_excepthook = sys.excepthook
         sys.excepthook = _abort_excepthook
+    if abort_on_error and not _exit_handler:
+        # registered after mpi4py is imported, so it runs before mpi4py's MPI_Finalize
+        # (which, in Open MPI, waits for every rank: a leaving rank would hang there too)
+        atexit.register(_abort_at_exit)
+        _exit_handler = True
+    group.abort_at_exit = abort_on_error
     return group
+
+
+def _seconds(timeout):
+    if timeout is None:
+        return None
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"init_process_group: timeout must be a positive number of seconds, a "
+                         f"datetime.timedelta, or None (wait for ever); got {timeout!r}")
+    return float(timeout)
+
+
+def _abort_at_exit():
+    """The group is still open as this rank exits: abort unless every rank is exiting."""
+    g = _group
+    if g is None or not getattr(g, "abort_at_exit", False):
+        return
+    try:
+        why = g.leave()
+    except Exception as e:  # an exit handler must end in an abort, not a second failure
+        why = f"its exit handler failed ({type(e).__name__}: {e})"
+    if why is None:  # every rank returned without destroy_process_group(): nobody waits
+        return
+    sys.stderr.write(f"tinytensor.distributed: rank {g.rank} is exiting without "
+                     f"destroy_process_group() and {why}; aborting all {g.world_size} ranks\n")
+    sys.stderr.flush()
+    g.abort(1)
 
 
 def _abort_excepthook(exc_type, exc, tb):
@@ -96,10 +141,11 @@ def destroy_process_group():
     global _group, _prev_excepthook
     if _group is None:
         return
+    from .collectives import synchronize  # collectives.py imports this module
+    synchronize("destroy_process_group")  # every rank agrees it is leaving, within the timeout
     g, _group = _group, None
     if _prev_excepthook is not None:
         sys.excepthook, _prev_excepthook = _prev_excepthook, None
-    g.barrier()
     g.close()
 
 
@@ -125,7 +171,3 @@ def get_world_size():
 def get_backend():
     return group().name
 
-
-def barrier():
-    """Wait until every rank reaches this call."""
-    group().barrier()

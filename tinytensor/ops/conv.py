@@ -107,9 +107,10 @@ def _col2im(col, spatial, kernel, stride, pads, dilation):
 
 
 def _matmul(a, b):
-    """a @ b, in float32 for bfloat16 (NumPy would widen ml_dtypes values anyway; torch
-    accumulates in float32 too); the callers round the result back to the input dtype."""
-    if a.dtype == BF16_NP:
+    """a @ b, in float32 for bfloat16 (NumPy would widen ml_dtypes values anyway) and NumPy
+    float16 (no BLAS: a scalar loop); torch accumulates in float32 too. The callers round the
+    result back to the input dtype."""
+    if a.dtype == BF16_NP or (a.dtype == np.float16 and isinstance(a, np.ndarray)):
         a, b = a.astype(np.float32), b.astype(np.float32)
     return _xp(a).matmul(a, b)
 

@@ -5,6 +5,7 @@ from ..core.function import Function
 from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
 from ..amp import cast_inputs
+from ..blas_threads import adapt
 from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
@@ -15,8 +16,10 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        if a.dtype == BF16_NP:  # accumulate in float32 as torch does, round once at the end
-            return (a.astype(np.float32) @ b.astype(np.float32)).astype(BF16_NP)
+        if isinstance(a, np.ndarray):
+            adapt()  # one BLAS thread while other processes hold the cores
+        if _low_precision_cpu(a):  # accumulate in float32 as torch does, round once at the end
+            return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
         return a @ b
 
     @staticmethod
@@ -27,6 +30,12 @@ class MatMul(Function):
         ga = MatMul.apply(g, b.mT) if na else None
         gb = MatMul.apply(a.mT, g) if nb else None
         return ga, gb
+
+
+def _low_precision_cpu(a):
+    """bfloat16 or float16 in NumPy: no BLAS for them (float16 takes NumPy's scalar loop, 40x
+    slower than float32), so such products run in float32 and round once, as torch does."""
+    return isinstance(a, np.ndarray) and (a.dtype == BF16_NP or a.dtype == np.float16)
 
 
 def matmul(a, b):
@@ -136,10 +145,10 @@ class Einsum(Function):
         ctx.save_for_backward(*xs)
         xp = np if isinstance(xs[0], np.ndarray) else __import__("cupy")
         eq = ",".join(terms) + "->" + output
-        if xs[0].dtype == BF16_NP:  # NumPy's einsum refuses bfloat16: float32 inside, round once
+        if _low_precision_cpu(xs[0]):  # bfloat16 refused, float16 slow: float32 inside, round once
             out = Einsum.forward(ctx, *[x.astype(np.float32) for x in xs], terms=terms, output=output)
             ctx.save_for_backward(*xs)
-            return out.astype(BF16_NP)
+            return out.astype(xs[0].dtype)
         return xp.einsum(eq, *xs, optimize=len(xs) > 2) if xp is np else xp.einsum(eq, *xs)
 
     @staticmethod

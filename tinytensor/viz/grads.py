@@ -33,8 +33,19 @@ def record_gradients(outputs, wrt, orders):
             for k, s in enumerate(seeds):
                 single = len(seeds) == 1 and order == 1
                 seeds_by_name["ones (seed)" if single else f"ones (seed {order}.{k})"] = s
-            grads = grad(current, wrt, grad_outputs=seeds, create_graph=True,
-                         retain_graph=True, allow_unused=True)
+            try:
+                grads = grad(current, wrt, grad_outputs=seeds, create_graph=True,
+                             retain_graph=True, allow_unused=True)
+            except RuntimeError as e:
+                if "a second time" not in str(e):
+                    raise
+                # the user's own backward() already ran and freed what this one needs
+                raise RuntimeError(
+                    "viz.graph(backward=True) records a backward of its own, but a backward "
+                    "already ran through this graph and freed its saved tensors (loss.backward() "
+                    "before drawing?); draw before that backward, call it with "
+                    "retain_graph=True, or draw the forward only (backward=False)"
+                    f" [{e}]") from None
             nxt = []
             for w, gr in zip(wrt, grads):
                 if gr is None:

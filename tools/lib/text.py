@@ -6,10 +6,36 @@ import os
 import models
 import tinytensor as tt
 from models.hf_json import ConfigError, optional_int, problem, read_json
+from models.seq2seq import Seq2SeqGenerateMixin
 
 
 def load(directory, device=None):
     return models.from_hf(directory, device=device), models.Tokenizer.from_dir(directory)
+
+
+def is_encoder_decoder(model):
+    return isinstance(model, Seq2SeqGenerateMixin)
+
+
+def load_for(tool, directory, device=None):
+    """load(), for a command-line tool: a missing `tokenizers` package, or a model of a kind
+    the tool cannot use, ends the program with one line that says what to do instead."""
+    try:
+        tok = models.Tokenizer.from_dir(directory)  # first: it fails fast without tokenizers
+    except ImportError as e:
+        raise SystemExit(f"{tool}: {e}") from None
+    model = models.from_hf(directory, device=device)
+    kind = type(model).__name__
+    if tool == "embed" and not isinstance(model, models.BERT):
+        other = " (for text, use tools/generate.py)" if hasattr(model, "generate") else ""
+        raise SystemExit(f"embed: {directory} holds a {kind} model; embed pools the hidden states "
+                         "of an encoder: give it a BERT directory, e.g. a sentence-transformers "
+                         f"model such as all-MiniLM-L6-v2{other}")
+    if tool == "generate" and not (hasattr(model, "new_cache") or is_encoder_decoder(model)):
+        raise SystemExit(f"generate: {directory} holds a {kind} model, which does not generate "
+                         "text; give it a decoder (GPT-2, Llama) or an encoder-decoder (T5, BART, "
+                         "Marian) directory (for sentence embeddings, use tools/embed.py)")
+    return model, tok
 
 
 # ------------------------------------------------------------------ generation
@@ -19,15 +45,17 @@ def generate_text(model, tok, prompt, max_new_tokens=40, temperature=None, top_p
     `on_text(piece)` gets each piece of text as soon as its token is chosen. With num_beams > 1
     it is the best beam-search hypothesis (beam sampling with a temperature or top_p), passed
     to on_text whole when the search ends: until then no beam is known to be the best."""
+    kw = dict(do_sample=bool(temperature) or top_p is not None, temperature=temperature or 1.0,
+              top_p=top_p, seed=seed, eos_token_id=tok.eos_token_id)
+    if is_encoder_decoder(model):  # T5, BART, Marian: the prompt is the input, not a prefix
+        return _generate_seq2seq(model, tok, prompt, max_new_tokens, num_beams, on_text, kw)
     if not hasattr(model, "new_cache"):
-        raise TypeError(f"generate_text: {type(model).__name__} is not a decoder-only language "
-                        "model (GPT, Llama)")
+        raise TypeError(f"generate_text: {type(model).__name__} is not a language model (a "
+                        "decoder such as GPT or Llama, or an encoder-decoder such as T5 or BART)")
     ids = tok(prompt, add_special_tokens=False)["input_ids"]
     if ids.shape[1] == 0:  # as transformers' generate without input_ids: start from BOS
         ids = tt.tensor([[_bos_token_id(model, tok)]], dtype=tt.int64)
     stream = TextStream(tok, on_text)
-    kw = dict(do_sample=bool(temperature) or top_p is not None, temperature=temperature or 1.0,
-              top_p=top_p, seed=seed, eos_token_id=tok.eos_token_id)
     if num_beams != 1:
         out = models.generate(model, ids, max_new_tokens, num_beams=num_beams, **kw)
         stream.tokens = out[0, ids.shape[1]:].tolist()
@@ -64,6 +92,17 @@ def argv_text(parser, name, value):
         parser.error(f"{name} is not valid UTF-8{where}; pass UTF-8 text (re-encode it, e.g. "
                      "with iconv -t UTF-8)")
     return value
+
+
+def _generate_seq2seq(model, tok, prompt, max_new_tokens, num_beams, on_text, kw):
+    """The decoder's text for `prompt` (encoded with the tokenizer's special tokens, e.g.
+    T5's closing </s>, as transformers' pipelines do), passed to on_text whole at the end."""
+    enc = tok(prompt)
+    out = model.generate(enc["input_ids"], max_new_tokens, attention_mask=enc["attention_mask"],
+                         num_beams=num_beams, **kw)
+    stream = TextStream(tok, on_text)
+    stream.tokens = out[0, 1:].tolist()  # after decoder_start_token_id
+    return stream.close()
 
 
 class TextStream:

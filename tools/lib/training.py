@@ -291,7 +291,8 @@ def _run(args, dist):
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(f"{task.metric} {summary['start']:.3f} -> {summary['end']:.3f}; checkpoint {ckpt}; "
-          f"loss curve {curve}" + (f"; HuggingFace directory {hf_dir} (tools/generate.py reads it)"
+          f"loss curve {curve}" + (f"; HuggingFace directory {hf_dir} (tools/generate.py reads it, after "
+                                   "pip install -e '.[text]')"
                                    if hf_dir else ""))
     return summary
 

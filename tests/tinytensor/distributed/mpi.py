@@ -34,7 +34,7 @@ def mpi_env(threads=1):
     return env
 
 
-def mpiexec(args, n=2, timeout=30, cwd=ROOT):
+def mpiexec(args, n=2, timeout=90, cwd=ROOT):
     """Run `python args...` on n ranks; returns the CompletedProcess (never hangs past timeout)."""
     cmd = ["mpiexec", "-n", str(n), "--bind-to", "none", sys.executable, *args]
     try:

@@ -94,8 +94,11 @@ class FakeMPI:
         self.log.append(("mpi.bcast", obj, root))
         return UID  # rank 0's id, whoever asks
 
-    def allgather_object(self, obj):
-        return [obj, self.peer] if self.rank == 0 else [self.peer, obj]
+    def allgather_object(self, obj, what="collective"):
+        self.log.append(("mpi.agree", what))
+        # the peer agrees with every collective; at init it reports its own GPUs
+        peer = self.peer if what.startswith("init_process_group") else obj
+        return [obj, peer] if self.rank == 0 else [peer, obj]
 
     def barrier(self):
         self.log.append(("mpi.barrier",))
@@ -117,7 +120,7 @@ def fake(monkeypatch):
         for name, m in (("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.nccl", nccl)):
             monkeypatch.setitem(sys.modules, name, m)
         peer = (1 - rank) if peer_local is None else peer_local
-        monkeypatch.setattr(mpi_mod, "MPIBackend", lambda: FakeMPI(log, rank, peer, peer_gpus))
+        monkeypatch.setattr(mpi_mod, "MPIBackend", lambda timeout=None: FakeMPI(log, rank, peer, peer_gpus))
         monkeypatch.setenv("OMPI_COMM_WORLD_RANK", str(rank))
         monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
         monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", str(local))
@@ -263,13 +266,15 @@ def test_barrier_abort_and_destroy(fake):
     g = dist.init_process_group("nccl")
     del log[:]
     dist.barrier()
-    assert log == [("synchronize", 1), ("mpi.barrier",)]  # the GPU's queue first
+    # the ranks agree it is a barrier (not another collective), then the GPU's queue first
+    assert log == [("mpi.agree", "barrier"), ("synchronize", 1), ("mpi.barrier",)]
     del log[:]
     g.abort(3)
     assert log == [("abort",), ("mpi.abort", 3)]
     del log[:]
     dist.destroy_process_group()
-    assert log == [("synchronize", 1), ("mpi.barrier",), ("destroy",), ("mpi.close",)]
+    assert log == [("mpi.agree", "destroy_process_group"), ("synchronize", 1), ("mpi.barrier",),
+                   ("destroy",), ("mpi.close",)]
 
 
 # ---------------------------------------------------------------------- on 2 GPUs
