@@ -17,7 +17,7 @@ from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's n
 from ..core.tensor import Tensor
 from ..device import device_of_array, to_device_array
 from ..messages import plain
-from .special import erf as special_erf
+from .special import erf as special_erf, gelu_exact, gelu_exact_slope
 
 
 # ---------------------------------------------------------------- operand handling
@@ -706,6 +706,8 @@ class Gelu(Function):
         if approximate == "tanh":
             inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
             return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+        if xp is np:
+            return gelu_exact(x)  # one chunked sweep, not five passes over memory
         return (0.5 * x * (1.0 + special_erf(xp, x * _INV_SQRT_2))).astype(x.dtype, copy=False)
 
     @staticmethod
@@ -716,6 +718,12 @@ class Gelu(Function):
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
         xp = _xp(x)
+        if xp is np and ctx.attrs["approximate"] == "none":
+            slope = gelu_exact_slope(x)
+            if getattr(g, "shape", None) == slope.shape and g.dtype == slope.dtype:
+                slope *= g  # our own array: no third one
+                return slope
+            return g * slope
         return g * Gelu._slope(x, ctx.attrs["approximate"], xp.tanh,
                                lambda a: special_erf(xp, a), xp.exp)
 
