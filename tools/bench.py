@@ -43,6 +43,9 @@ def parser(suite=None):
                         help="a smaller CUDA attention sweep (T = 512, 2048, 8192)")
         ap.epilog = "With $OUT set, the numbers also go to $OUT/bench_kernels.json."
     else:
+        if suite == "ops":
+            ap.add_argument("--only", default="",
+                            help="comma-separated substrings: time only the cases whose name has one")
         ap.add_argument("--markdown", action="store_true",
                         help="print a Markdown table instead of one line per case")
     return ap
@@ -163,7 +166,9 @@ def ops(args):
     import numpy as np
     import tinytensor as tt
     torch = _torch_threads(args.threads)
-    rows = _measure(args, bench_ops.ops_cases(), 36, "8.2f")
+    keep = [w for w in args.only.split(",") if w]
+    cases = (c for c in bench_ops.ops_cases(only=keep))
+    rows = _measure(args, cases, 36, "8.2f")
     rows.sort(key=lambda r: r[1] / r[2], reverse=True)
     print(f"\nCPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each; "
           f"median of {args.repeat}; numpy {np.__version__}, torch {torch.__version__}, tinytensor {tt.__version__}")

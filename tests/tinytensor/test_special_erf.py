@@ -74,3 +74,21 @@ def test_gelu_helpers_match_float64_formulas():
     got = gelu_exact(x32)
     assert got.dtype == np.float32
     np.testing.assert_allclose(got[:-2], ref[:-2], rtol=6e-8, atol=1e-44)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_silu_fast_path_match_torch_at_extremes(dtype):
+    # the in-place 1 / (1 + exp(-x)) path: torch's formula, so its flush to 0 where exp(-x)
+    # overflows (x < -88.7 in float32) is torch's too; 0-d inputs still work
+    import tinytensor as tt
+    import tinytensor.functional as F
+    x = np.array([-1000, -745, -104, -100, -88.5, -20, -1, -0.0, 0, 1e-30, 3, 20, 100, 1000], dtype=dtype)
+    for ours, theirs in ((tt.sigmoid, torch.sigmoid), (F.silu, torch.nn.functional.silu)):
+        a = tt.tensor(x, requires_grad=True)
+        b = torch.tensor(x, requires_grad=True)
+        ya, yb = ours(a), theirs(b)
+        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
+        ya.sum().backward()
+        yb.sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=8 * np.finfo(dtype).eps, atol=1e-300)
+        assert ours(tt.tensor(dtype(-2.0))).numpy().shape == ()

@@ -43,7 +43,7 @@ def _spec(small):
     ]
 
 
-def ops_cases(small=False):
+def ops_cases(small=False, only=()):
     """(name, tinytensor step, torch step) per op. Both sides get the same arrays; each case's
     forward outputs are checked to agree before anything is timed."""
     import numpy as np
@@ -54,6 +54,8 @@ def ops_cases(small=False):
 
     rng = np.random.default_rng(0)
     for name, fn, shapes, int_input in _spec(small):
+        if only and not any(w in name for w in only):
+            continue
         arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
         tt_ins = [tt.tensor(a, requires_grad=True) for a in arrays]
         th_ins = [torch.tensor(a, requires_grad=True) for a in arrays]
