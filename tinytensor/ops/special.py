@@ -2,7 +2,7 @@
 
 For a = |x| the line is cut into pieces, each a polynomial (coefficients in _erf_coeffs.py,
 made by `python -m tools.erf_coeffs`):
-  a < 0.5       erf(x) = x * P(x*x)                       (erfc = 1 - erf: no cancellation there)
+  a < 0.5       erf(x) = x * P(x*x)             (erfc = 1 - erf: no cancellation there; float32: a < 1)
   0.5 <= a < 4  erfc(a) = exp(-a*a) * erfcx(a), erfcx a polynomial on [0.5, 1), [1, 2), [2, 4)
   a >= 4        erfc(a) = exp(-a*a) * Q(1 / (a*a)) / a     (0 once exp underflows, a > 27.3)
 and erf(x) = sign(x) (1 - erfc(a)), erfc(-a) = 2 - erfc(a). Everything is computed in float64;
@@ -18,7 +18,8 @@ import numpy as np
 
 from ._erf_coeffs import PIECES
 
-_EDGES = (0.5, 1.0, 2.0, 4.0)  # a's piece: 0 small (and nan), 1..3 erfcx, 4 tail
+# a's piece: 0 small (and nan), 1..3 erfcx, 4 tail; float32's small piece reaches 1 (no cx1)
+_EDGES = {True: (0.5, 1.0, 2.0, 4.0), False: (1.0, 1.0, 2.0, 4.0)}
 _CHUNK = 1 << 16  # elements per pass: 512 KiB of float64; measured best of 2^12..2^22 on EPYC
 _INV_SQRT_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -101,8 +102,9 @@ def _poly(piece, v):
 def _chunk(x, out, coeffs, precise, complement):
     ax = np.abs(x)
     # a few compares, ~20x cheaper than np.digitize's binary search; nan compares false: piece 0
-    piece = (ax >= _EDGES[0]).view(np.int8)
-    for edge in _EDGES[1:]:
+    edges = _EDGES[precise]
+    piece = (ax >= edges[0]).view(np.int8)
+    for edge in edges[1:]:
         piece += ax >= edge
     first, last = int(piece.min()), int(piece.max())
     for k in range(first, last + 1):
