@@ -92,3 +92,17 @@ def test_sigmoid_and_silu_fast_path_match_torch_at_extremes(dtype):
         yb.sum().backward()
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=8 * np.finfo(dtype).eps, atol=1e-300)
         assert ours(tt.tensor(dtype(-2.0))).numpy().shape == ()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_gelu_in_place_path_has_the_expressions_bits(dtype):
+    # the in-place NumPy path must round exactly as the written expression (the Tensor path
+    # and the compiler's kernels are held bitwise to it)
+    from tinytensor.ops.elementwise import Gelu, _SQRT_2_OVER_PI
+    x = (np.random.default_rng(3).standard_normal(5000) * 4).astype(dtype)
+    expr = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    t = Gelu._tanh_inner(x)
+    t += 1.0
+    t *= x * 0.5
+    np.testing.assert_array_equal(t, expr)
+    np.testing.assert_array_equal(Gelu._tanh_slope(x), Gelu._slope(x, "tanh", np.tanh, None, np.exp))
