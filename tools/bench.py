@@ -6,6 +6,7 @@
     python tools/bench.py compile [--markdown]                        # generated C vs eager
     python tools/bench.py dist [--markdown]                           # 1 vs 2 MPI processes (DDP)
     python tools/bench.py conv [--markdown]                           # convolutions and pooling, fwd+bwd
+    python tools/bench.py ops [--markdown]                            # one hot op each, fwd+bwd, worst first
 
 Both libraries get the same number of threads (NumPy's BLAS through the environment,
 torch through set_num_threads). Each case reports the median of several timed runs
@@ -18,12 +19,13 @@ import os
 import sys
 
 from tools.lib import bench_compile, bench_dist, bench_engine, bench_kernels, bench_train
-from tools.lib import bench_conv
+from tools.lib import bench_conv, bench_ops
 from tools.lib.timing import median_times, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
           "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
 SUITES["conv"] = (bench_conv.__doc__, 7)
+SUITES["ops"] = (bench_ops.__doc__, 7)
 
 
 def parser(suite=None):
@@ -41,6 +43,9 @@ def parser(suite=None):
                         help="a smaller CUDA attention sweep (T = 512, 2048, 8192)")
         ap.epilog = "With $OUT set, the numbers also go to $OUT/bench_kernels.json."
     else:
+        if suite == "ops":
+            ap.add_argument("--only", default="",
+                            help="comma-separated substrings: time only the cases whose name has one")
         ap.add_argument("--markdown", action="store_true",
                         help="print a Markdown table instead of one line per case")
     return ap
@@ -51,12 +56,13 @@ def main(argv=None):
     suite = argv[0] if argv[:1] and not argv[0].startswith("-") else None
     if suite is not None and suite not in SUITES:
         parser().error(f"unknown suite {suite!r}; choose kernels, train, dist, "
-                      "compile or conv (or none: the engine)")
+                      "compile, conv or ops (or none: the engine)")
     args = parser(suite).parse_args(argv[1:] if suite else argv)
     if args.threads < 1 or args.repeat < 1:
         parser(suite).error("--threads and --repeat must be at least 1")
     set_threads(args.threads)  # before NumPy is imported
-    {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv}[suite](args)
+    {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv,
+     "ops": ops}[suite](args)
 
 
 def _torch_threads(n):
@@ -152,6 +158,22 @@ def conv(args):
     rows = _measure(args, bench_conv.conv_cases(), 66, "8.1f")
     if args.markdown:
         _table(rows, 1)
+
+
+def ops(args):
+    """Every case is measured first and printed as it goes; the table then sorts them worst
+    ratio first, so the cliffs head the list."""
+    import numpy as np
+    import tinytensor as tt
+    torch = _torch_threads(args.threads)
+    keep = [w for w in args.only.split(",") if w]
+    cases = (c for c in bench_ops.ops_cases(only=keep))
+    rows = _measure(args, cases, 36, "8.2f")
+    rows.sort(key=lambda r: r[1] / r[2], reverse=True)
+    print(f"\nCPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each; "
+          f"median of {args.repeat}; numpy {np.__version__}, torch {torch.__version__}, tinytensor {tt.__version__}")
+    print()
+    _table(rows, 2)
 
 
 if __name__ == "__main__":

@@ -25,3 +25,15 @@ def test_training_benchmark_configures_transformers_without_warnings():
     assert int(ids_th.max()) < CONFIG["vocab_size"]
     ours_loss = ours(ids_tt[:1, :16], labels=ids_tt[:1, :16]).loss.item()
     np.testing.assert_allclose(ours_loss, loss.item(), rtol=1e-4)  # identical weights
+
+
+def test_ops_benchmark_cases_run_and_agree_with_torch():
+    # tiny sizes: each case's forward is checked against torch inside ops_cases, and one
+    # step of each library runs its backward (no timing: benchmarks never gate tests)
+    from tools.lib.bench_ops import ops_cases
+    names = []
+    for name, tt_step, th_step in ops_cases(small=True):
+        tt_step()
+        th_step()
+        names.append(name)
+    assert len(names) == len(set(names)) == 20

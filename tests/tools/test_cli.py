@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 PROGRAMS = [("train.py",), ("graph.py",), ("train_mlp.py",), ("bench.py",),
-            ("bench.py", "kernels"), ("bench.py", "train"), ("generate.py",), ("embed.py",),
-            ("fuzz_compile.py",)]
+            ("bench.py", "kernels"), ("bench.py", "train"), ("bench.py", "ops"),
+            ("generate.py",), ("embed.py",), ("fuzz_compile.py",)]
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=" ".join)
