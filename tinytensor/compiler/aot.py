@@ -35,7 +35,7 @@ from ..core.engine import run_backward
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
-from . import instantiate, interpret, state
+from . import absent, instantiate, interpret, state
 from .api import _DynamicEntry, _Entry
 from .capture import CaptureError, flatten_tensors, own, owner, rebuild, user_frame
 from .ir import Value
@@ -303,8 +303,18 @@ def entry(program, meta, backend, dynamic=False, name=""):
     cls = _DifferentiableDynamic if dynamic else _DifferentiableEntry
     e = cls(parts.forward, f_meta, f_runner)
     e.parts, e.backward_runner, e.name = parts, b_runner, name
+    e.backward_without = functools.lru_cache(maxsize=None)(
+        functools.partial(_backward_without, parts, backend, dynamic, name))
     e.program = program   # what explain and tt.viz show: forward and backward together
     return e
+
+
+def _backward_without(parts, backend, dynamic, name, missing):
+    """(runner, out_map) of the backward program without the upstream gradients of the
+    results at positions `missing` (absent.py), built once per such set."""
+    n_saved = len(parts.saved)
+    program, _, out_map = absent.without(parts.backward, [n_saved + k for k in missing], name)
+    return _build(backend, program, {}, dynamic), out_map
 
 
 def _build(backend, program, write_back, dynamic):
@@ -378,13 +388,19 @@ class _Call:
     def backward(self, saved, grads):
         e = self.entry
         parts = e.parts
+        missing = tuple(k for k, g in enumerate(grads) if g is None)
+        runner, out_map = e.backward_runner, None
+        if missing:   # results the user's backward did not reach: their terms left out
+            runner, out_map = e.backward_without(missing)
+            grads = [g for g in grads if g is not None]
         arrays = list(saved) + list(grads)
-        runner = e.backward_runner
         if self.env is not None:
             runner = runner(tuple(self.env[s] for s in e._symbols), self.env)
         outs = runner(arrays)
         handed, inputs = set(), {id(owner(a)) for a in arrays}
-        return tuple(None if j is None else own(outs[j], handed, inputs) for j in parts.grad_of)
+        grad_of = parts.grad_of if out_map is None else \
+            [None if j is None else out_map[j] for j in parts.grad_of]
+        return tuple(None if j is None else own(outs[j], handed, inputs) for j in grad_of)
 
     def __repr__(self):
         return f"<compiled {self.entry.name}>"
@@ -394,6 +410,7 @@ class CompiledCall(Function):
     """One call of a compiled function, as an op: forward hands over the results the
     forward program computed; backward runs the backward program."""
     name = "compiled"
+    materialize_grads = False   # a result without a gradient: its terms left out, not zeros
 
     @staticmethod
     def forward(ctx, *arrays, call):
@@ -421,6 +438,6 @@ class CompiledCall(Function):
                 f"{user_frame()}) is not supported: its backward program builds no graph of its "
                 "own. Call the function uncompiled for higher-order gradients, or compute them "
                 "inside it (tt.grad(..., create_graph=True) is captured)")
-        arrays = CompiledCall.backward_arrays(ctx, *[g.data for g in grads])
+        arrays = CompiledCall.backward_arrays(ctx, *[None if g is None else g.data for g in grads])
         return tuple(None if a is None else Tensor._make(a, m[2], False)
                      for a, m in zip(arrays, ctx.in_meta))

@@ -328,9 +328,10 @@ def _call_backward(node, grads, fast):
     its `backward` gets them wrapped and its result unwrapped. Else `backward` in
     tinytensor ops, on Tensors."""
     # a slot exists only once a gradient arrived, so single-output nodes never miss one
-    if len(grads) > 1 and any(g is None for g in grads):  # outputs with no gradient get zeros
-        grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
     fn = node.fn
+    if len(grads) > 1 and fn.materialize_grads and any(g is None for g in grads):
+        # outputs with no gradient get zeros
+        grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
     if fast:
         if fn.backward_arrays is not None:
             result = fn.backward_arrays(node, *grads)

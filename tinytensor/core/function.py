@@ -70,6 +70,9 @@ class Function:
         raise NotImplementedError
 
     backward_arrays = None  # optional: staticmethod(ctx, *grad_arrays) -> arrays, first order only
+    # a multi-output op's outputs that got no gradient reach backward as zeros; False: as None
+    # (a compiled call, whose backward must leave their terms out, compiler/absent.py)
+    materialize_grads = True
 
     @classmethod
     def apply(cls, *inputs, **attrs):
