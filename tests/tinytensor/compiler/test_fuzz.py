@@ -38,7 +38,7 @@ def test_a_feature_switched_off_draws_none_of_its_ops():
         assert all(op.feature != "matmul" and "@" not in op.fmt for op in prog.ops)
         assert all(op.feature in DEFAULT for op in prog.ops)
     assert {"elementwise", "reduce", "softnorm", "movement", "indexing", "loss", "scalar_arg",
-            "outside_tape", "neg_const"} <= drawn
+            "outside_tape", "alias", "neg_zero"} <= drawn
     everything = {op.feature for s in range(300) for op in generate(s, frozenset(FEATURES)).ops}
     assert "outside_tape" in everything
 
@@ -48,7 +48,7 @@ def test_the_calls_cover_the_issue_s_list():
     assert {c.get("layout") for c in calls} == {None, "strided", "transposed"}
     assert any(c.get("grads") for c in calls) and any(c.get("alias") for c in calls)
     modes = {generate(s).mode for s in range(100)}
-    assert modes == {"forward", "backward", "grad"}
+    assert modes == {"forward", "backward", "grad", "outer"}
 
 
 def _program(ops, outputs, mode="forward", calls=None):
