@@ -43,6 +43,12 @@ from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
 from .ops.diagonal import diag, diagonal, diag_embed
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
+from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, row_stack, dstack,
+                           column_stack, tensor_split, hsplit, vsplit, dsplit, split_with_sizes,
+                           ravel, fliplr, flipud, rot90, cartesian_prod, combinations, diagflat,
+                           constant_pad_nd, alias_copy, diagonal_copy, expand_copy, narrow_copy,
+                           permute_copy, squeeze_copy, t_copy, transpose_copy, unbind_copy,
+                           unfold_copy, unsqueeze_copy, view_copy, split_with_sizes_copy)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

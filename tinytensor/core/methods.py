@@ -113,6 +113,9 @@ class TensorMethods:
     scatter, scatter_reduce, masked_select, nonzero = _ops("scatter scatter_reduce masked_select nonzero")
     diag, diagonal, diag_embed, unfold, isclose, allclose = _ops(
         "diag diagonal diag_embed unfold isclose allclose")
+    tensor_split, hsplit, vsplit, dsplit, split_with_sizes, ravel, fliplr, flipud, rot90 = _ops(
+        "tensor_split hsplit vsplit dsplit split_with_sizes ravel fliplr flipud rot90")
+    diagflat, sum_to_size = _ops("diagflat sum_to_size")
     add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
 

@@ -74,3 +74,8 @@ KNOWN_FAILURES = {
     ("nn.functional.pad", "replicate_negative"): "25: replicate with negative pads",
     ("logcumsumexp", "", "float32"): "25: float32 gradient with inputs near 1e4",
 }
+
+# torch's own failures, not tinytensor's: the test fails inside torch's reference run
+KNOWN_FAILURES[("narrow_copy", "", "float64")] = (
+    "torch 2.13's narrow_copy backward raises for a negative start (tinytensor's is checked "
+    "in tests/tinytensor/test_stacking_ops.py)")
