@@ -161,6 +161,33 @@ class TensorMethods:
         return ops.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                         requires_grad=requires_grad)
 
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        from ..creation import empty   # creation imports core
+        return empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+                     requires_grad=requires_grad)
+
+    def new_empty_strided(self, size, stride, dtype=None, device=None, requires_grad=False):
+        from ..creation_more import empty_strided   # creation imports core
+        return empty_strided(size, stride, dtype=dtype or self.dtype,
+                             device=device or self.device, requires_grad=requires_grad)
+
+    def resize_(self, *size):
+        return ops.resize_(self, *size)
+
+    def resize_as_(self, other):
+        return ops.resize_as_(self, other)
+
+    @property
+    def mH(self):   # the conjugate is the tensor itself: tinytensor's dtypes are real
+        return ops.transpose(self, -2, -1)
+
+    @property
+    def H(self):
+        if self.ndim not in (0, 2):
+            raise RuntimeError(f"H: tensor.H is only supported on matrices (2-d tensors), got "
+                               f"shape {tuple(self.shape)}; use .mH for batches of matrices")
+        return ops.t(self)
+
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return ops.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                           requires_grad=requires_grad)

@@ -35,4 +35,5 @@ from .shape_ops import *  # noqa: F401,F403  (uses conv, indexing, movement)
 from .stats import *  # noqa: F401,F403  (uses reduce)
 from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)
 from .stacking import *  # noqa: F401,F403  (uses movement, diagonal, shape_ops)
+from .resize import *  # noqa: F401,F403
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)
