@@ -52,6 +52,7 @@ from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, r
                            permute_copy, squeeze_copy, t_copy, transpose_copy, unbind_copy,
                            unfold_copy, unsqueeze_copy, view_copy, split_with_sizes_copy)
 from .ops.resize import resize_as_
+from .ops.distributions import normal, bernoulli
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

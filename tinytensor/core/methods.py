@@ -116,6 +116,8 @@ class TensorMethods:
     tensor_split, hsplit, vsplit, dsplit, split_with_sizes, ravel, fliplr, flipud, rot90 = _ops(
         "tensor_split hsplit vsplit dsplit split_with_sizes ravel fliplr flipud rot90")
     diagflat, sum_to_size = _ops("diagflat sum_to_size")
+    bernoulli, normal_, uniform_, bernoulli_, exponential_, geometric_, cauchy_, log_normal_ = _ops(
+        "bernoulli normal_ uniform_ bernoulli_ exponential_ geometric_ cauchy_ log_normal_")
     add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
 

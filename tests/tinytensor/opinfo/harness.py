@@ -45,6 +45,9 @@ ADAPTERS = {
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
 }
+# OpInfo variants whose `op` is a method under a function's name (normal's "in_place" is
+# Tensor.normal_): resolved to that method, not to the function `name` resolves to
+VARIANT_METHODS = {("normal", "in_place"): "normal_"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -325,6 +328,9 @@ def check_op(name, fn=None, variant="", dtype="float64", grad=True, cap=None, ma
     not listed in unsupported.py, on a refusal whose message does not name the op, or on a
     listed refusal tinytensor does not raise. Returns (passed, refused, total)."""
     op = opinfo(name, variant)
+    if fn is None and (name, variant) in VARIANT_METHODS:
+        method = VARIANT_METHODS[name, variant]
+        fn = lambda x, *a, **k: getattr(x, method)(*a, **k)  # noqa: E731
     fn = fn or tinytensor_function(name)
     if fn is None:
         raise AssertionError(f"tinytensor has no {name}")
