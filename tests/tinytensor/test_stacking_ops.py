@@ -140,3 +140,10 @@ def test_combinations_and_tensor_split_compile_with_new_sizes():
         x = tt.arange(float(n))
         expect = torch.combinations(torch.arange(float(n))).sum(1).numpy()
         np.testing.assert_allclose(f(x).numpy(), expect)
+
+
+def test_tensor_split_at_computed_indices_is_refused_under_compile():
+    """The pieces' sizes follow the index values: a replay would freeze the first call's."""
+    f = tt.compile(lambda x, i: tt.tensor_split(x, i * 1)[0].sum())
+    with pytest.raises(Exception, match=r"reads a tensor.s value into Python \(tensor_split\)"):
+        f(tt.arange(5.0), tt.tensor([2]))
