@@ -45,9 +45,11 @@ ADAPTERS = {
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
 }
-# OpInfo variants whose `op` is a method under a function's name (normal's "in_place" is
-# Tensor.normal_): resolved to that method, not to the function `name` resolves to
+# OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
+# "in_place" variant is Tensor.normal_, "uniform" is Tensor.uniform_): resolved to it
 VARIANT_METHODS = {("normal", "in_place"): "normal_"}
+NAMED_METHODS = {"uniform": "uniform_", "exponential": "exponential_", "geometric": "geometric_",
+                 "cauchy": "cauchy_", "log_normal": "log_normal_"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,6 +73,9 @@ def tinytensor_function(name):
     the names torch has only as a Tensor method (`float`, `index_put_`) taken as one."""
     if name in ADAPTERS:
         return ADAPTERS[name] if tinytensor_function_plain(name) is not None else None
+    if name in NAMED_METHODS:
+        method = NAMED_METHODS[name]
+        return (lambda x, *a, **k: getattr(x, method)(*a, **k)) if hasattr(tt.Tensor, method) else None
     return tinytensor_function_plain(name)
 
 
