@@ -13,6 +13,8 @@ from .messages import OpError
 from . import autograd
 from .random import manual_seed
 from .interop import from_dlpack
+from .creation_more import (tril_indices, triu_indices, logspace, scalar_tensor, empty_strided,
+                            empty_permuted)
 from .creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange, linspace,
                        eye, rand, randn, randint, zeros_like, ones_like, empty_like, full_like,
                        rand_like, randn_like, randint_like, multinomial)
@@ -43,6 +45,14 @@ from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
 from .ops.diagonal import diag, diagonal, diag_embed
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
+from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, row_stack, dstack,
+                           column_stack, tensor_split, hsplit, vsplit, dsplit, split_with_sizes,
+                           ravel, fliplr, flipud, rot90, cartesian_prod, combinations, diagflat,
+                           constant_pad_nd, alias_copy, diagonal_copy, expand_copy, narrow_copy,
+                           permute_copy, squeeze_copy, t_copy, transpose_copy, unbind_copy,
+                           unfold_copy, unsqueeze_copy, view_copy, split_with_sizes_copy)
+from .ops.resize import resize_as_
+from .ops.distributions import normal, bernoulli
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

@@ -113,6 +113,11 @@ class TensorMethods:
     scatter, scatter_reduce, masked_select, nonzero = _ops("scatter scatter_reduce masked_select nonzero")
     diag, diagonal, diag_embed, unfold, isclose, allclose = _ops(
         "diag diagonal diag_embed unfold isclose allclose")
+    tensor_split, hsplit, vsplit, dsplit, split_with_sizes, ravel, fliplr, flipud, rot90 = _ops(
+        "tensor_split hsplit vsplit dsplit split_with_sizes ravel fliplr flipud rot90")
+    diagflat, sum_to_size = _ops("diagflat sum_to_size")
+    bernoulli, normal_, uniform_, bernoulli_, exponential_, geometric_, cauchy_, log_normal_ = _ops(
+        "bernoulli normal_ uniform_ bernoulli_ exponential_ geometric_ cauchy_ log_normal_")
     add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
 
@@ -157,6 +162,33 @@ class TensorMethods:
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
         return ops.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                         requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        from ..creation import empty   # creation imports core
+        return empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+                     requires_grad=requires_grad)
+
+    def new_empty_strided(self, size, stride, dtype=None, device=None, requires_grad=False):
+        from ..creation_more import empty_strided   # creation imports core
+        return empty_strided(size, stride, dtype=dtype or self.dtype,
+                             device=device or self.device, requires_grad=requires_grad)
+
+    def resize_(self, *size):
+        return ops.resize_(self, *size)
+
+    def resize_as_(self, other):
+        return ops.resize_as_(self, other)
+
+    @property
+    def mH(self):   # the conjugate is the tensor itself: tinytensor's dtypes are real
+        return ops.transpose(self, -2, -1)
+
+    @property
+    def H(self):
+        if self.ndim not in (0, 2):
+            raise RuntimeError(f"H: tensor.H is only supported on matrices (2-d tensors), got "
+                               f"shape {tuple(self.shape)}; use .mH for batches of matrices")
+        return ops.t(self)
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return ops.tensor(data, dtype=dtype or self.dtype, device=device or self.device,

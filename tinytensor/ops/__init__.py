@@ -34,4 +34,7 @@ from .diagonal import *  # noqa: F401,F403
 from .shape_ops import *  # noqa: F401,F403  (uses conv, indexing, movement)
 from .stats import *  # noqa: F401,F403  (uses reduce)
 from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)
+from .stacking import *  # noqa: F401,F403  (uses movement, diagonal, shape_ops)
+from .resize import *  # noqa: F401,F403
+from .distributions import *  # noqa: F401,F403  (uses inplace, movement)
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

@@ -45,6 +45,7 @@ def norm_dims(dim, ndim, op):
 
 
 def broadcast_shapes(*shapes, op="broadcast"):
+    shapes = [(s,) if isinstance(s, (int, np.integer)) else s for s in shapes]  # torch: 5 is (5,)
     ndim = builtins.max(len(s) for s in shapes)
     out = []
     for i in range(ndim):
@@ -534,8 +535,9 @@ def _pad_gather(x, pad, mode):
     if mode != "circular" and 0 in x.shape[x.ndim - k - 1:]:
         raise RuntimeError(f"pad: mode {mode!r} needs non-empty dimensions other than the batch "
                            f"dimension, got shape {tuple(x.shape)}{_where()}")
-    # negative pads crop first and the rest pads what is left, as torch does
-    if builtins.min(pad) < 0:
+    # negative pads crop first and the rest pads what is left, as torch does; 'replicate'
+    # clamps into the uncropped input (torch: a pad of -4 then 5 repeats the last entry)
+    if builtins.min(pad) < 0 and mode != "replicate":
         idx = [slice(None)] * x.ndim
         for j in range(k):
             d = x.ndim - 1 - j
@@ -543,9 +545,14 @@ def _pad_gather(x, pad, mode):
         x = x[tuple(idx)]
     for j in range(k):
         d = x.ndim - 1 - j
-        lo, hi, n = builtins.max(pad[2 * j], 0), builtins.max(pad[2 * j + 1], 0), x.shape[d]
+        lo, hi, n = pad[2 * j], pad[2 * j + 1], x.shape[d]
+        if mode != "replicate":
+            lo, hi = builtins.max(lo, 0), builtins.max(hi, 0)
         if not lo and not hi:
             continue
+        if n + lo + hi < 0:
+            raise RuntimeError(f"pad: pads ({lo}, {hi}) crop dimension {d} of shape "
+                               f"{tuple(x.shape)} below size 0{_where()}")
         if mode == "reflect" and builtins.max(lo, hi) >= n:
             raise RuntimeError(f"pad: mode 'reflect' needs pads smaller than the dimension they "
                                f"pad, got ({lo}, {hi}) for dimension {d} of shape "

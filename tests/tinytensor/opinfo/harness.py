@@ -45,6 +45,11 @@ ADAPTERS = {
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
 }
+# OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
+# "in_place" variant is Tensor.normal_, "uniform" is Tensor.uniform_): resolved to it
+VARIANT_METHODS = {("normal", "in_place"): "normal_"}
+NAMED_METHODS = {"uniform": "uniform_", "exponential": "exponential_", "geometric": "geometric_",
+                 "cauchy": "cauchy_", "log_normal": "log_normal_"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,6 +73,9 @@ def tinytensor_function(name):
     the names torch has only as a Tensor method (`float`, `index_put_`) taken as one."""
     if name in ADAPTERS:
         return ADAPTERS[name] if tinytensor_function_plain(name) is not None else None
+    if name in NAMED_METHODS:
+        method = NAMED_METHODS[name]
+        return (lambda x, *a, **k: getattr(x, method)(*a, **k)) if hasattr(tt.Tensor, method) else None
     return tinytensor_function_plain(name)
 
 
@@ -325,6 +333,9 @@ def check_op(name, fn=None, variant="", dtype="float64", grad=True, cap=None, ma
     not listed in unsupported.py, on a refusal whose message does not name the op, or on a
     listed refusal tinytensor does not raise. Returns (passed, refused, total)."""
     op = opinfo(name, variant)
+    if fn is None and (name, variant) in VARIANT_METHODS:
+        method = VARIANT_METHODS[name, variant]
+        fn = lambda x, *a, **k: getattr(x, method)(*a, **k)  # noqa: E731
     fn = fn or tinytensor_function(name)
     if fn is None:
         raise AssertionError(f"tinytensor has no {name}")

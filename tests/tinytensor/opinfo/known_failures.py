@@ -63,7 +63,6 @@ KNOWN_FAILURES = {
     ("short", ""): "25: memory_format=",
     ("contiguous", ""): "25: memory_format=",
     ("to", ""): "25: positional .to(device, dtype, non_blocking, copy), memory_format=",
-    ("broadcast_shapes", ""): "25: ints as shapes",
     ("cat", ""): "25: legacy empty 1-d tensors",
     ("gather", ""): "25: 0-d inputs",
     ("index_select", ""): "25: 0-d inputs",
@@ -71,6 +70,10 @@ KNOWN_FAILURES = {
     ("topk", ""): "25: 0-d inputs",
     ("masked_fill", ""): "25: a mask that broadcasts the input",
     ("repeat_interleave", ""): "25: output_size=",
-    ("nn.functional.pad", "replicate_negative"): "25: replicate with negative pads",
     ("logcumsumexp", "", "float32"): "25: float32 gradient with inputs near 1e4",
 }
+
+# torch's own failures, not tinytensor's: the test fails inside torch's reference run
+KNOWN_FAILURES[("narrow_copy", "", "float64")] = (
+    "torch 2.13's narrow_copy backward raises for a negative start (tinytensor's is checked "
+    "in tests/tinytensor/test_stacking_ops.py)")
