@@ -43,6 +43,8 @@ from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
 from .ops.diagonal import diag, diagonal, diag_embed
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
+from .ops.order_stats import (nansum, nanmean, median, nanmedian, kthvalue, mode, quantile,
+                              nanquantile, aminmax, count_nonzero, msort)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

@@ -34,4 +34,5 @@ from .diagonal import *  # noqa: F401,F403
 from .shape_ops import *  # noqa: F401,F403  (uses conv, indexing, movement)
 from .stats import *  # noqa: F401,F403  (uses reduce)
 from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)
+from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)
