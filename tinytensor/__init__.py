@@ -45,6 +45,8 @@ from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
 from .ops.order_stats import (nansum, nanmean, median, nanmedian, kthvalue, mode, quantile,
                               nanquantile, aminmax, count_nonzero, msort)
+from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trapezoid, cov,
+                               corrcoef, renorm, equal)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
