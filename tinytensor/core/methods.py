@@ -103,6 +103,7 @@ class TensorMethods:
         "nansum nanmean median nanmedian kthvalue mode quantile nanquantile")
     aminmax, count_nonzero, msort = _ops("aminmax count_nonzero msort")
     diff, cov, corrcoef, renorm, equal = _ops("diff cov corrcoef renorm equal")
+    bincount, histc, histogram = _ops("bincount histc histogram")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
         "reshape flatten unflatten squeeze unsqueeze")

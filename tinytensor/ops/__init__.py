@@ -36,4 +36,5 @@ from .stats import *  # noqa: F401,F403  (uses reduce)
 from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)
 from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
 from .series_stats import *  # noqa: F401,F403  (uses reduce, linalg, cumulative)
+from .histograms import *  # noqa: F401,F403
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)
