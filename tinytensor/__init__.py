@@ -48,6 +48,7 @@ from .ops.order_stats import (nansum, nanmean, median, nanmedian, kthvalue, mode
 from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trapezoid, cov,
                                corrcoef, renorm, equal)
 from .ops.histograms import bincount, histc, histogram, histogramdd
+from . import masked
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
