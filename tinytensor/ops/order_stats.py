@@ -64,12 +64,16 @@ class _SelectIndex(Function):
             new_run[..., 1:] = s[..., 1:] != s[..., :-1]
             if s.dtype.kind == "f":  # NaNs equal one another here, as torch counts them
                 new_run[..., 1:] &= ~(xp.isnan(s[..., 1:]) & xp.isnan(s[..., :-1]))
-            ar = xp.arange(n)
-            start = xp.maximum.accumulate(xp.where(new_run, ar, 0), axis=-1)
-            length = ar - start + 1
-            ends = xp.ones(s.shape, dtype=bool)  # the last entry of each run holds its length
-            ends[..., :-1] = new_run[..., 1:]
-            pos = xp.argmax(xp.where(ends, length, 0), axis=-1)
+            # runs of equal values in each sorted row: their lengths by a bincount of
+            # (row, run number); the first longest run is the smallest most frequent value,
+            # and its last entry (the value's last index, by the stable sort) is picked
+            run = xp.cumsum(new_run, axis=-1) - 1
+            rows = int(np.prod(s.shape[:-1], dtype=np.int64))
+            gid = (xp.arange(rows, dtype=np.int64) * n).reshape(s.shape[:-1] + (1,)) + run
+            lengths = xp.bincount(gid.reshape(-1), minlength=rows * n).reshape(s.shape)
+            best = xp.argmax(lengths, axis=-1)
+            ends = xp.cumsum(lengths, axis=-1) - 1
+            pos = xp.take_along_axis(ends, best[..., None], -1)[..., 0]
         else:
             nans = xp.isnan(xs).sum(-1) if xs.dtype.kind == "f" else xp.zeros(xs.shape[:-1], np.int64)
             if rule == "median":
