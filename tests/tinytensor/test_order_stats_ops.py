@@ -73,6 +73,8 @@ def test_errors_name_the_op():
         tt.kthvalue(tt.ones(3, 4), 5)
     with pytest.raises(ValueError, match=r"quantile: q must be in \[0, 1\], got 1.5"):
         tt.quantile(tt.ones(3), 1.5)
+    with pytest.raises(TypeError, match=r"nanquantile: input must be a float32 or float64 tensor"):
+        tt.nanquantile(tt.ones(3, dtype=tt.float16), 0.5)
     with pytest.raises(IndexError, match=r"median: cannot reduce over dimension 1 of size 0"):
         tt.median(tt.ones(3, 0), 1)
 

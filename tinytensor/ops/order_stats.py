@@ -165,9 +165,9 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
-    if not isinstance(input, Tensor) or not input.dtype.is_floating_point:
+    if not isinstance(input, Tensor) or input.dtype.name not in ("float32", "float64"):
         got = input.dtype.name if isinstance(input, Tensor) else type(input).__name__
-        raise TypeError(f"{op}: input must be a float32 or float64 tensor, got {got}")
+        raise TypeError(f"{op}: input must be a float32 or float64 tensor (as torch), got {got}")
     if interpolation not in _INTERPOLATIONS:
         raise ValueError(f"{op}: interpolation must be one of {', '.join(_INTERPOLATIONS)}, "
                          f"got {interpolation!r}")
