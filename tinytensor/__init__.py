@@ -53,6 +53,12 @@ from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, r
                            unfold_copy, unsqueeze_copy, view_copy, split_with_sizes_copy)
 from .ops.resize import resize_as_
 from .ops.distributions import normal, bernoulli
+from .ops.order_stats import (nansum, nanmean, median, nanmedian, kthvalue, mode, quantile,
+                              nanquantile, aminmax, count_nonzero, msort)
+from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trapezoid, cov,
+                               corrcoef, renorm, equal)
+from .ops.histograms import bincount, histc, histogram, histogramdd
+from . import masked
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

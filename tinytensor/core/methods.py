@@ -99,6 +99,11 @@ class TensorMethods:
     var, std, logsumexp, norm, all, any = _ops("var std logsumexp norm all any")
     cumsum, cumprod, cummax, cummin, logcumsumexp = _ops("cumsum cumprod cummax cummin logcumsumexp")
     sort, argsort, topk, multinomial = _ops("sort argsort topk multinomial")
+    nansum, nanmean, median, nanmedian, kthvalue, mode, quantile, nanquantile = _ops(
+        "nansum nanmean median nanmedian kthvalue mode quantile nanquantile")
+    aminmax, count_nonzero, msort = _ops("aminmax count_nonzero msort")
+    diff, cov, corrcoef, renorm, equal = _ops("diff cov corrcoef renorm equal")
+    bincount, histc, histogram = _ops("bincount histc histogram")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
         "reshape flatten unflatten squeeze unsqueeze")

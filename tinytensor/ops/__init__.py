@@ -37,4 +37,7 @@ from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)
 from .stacking import *  # noqa: F401,F403  (uses movement, diagonal, shape_ops)
 from .resize import *  # noqa: F401,F403
 from .distributions import *  # noqa: F401,F403  (uses inplace, movement)
+from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
+from .series_stats import *  # noqa: F401,F403  (uses reduce, linalg, cumulative)
+from .histograms import *  # noqa: F401,F403
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

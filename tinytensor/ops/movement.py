@@ -444,10 +444,19 @@ def tile(x, *dims):
     return repeat(x, dims)
 
 
-def repeat_interleave(x, repeats, dim=None):
+def repeat_interleave(x, repeats, dim=None, *, output_size=None):
+    """Each entry along dim repeated `repeats` times (one count, or one per entry);
+    `output_size`, torch's hint of the result's length there, must be that length."""
     if dim is None:
         x, dim = flatten(x), 0
     d = norm_dim(dim, x.ndim, "repeat_interleave")
+    if output_size is not None:
+        out = repeat_interleave(x, repeats, d)
+        if out.shape[d] != output_size:
+            raise OpError(f"repeat_interleave: output_size={output_size} does not match the "
+                          f"repeated length {out.shape[d]} along dimension {dim} (input shape "
+                          f"{tuple(x.shape)}){_where()}")
+        return out
     shape = x.shape
     if not isinstance(repeats, (int, np.integer)):
         counts = np.asarray(repeats.tolist() if isinstance(repeats, Tensor) else repeats).reshape(-1)

@@ -69,8 +69,6 @@ KNOWN_FAILURES = {
     ("scatter_add", ""): "25: 0-d inputs",
     ("topk", ""): "25: 0-d inputs",
     ("masked_fill", ""): "25: a mask that broadcasts the input",
-    ("repeat_interleave", ""): "25: output_size=",
-    ("logcumsumexp", "", "float32"): "25: float32 gradient with inputs near 1e4",
 }
 
 # torch's own failures, not tinytensor's: the test fails inside torch's reference run
