@@ -88,6 +88,11 @@ def scheduler(config, log):
 
     class Groups(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            return group_of(nodeid.split("::", 1)[0]) or nodeid
+            return scope_of(nodeid)
 
     return Groups(config, log)
+
+
+def scope_of(nodeid):
+    """The unit of work a test belongs to: its group, or the test itself."""
+    return group_of(nodeid.split("::", 1)[0]) or nodeid
