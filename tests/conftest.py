@@ -28,33 +28,52 @@ def pytest_make_collect_report(collector):
     report = yield
     if report.failed and isinstance(collector, pytest.Module):
         call = getattr(report, "call", None)
-        missing = _missing_oracle(call.excinfo.value if call and call.excinfo else None)
-        if missing:
-            name, line = missing
-            report.outcome = "skipped"
-            report.longrepr = (str(collector.path), _line_in(line, str(collector.path)),
-                               f"Skipped: needs {name}, the reference oracle of these tests "
-                               f"(pip install -e '.[test]')")
+        _skip_if_oracle_missing(report, call.excinfo.value if call and call.excinfo else None)
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and call.excinfo is not None:   # an import inside a test function
+        _skip_if_oracle_missing(report, call.excinfo.value)
+    return report
+
+
+def _skip_if_oracle_missing(report, error):
+    missing = _missing_oracle(error)
+    if missing:
+        name, path, line = missing
+        report.outcome = "skipped"
+        report.longrepr = (path, line, f"Skipped: needs {name}, the reference oracle of these "
+                                       "tests (pip install -e '.[test]')")
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _missing_oracle(error):
-    """(oracle's name, its ModuleNotFoundError) when `error` is, or was caused by, an oracle's absence."""
+    """(oracle, file, line) when `error` is, or was caused by, an oracle missing from an
+    import in a test file. An import of it from the library itself is a bug (the oracles are
+    never runtime dependencies), so it stays an error."""
     while error is not None:
         if isinstance(error, ModuleNotFoundError) and error.name in ORACLES:
-            return error.name, error
+            where = _importer(error)
+            return (error.name, *where) if where and where[0].startswith(TESTS) else None
         error = error.__cause__ or error.__context__
     return None
 
 
-def _line_in(error, path):
-    """The line of `path` that the import failed from (the test module's, or 0)."""
-    line, tb = 0, error.__traceback__
+def _importer(error):
+    """(file, line) of the import statement that raised `error`: its traceback's last frame
+    outside Python's import machinery."""
+    where, tb = None, error.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
-            line = tb.tb_lineno
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith("<frozen importlib"):
+            where = (name, tb.tb_lineno)
         tb = tb.tb_next
-    return line
+    return where
 
 
 def _devices():
