@@ -200,8 +200,8 @@ static inline double tt_log(double x) {
  * erf(x) = sign(x) (1 - erfc(a)), erfc(-a) = 2 - erfc(a), erfc = 1 - erf on the small piece.
  * Branch-free: a lane's piece is a few compares, each coefficient a select among the pieces'
  * (every piece padded with leading zeros to the longest), so one Horner chain serves all lanes
- * and the loop vectorizes. float is computed in double with the float tables (1e-10 relative)
- * and rounded once: within 1 ulp of the exact value (measured: <= 0.51 ulp), and a*a is exact
+ * and the loop vectorizes. float is computed in double with tables of 1e-10 relative error
+ * (two pieces: see tt_erf_parts32) and rounded once: within 1 ulp of the exact value (measured: <= 0.51 ulp), and a*a is exact
  * in double. double uses the float64 tables (~2 ulp) and a*a = hi + lo split exactly
  * (Dekker, no FMA needed), exp(-a*a) = exp(-hi) (1 - lo): exp's relative accuracy whatever
  * a*a's size. Measured bounds: tests/tinytensor/compiler/test_tt_erf.py. */
@@ -252,42 +252,29 @@ static const double TT_ERF64_POLY[5][18] = {
         0x1.5dcd442df6328p-12, -0x1.088ffc939719bp-7, 0x1.1c8c55ad08099p-1,
     },
 };
-/* float32: pieces small, cx2, cx3, tail; t = (v - MID) * SCALE */
+/* float32_c: pieces small, large; t = (v - MID) * SCALE */
 #define TT_ERF32_N 12
-static const double TT_ERF32_MID[4] = {0x1.0000000000000p-1, 0x1.8000000000000p+0, 0x1.8000000000000p+1, 0x1.0000000000000p-5};
-static const double TT_ERF32_SCALE[4] = {0x1.0000000000000p+1, 0x1.0000000000000p+1, 0x1.0000000000000p+0, 0x1.0000000000000p+5};
-static const double TT_ERF32_POLY[4][12] = {
+static const double TT_ERF32_MID[2] = {0x1.0000000000000p-1, 0x1.8618618618619p-3};
+static const double TT_ERF32_SCALE[2] = {0x1.0000000000000p+1, 0x1.e8ba2e8ba2e8bp+0};
+static const double TT_ERF32_POLY[2][12] = {
     { /* small */
         0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
         0x0.0p+0, -0x1.445f47d33d87bp-24, 0x1.4a9da0f178cf0p-20,
         -0x1.2638790e9e1c6p-16, 0x1.c827dc5bc9b59p-13, -0x1.2b902beb7bf5ep-9,
         0x1.4543691d8f268p-6, -0x1.1fd1629207160p-3, 0x1.ee51eb2384786p-1,
     },
-    { /* cx2 */
-        0x0.0p+0, 0x1.984f101b15914p-26, -0x1.45a3c7a822d07p-23,
-        0x1.d388ad957963ap-21, -0x1.5a61a5535d727p-18, 0x1.ee731de458dffp-16,
-        -0x1.51412a81ea54fp-13, 0x1.b6594103c897cp-11, -0x1.0dc519d4bda1cp-8,
-        0x1.37ea271d58b6bp-6, -0x1.4f198846f76c8p-4, 0x1.494daffa2ad68p-2,
-    },
-    { /* cx3 */
-        -0x1.4c21e66db40fep-24, 0x1.6b8122de1f50ap-22, -0x1.47b4a2aabe425p-20,
-        0x1.558abfabc0a79p-18, -0x1.60416c9e0a5d6p-16, 0x1.5e93c7552acbcp-14,
-        -0x1.53de5ebaeae3ap-12, 0x1.409c494d180abp-10, -0x1.2590624ddddacp-8,
-        0x1.043fe250eb8a8p-6, -0x1.bd6ae4d1098f9p-5, 0x1.6e9827d1df62ep-3,
-    },
-    { /* tail */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, -0x1.110bac4e60f43p-28, 0x1.d6082f64e3f04p-26,
-        -0x1.bafae4338a20ep-23, 0x1.00e1a4ac0995dp-19, -0x1.6ec4b92c8ac5ap-16,
-        0x1.5dcd4f31afc5bp-12, -0x1.088ffc931a790p-7, 0x1.1c8c55acfd02ep-1,
+    { /* large */
+        -0x1.f050c0c9b9801p-26, -0x1.56f246e4a6e4fp-24, 0x1.e1e917c97d435p-22,
+        0x1.07a2d89b384e6p-19, -0x1.ed2438bc1b959p-18, -0x1.5bbff0f99ebebp-15,
+        0x1.b89c078c30b7fp-13, 0x1.7f2ed1239fdecp-11, -0x1.5b5a7bdd5451cp-7,
+        0x1.bc990baded7c0p-5, -0x1.7092c7dbfb927p-3, 0x1.754252f276313p-3,
     },
 };
 /* END generated */
 
-/* v's piece among 5 (double) or 4 (float) by a's edges: the selected entry of table T */
+/* v's piece among the 5 of double by a's edges: the selected entry of table T */
 #define TT_ERF64_PICK(T, a) ((a) >= 4.0 ? (T)[4] : (a) >= 2.0 ? (T)[3] : (a) >= 1.0 ? (T)[2] : \
                              (a) >= 0.5 ? (T)[1] : (T)[0])
-#define TT_ERF32_PICK(T, a) ((a) >= 4.0 ? (T)[3] : (a) >= 2.0 ? (T)[2] : (a) >= 1.0 ? (T)[1] : (T)[0])
 
 /* erfc(a) for a = |x| >= 0.5 (returned) and P with erf(a) = a P for a < 0.5 (*small);
  * each is meaningful only in its own range. nan: *small is nan. */
@@ -334,23 +321,22 @@ static inline double tt_exp32(double x) {
     return p * tt_pow2(n);
 }
 
-/* the same for a double z whose result is rounded to float: the float tables, a*a rounded
- * (its error ~1e-16 relative, far below float's) */
+/* the same for a double z whose result is rounded to float, with the float tables: two
+ * pieces, small (a < 1) and erfcx(a) as a polynomial in v = (a - 2) / (a + 2) on [1, 12]
+ * (one select per coefficient), a*a rounded (its error ~1e-16 relative, far below float's),
+ * 0 from a = 12 on (erfc(12) ~ 1e-64: 0 in float) */
 static inline double tt_erf_parts32(double a, double *small) {
     double ac = a > 12.0 ? 12.0 : a;
     double sq = ac * ac;
-    double v = ac >= 4.0 ? 1.0 / sq : (ac >= 1.0 ? ac : sq);
-    double t = (v - TT_ERF32_PICK(TT_ERF32_MID, ac)) * TT_ERF32_PICK(TT_ERF32_SCALE, ac);
+    double v = ac >= 1.0 ? (ac - 2.0) / (ac + 2.0) : sq;
+    double t = (v - (ac >= 1.0 ? TT_ERF32_MID[1] : TT_ERF32_MID[0]))
+             * (ac >= 1.0 ? TT_ERF32_SCALE[1] : TT_ERF32_SCALE[0]);
     double p = 0.0;
-#pragma GCC unroll 32      /* past 16 GCC would keep the loop, and not vectorize around it */
-    for (int i = 0; i < TT_ERF32_N; i++) {
-        double c = ac >= 4.0 ? TT_ERF32_POLY[3][i] : ac >= 2.0 ? TT_ERF32_POLY[2][i]
-                 : ac >= 1.0 ? TT_ERF32_POLY[1][i] : TT_ERF32_POLY[0][i];
-        p = c + t * p;
-    }
+#pragma GCC unroll 32
+    for (int i = 0; i < TT_ERF32_N; i++)
+        p = (ac >= 1.0 ? TT_ERF32_POLY[1][i] : TT_ERF32_POLY[0][i]) + t * p;
     *small = p;
-    double m = ac >= 4.0 ? p / ac : p;
-    return m * tt_exp32(tt_neg(sq));
+    return ac >= 12.0 ? 0.0 : p * tt_exp32(tt_neg(sq));
 }
 
 static inline double tt_erfc32(double z) {

@@ -44,8 +44,7 @@ call, the same bits on some CPUs' kernels and not on others (OpenBLAS's Haswell 
 Not fused (yet): sums over leading dims with other kernels (they are `columns`' kernels,
 of their own or after an elementwise kernel: not after a row kernel), prod/min/mean
 as their own ops (mean is captured as sum * (1/n) already), matmul and movement ops other than `expand` stay separate
-instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
-has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
+instructions; integer arithmetic stays on NumPy (C and NumPy differ on overflow
 and division): integers are only compared, selected (where) and broadcast in kernels.
 """
 import dataclasses
@@ -65,6 +64,7 @@ from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
 from .. import symbolic
 from . import freeze
+from .gelu import GeluErfSlope
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -80,7 +80,7 @@ FUSIBLE = {
     E.Add: FLOAT, E.Sub: FLOAT, E.Mul: FLOAT, E.Div: FLOAT, E.Neg: FLOAT,
     E.Maximum: FLOAT, E.Minimum: FLOAT, E.Abs: FLOAT, E.Sqrt: FLOAT, E.Rsqrt: FLOAT,
     E.Exp: FLOAT, E.Log: FLOAT, E.Tanh: FLOAT, E.Sigmoid: FLOAT, E.Silu: FLOAT,
-    E.Gelu: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: ANY,
+    E.Gelu: FLOAT, E.Erf: FLOAT, GeluErfSlope: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: ANY,
     E.Where: ANY, P.Cast: FLOAT_OR_BOOL, P.Expand: ANY,
     E.LogicalAnd: FLOAT_OR_BOOL, E.LogicalOr: FLOAT_OR_BOOL, E.LogicalXor: FLOAT_OR_BOOL,
     E.LogicalNot: FLOAT_OR_BOOL, E.BitwiseAnd: BOOL, E.BitwiseOr: BOOL, E.BitwiseXor: BOOL,
@@ -89,7 +89,7 @@ FUSIBLE = {
 # x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x), so the kernel can match it bit for bit
 EXACT_POWERS = (1, 2, 0.5, -1)
 # ops that are several NumPy passes on their own: worth a kernel even when nothing fuses
-COMPOSITE = (E.Gelu, E.Sigmoid, E.Silu, E.Rsqrt)
+COMPOSITE = (E.Gelu, E.Erf, GeluErfSlope, E.Sigmoid, E.Silu, E.Rsqrt)
 # A lone cheap op whose result is at least this big is a kernel too: NumPy would give it a
 # fresh array per call, and page faults on that much new memory cost more than the op
 # (a bias add of (8, 128, 768) float32 before the q/k/v split: 0.7-1 ms in NumPy inside
@@ -115,7 +115,7 @@ def fusible(ins):
         return False
     if ins.fn is E.PowScalar and ins.attrs.get("exponent") not in EXACT_POWERS:
         return False
-    if ins.fn is E.Gelu and ins.attrs.get("approximate") != "tanh":
+    if ins.fn is E.Gelu and ins.attrs.get("approximate") not in ("tanh", "none"):
         return False
     return True
 
@@ -618,8 +618,8 @@ def _gelu_steps(body_instrs, consts):
     the same tanh shares it (`_shared`)."""
     out = []
     for ins in body_instrs:
-        if ins.fn is not E.Gelu:
-            out.append(ins)
+        if ins.fn is not E.Gelu or ins.attrs.get("approximate") != "tanh":
+            out.append(ins)   # the exact GELU stays one op: tt_gelu_erf, computed as erfc
             continue
         x = ins.inputs[0]
 
