@@ -189,6 +189,11 @@ def test_math_functions_are_within_twice_eagers_error(name, dtype):
         (want,) = eager(f, x)
         wider = np.float64 if dtype == np.float32 else np.longdouble
         ref = ref_fn(x.astype(wider))
+    if name == "gelu":
+        # eager's float64 x (1 + erf) overflows at |x| ~ max (2x does), the kernel's x cdf(x)
+        # does not: compared where eager's form stays finite
+        keep = np.abs(x) < 1e300
+        got, want, ref, x = got[keep], want[keep], ref[keep], x[keep]
     # inf and nan exactly where eager has them
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))

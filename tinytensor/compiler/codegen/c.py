@@ -37,7 +37,7 @@ from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
 from ..passes import fuse
-from ..passes.gelu import GeluErfSlope
+from ..passes.gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
 from .. import cache_disk, instantiate, symbolic
 from . import runner as _runner, threads as _threads_mod
 from .runner import Runner
@@ -162,6 +162,10 @@ EMIT = {
     E.Gelu: _gelu,
     E.Erf: _math("erf"),
     GeluErfSlope: lambda a, ins, t: f"tt_gelu_erf_slope{'f' if t == 'float' else ''}({a[0]})",
+    # inside kernels, fuse._gelu_steps writes both as x and a float64 cdf(x) computed once
+    GeluCdf: lambda a, ins, t: f"tt_gelu_cdf{'32' if ins.inputs[0].dtype.name == 'float32' else ''}({a[0]})",
+    GeluFromCdf: lambda a, ins, t: f"tt_gelu_erf_cdf{'f' if t == 'float' else ''}({a[0]}, {a[1]})",
+    GeluSlopeFromCdf: lambda a, ins, t: f"tt_gelu_erf_slope_cdf{'f' if t == 'float' else ''}({a[0]}, {a[1]})",
     E.PowScalar: _pow,
     E.Clone: lambda a, ins, t: a[0],
     P.Expand: lambda a, ins, t: a[0],          # the load already broadcasts

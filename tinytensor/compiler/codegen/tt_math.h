@@ -351,29 +351,31 @@ static inline float tt_erff(float x) {
 
 static inline float tt_erfcf(float x) { return (float)tt_erfc32((double)x); }
 
-/* The exact GELU, x (1 + erf(x / sqrt 2)) / 2, written x erfc(-x / sqrt 2) / 2: no
- * cancellation in 1 + erf for x << 0 (eager's float64 form loses it there), and its slope
- * d/dx = erfc(-x / sqrt 2) / 2 + x exp(-x*x / 2) / sqrt(2 pi). float: in double, rounded once. */
+/* The exact GELU, x (1 + erf(x / sqrt 2)) / 2, written x cdf(x) with cdf(x) = erfc(-x / sqrt 2) / 2:
+ * no cancellation in 1 + erf for x << 0 (eager's float64 form loses it there), and its slope
+ * d/dx = cdf(x) + x exp(-x*x / 2) / sqrt(2 pi). The cdf is a double (for float x too: computed
+ * in double, each result rounded once) that a kernel computing both the GELU and its slope of
+ * one x computes once (fuse.py `_gelu_steps` writes them as gelu_cdf and the two below). */
 #define TT_INV_SQRT_2 0x1.6a09e667f3bcdp-1
 #define TT_INV_SQRT_2PI 0x1.9884533d43651p-2
-static inline float tt_gelu_erff(float x) {
-    double xd = x;
-    return (float)(xd * tt_erfc32(tt_neg(xd * TT_INV_SQRT_2)) * 0.5);
+static inline double tt_gelu_cdf(double x) { return tt_erfc(tt_neg(x * TT_INV_SQRT_2)) * 0.5; }
+static inline double tt_gelu_cdf32(double x) { return tt_erfc32(tt_neg(x * TT_INV_SQRT_2)) * 0.5; }
+static inline float tt_gelu_erf_cdff(float x, double cdf) { return (float)((double)x * cdf); }
+static inline double tt_gelu_erf_cdf(double x, double cdf) { return x * cdf; }
+
+static inline float tt_gelu_erf_slope_cdff(float x, double cdf) {
+    double xd = x, h = xd * xd * -0.5;
+    h = h < -700.0 ? -700.0 : h;                    /* tt_exp32's range; exp(-700) x is 0 in float */
+    return (float)(cdf + xd * (tt_exp32(h) * TT_INV_SQRT_2PI));
 }
 
-static inline double tt_gelu_erf(double x) {
-    return x * tt_erfc(tt_neg(x * TT_INV_SQRT_2)) * 0.5;
-}
-
-static inline float tt_gelu_erf_slopef(float x) {
-    double xd = x;
-    double cdf = tt_erfc32(tt_neg(xd * TT_INV_SQRT_2)) * 0.5;
-    return (float)(cdf + xd * (tt_exp(xd * xd * -0.5) * TT_INV_SQRT_2PI));
-}
-
-static inline double tt_gelu_erf_slope(double x) {
-    double cdf = tt_erfc(tt_neg(x * TT_INV_SQRT_2)) * 0.5;
+static inline double tt_gelu_erf_slope_cdf(double x, double cdf) {
     return cdf + x * (tt_exp(x * x * -0.5) * TT_INV_SQRT_2PI);
 }
+
+static inline float tt_gelu_erff(float x) { return tt_gelu_erf_cdff(x, tt_gelu_cdf32((double)x)); }
+static inline double tt_gelu_erf(double x) { return tt_gelu_erf_cdf(x, tt_gelu_cdf(x)); }
+static inline float tt_gelu_erf_slopef(float x) { return tt_gelu_erf_slope_cdff(x, tt_gelu_cdf32((double)x)); }
+static inline double tt_gelu_erf_slope(double x) { return tt_gelu_erf_slope_cdf(x, tt_gelu_cdf(x)); }
 
 #endif

@@ -64,7 +64,8 @@ from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
 from .. import symbolic
 from . import freeze
-from .gelu import GeluErfSlope
+from .gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
+from ...dtypes import float64
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -86,6 +87,8 @@ FUSIBLE = {
     E.LogicalNot: FLOAT_OR_BOOL, E.BitwiseAnd: BOOL, E.BitwiseOr: BOOL, E.BitwiseXor: BOOL,
     E.BitwiseNot: BOOL, E.Eq: ANY, E.Ne: ANY, E.Lt: ANY, E.Le: ANY, E.Gt: ANY, E.Ge: ANY,
 }
+# ops that only a kernel's body holds (`_gelu_steps` writes them): each has a C emitter too
+KERNEL_ONLY = (GeluCdf, GeluFromCdf, GeluSlopeFromCdf)
 # x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x), so the kernel can match it bit for bit
 EXACT_POWERS = (1, 2, 0.5, -1)
 # ops that are several NumPy passes on their own: worth a kernel even when nothing fuses
@@ -615,11 +618,22 @@ def _gelu_steps(body_instrs, consts):
     """`body_instrs` with each tanh GELU written as the ops of its NumPy forward, in its
     order, 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), constants rounded to x's
     dtype as NumPy rounds a Python float: so that a backward in the same kernel computing
-    the same tanh shares it (`_shared`)."""
+    the same tanh shares it (`_shared`). The exact GELU and its slope: see below."""
     out = []
     for ins in body_instrs:
-        if ins.fn is not E.Gelu or ins.attrs.get("approximate") != "tanh":
-            out.append(ins)   # the exact GELU stays one op: tt_gelu_erf, computed as erfc
+        if ins.fn is GeluErfSlope or (ins.fn is E.Gelu and ins.attrs.get("approximate") == "none"):
+            # the exact GELU and its slope as x cdf(x) and cdf(x) + x pdf(x), cdf a float64
+            # (tt_math.h): a kernel computing both of one x shares the erfc (`_shared`)
+            x = ins.inputs[0]
+            cdf = Value(tuple(x.shape), float64)
+            out.append(Instr(op=GeluCdf.name, fn=GeluCdf, inputs=[x], outputs=[cdf], attrs={},
+                             scope=ins.scope, role=ins.role))
+            fn = GeluSlopeFromCdf if ins.fn is GeluErfSlope else GeluFromCdf
+            out.append(Instr(op=fn.name, fn=fn, inputs=[x, cdf], outputs=list(ins.outputs), attrs={},
+                             scope=ins.scope, role=ins.role))
+            continue
+        if ins.fn is not E.Gelu:
+            out.append(ins)
             continue
         x = ins.inputs[0]
 

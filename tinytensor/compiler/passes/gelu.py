@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.function import Function
 from ...ops import elementwise as E
-from ...ops.special import erf as special_erf, gelu_exact_slope
+from ...ops.special import erf as special_erf, erfc as special_erfc, gelu_exact_slope
 from . import const_value, finish
 
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -39,6 +39,38 @@ class GeluErfSlope(Function):
             return gelu_exact_slope(x)
         cdf = (1.0 + special_erf(xp, x * _INV_SQRT_2)) * 0.5
         return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
+
+
+class GeluCdf(Function):
+    """Inside a kernel only (fuse.py `_gelu_steps`): cdf(x) = erfc(-x / sqrt 2) / 2 as float64,
+    for x of either float dtype, which the exact GELU and its slope of the same x share."""
+    name = "gelu_cdf"
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = E._xp(x)
+        z = x.astype(np.float64) * -_INV_SQRT_2
+        return special_erfc(xp, z) * 0.5
+
+
+class GeluFromCdf(Function):
+    """x cdf(x), rounded once to x's dtype: the exact GELU (tt_gelu_erf_cdf[f])."""
+    name = "gelu_erf_from_cdf"
+
+    @staticmethod
+    def forward(ctx, x, cdf):
+        return (x.astype(np.float64) * cdf).astype(x.dtype, copy=False)
+
+
+class GeluSlopeFromCdf(Function):
+    """cdf(x) + x pdf(x), rounded once to x's dtype: the exact GELU's slope (tt_gelu_erf_slope_cdf[f])."""
+    name = "gelu_erf_slope_from_cdf"
+
+    @staticmethod
+    def forward(ctx, x, cdf):
+        xp = E._xp(x)
+        xd = x.astype(np.float64)
+        return (cdf + xd * (xp.exp(xd * xd * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
 
 def run(program):
