@@ -56,6 +56,10 @@ PRELUDE = """\
 #define tt_gelu_erf(x) tt_gelu_erf_cdf(x, tt_gelu_cdf(x))
 #define tt_gelu_erf_slopef(x) tt_gelu_erf_slope_cdff(x, tt_gelu_cdf32((double)(x)))
 #define tt_gelu_erf_slope(x) tt_gelu_erf_slope_cdf(x, tt_gelu_cdf(x))
+#define tt_f32(i) __int_as_float(i)
+#define tt_f64(i) __longlong_as_double(i)
+#define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
+#define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
 """
 
 
