@@ -245,6 +245,7 @@ def test_kernels_on_the_host_broadcast_and_read_non_contiguous_inputs(tmp_path):
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)   # exp: the host's libm
 
 
+@pytest.mark.slow   # g++ over the kernel: ~4-7 s on 2 loaded cores
 def test_the_exact_gelu_and_its_slope_on_the_host_share_a_cdf_within_rounding(tmp_path):
     # the exact GELU forward and backward: one kernel, gelu_cdf once (PRELUDE's erfc)
     from tinytensor.compiler.passes import run_all
