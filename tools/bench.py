@@ -3,6 +3,7 @@
     python tools/bench.py [--threads 2] [--repeat 15] [--markdown]   # engine: per-op and large ops
     python tools/bench.py kernels [--gpu] [--quick]                   # fused kernels, CPU and CUDA
     python tools/bench.py train [--markdown]                          # a GPT-2 training step
+    python tools/bench.py train --model nanogpt [--markdown]          # nanoGPT's iteration: eager, compiled, torch
     python tools/bench.py compile [--markdown]                        # generated C vs eager
     python tools/bench.py dist [--markdown]                           # 1 vs 2 MPI processes (DDP)
     python tools/bench.py conv [--markdown]                           # convolutions and pooling, fwd+bwd
@@ -19,7 +20,7 @@ import os
 import sys
 
 from tools.lib import bench_compile, bench_dist, bench_engine, bench_kernels, bench_train
-from tools.lib import bench_conv, bench_ops
+from tools.lib import bench_conv, bench_nanogpt, bench_ops
 from tools.lib.timing import median_times, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
@@ -43,6 +44,10 @@ def parser(suite=None):
                         help="a smaller CUDA attention sweep (T = 512, 2048, 8192)")
         ap.epilog = "With $OUT set, the numbers also go to $OUT/bench_kernels.json."
     else:
+        if suite == "train":
+            ap.add_argument("--model", choices=("gpt2", "nanogpt"), default="gpt2",
+                            help="gpt2: models.GPT against transformers' GPT-2; nanogpt: a nanoGPT "
+                                 "iteration, eager and compiled, against torch (default: %(default)s)")
         if suite == "ops":
             ap.add_argument("--only", default="",
                             help="comma-separated substrings: time only the cases whose name has one")
@@ -124,6 +129,15 @@ def kernels(args):
 
 def train(args):
     _torch_threads(args.threads)
+    if args.model == "nanogpt":
+        import numpy as np
+        import torch
+        import tinytensor as tt
+        print(f"CPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each "
+              f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}); numpy {np.__version__}, "
+              f"torch {torch.__version__}, tinytensor {tt.__version__}", flush=True)
+        bench_nanogpt.run(args.repeat, markdown=args.markdown)
+        return
     rows = _measure(args, bench_train.train_cases(), 46, "8.1f")
     if args.markdown:
         _table(rows, 1)

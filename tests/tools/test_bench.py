@@ -37,3 +37,24 @@ def test_ops_benchmark_cases_run_and_agree_with_torch():
         th_step()
         names.append(name)
     assert len(names) == len(set(names)) == 20
+
+
+@pytest.mark.slow  # ~4 s: importing torch's optimizers and building three models
+def test_nanogpt_benchmark_runs_eager_compiled_and_torch_to_the_same_losses(monkeypatch, tmp_path):
+    # a tiny nanoGPT (no timing): three iterations of each variant agree with torch, and a
+    # variant that trains differently (a wrong learning rate) is caught by the same check.
+    # The compiled copy on the interpreter: gcc over the step's kernels takes ~30 s on 2
+    # loaded cores (the C kernels' own tests are the compiler's: test_gelu_erf.py...)
+    monkeypatch.setenv("TINYTENSOR_CACHE_DIR", str(tmp_path))
+    from tools.lib import bench_nanogpt, nanogpt_pair
+    tiny = dict(vocab=32, block=8, n_layer=1, n_head=2, n_embd=16)
+    steps = bench_nanogpt.variants(tiny, micro=2, accum=2, backend="numpy")
+    assert [name for name, _ in steps] == ["tinytensor eager", "tinytensor @tt.compile", "torch eager"]
+    losses = bench_nanogpt.check_losses(steps)
+    assert len(losses) == 3 and all(len(ls) == bench_nanogpt.AGREE_ITERATIONS for ls in losses)
+    assert losses[0][0] != losses[0][-1]   # it trains (the check compares more than a constant)
+    ours, theirs, data = nanogpt_pair.build_pair(tiny, 2, 2)
+    ours[1].param_groups[0]["lr"] *= 10
+    bad = [("tinytensor eager", nanogpt_pair.stepper(ours, data)), ("torch eager", nanogpt_pair.stepper(theirs, data))]
+    with pytest.raises(AssertionError, match="tinytensor eager's loss at iteration 1"):
+        bench_nanogpt.check_losses(bad)

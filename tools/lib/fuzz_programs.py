@@ -415,7 +415,7 @@ def _elementwise(g):
         return
     choices = ["neg", "relu", "abs", "square", "scale", "shift", "rsub", "clamp", "recip",
                "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt", "sin", "gelu", "silu",
-               "softplus", "pow"]
+               "softplus", "pow", "erf", "gelu_tanh"]
     if "scalar_arg" in g.features:
         choices += ["scalar", "scalar"]
     op = r.choice(choices)
@@ -444,6 +444,7 @@ def _elementwise(g):
                 "log": ("({0}.abs() + 1).log()", b0), "sqrt": ("({0} * {0} + 1).sqrt()", b0 + 1),
                 "rsqrt": ("({0} * {0} + 1).rsqrt()", 1.0), "sin": ("{0}.sin()", 1.0),
                 "gelu": ("F.gelu({0})", b0), "silu": ("F.silu({0})", b0),
+                "erf": ("tt.erf({0})", 1.0), "gelu_tanh": ("F.gelu({0}, approximate='tanh')", b0),
                 "softplus": ("F.softplus({0})", b0 + 1), "pow": ("{0}.abs().pow(1.5)", b0 ** 1.5)}
         fmt, bound = fmts[op]
         if op == "sqrt" and b0 * b0 > _BIG:

@@ -245,6 +245,22 @@ def test_kernels_on_the_host_broadcast_and_read_non_contiguous_inputs(tmp_path):
     np.testing.assert_allclose(got[1], want[1], rtol=1e-6)   # exp: the host's libm
 
 
+@pytest.mark.slow   # g++ over the kernel: ~4-7 s on 2 loaded cores
+def test_the_exact_gelu_and_its_slope_on_the_host_share_a_cdf_within_rounding(tmp_path):
+    # the exact GELU forward and backward: one kernel, gelu_cdf once (PRELUDE's erfc)
+    from tinytensor.compiler.passes import run_all
+    from .test_gelu_erf import _inputs, _reference_grad, _step
+    x, w = _inputs(np.float32, 512)
+    program, want, inputs = captured(_step, (x, w))
+    fused = fuse.run(run_all(program)[0])
+    assert [i.op for k in fused_instrs(fused) for i in k.attrs["body"].instrs].count("gelu_cdf") == 1
+    got = host_runner(fused, tmp_path)(inputs)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    # the capture's own gradient is the decomposed float32 slope (1 + erf loses digits for
+    # x << 0): against float64 instead, to float32's rounding
+    np.testing.assert_allclose(got[-1], _reference_grad(x.data.astype(np.float64)), rtol=3e-7, atol=1e-37)
+
+
 @pytest.mark.parametrize("name", ["mlp_step", "gpt_step"])
 def test_kernels_on_the_host_replay_a_training_step(name, tmp_path):
     model_fn, step, arrays = {

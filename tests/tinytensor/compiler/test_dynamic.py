@@ -291,7 +291,7 @@ def test_explain_and_viz_show_the_program_of_symbolic_sizes(tmp_path):
         rows = tt.compiler.explain(fast, ids, out=str(tmp_path))
     assert rows[-1]["stage"] == "fuse" and rows[-1]["kernels"] > 0 and rows[-1]["planned peak"] > 0
     assert "%arg0[s0, s1] int64" in (tmp_path / "0_captured.txt").read_text()
-    kernels = list((tmp_path / "8_fuse_kernels").iterdir())
+    kernels = list((tmp_path / f"{len(rows) - 1}_fuse_kernels").iterdir())   # the last stage
     assert kernels and any("const int64_t *n" in k.read_text() for k in kernels)
     fast(ids)
     graph = tt.viz.graph(fast)

@@ -98,3 +98,52 @@ def _fused_with_span(program, spanned):
         return fuse.run(program)
     finally:
         fuse.SPANNED = saved
+
+
+class _ExactBlock(_Block):
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(self.ln(x))))
+
+
+class _SigmoidBlock(_Block):
+    def forward(self, x):
+        return self.proj(self.fc(self.ln(x)).sigmoid())
+
+
+def _program_of(block, passes=("dce", "cse", "fold", "simplify", "gelu", "dce")):
+    tt.manual_seed(0)
+    m = nn.Sequential(block(), block())
+    program, outs, arrays = captured(_block_step, (m, tt.randn(4, 64, 64)))
+    return run_all(program, names=passes)[0], outs, arrays
+
+
+def test_remat_adds_no_transcendental_work_to_the_compiled_program():
+    for block in (_Block, _ExactBlock):
+        program, outs, arrays = _program_of(block)
+        after = remat.run(program)
+        assert sorted(program.instrs[k].op for k in remat.candidates(program)) == ["add", "add", "gelu", "gelu"]
+        # unfused, the clone is one more gelu per element (the interpreter runs it) ...
+        assert remat.transcendentals(after) == remat.transcendentals(program) + 2 * 4 * 64 * 256
+        # ... in kernels it shares its erfc (tanh) with the slope beside it: none more
+        assert remat.transcendentals(fuse.run(after)) == remat.transcendentals(fuse.run(program))
+        assert plan.plan(fuse.run(after)).peak < plan.plan(fuse.run(program)).peak
+        assert_bitwise(interpreted(fuse.run(after), arrays), interpreted(fuse.run(program), arrays))
+
+
+def test_a_transcendental_value_the_backward_does_not_evaluate_again_is_kept():
+    # sigmoid's backward reads its output (y (1 - y)): recomputing y would add an exp per element
+    program, _, _ = _program_of(_SigmoidBlock)
+    assert "sigmoid" in {ins.op for ins in program.instrs}
+    assert sorted(program.instrs[k].op for k in remat.candidates(program)) == ["add", "add"]
+    # the cost model: erf, exp, tanh... evaluate a transcendental function; arithmetic does not
+    by_op = {ins.op: bool(remat.evaluations(ins)) for ins in program.instrs}
+    assert by_op["sigmoid"] and not by_op["add"] and not by_op["mul"] and not by_op["matmul"]
+
+
+def test_an_exact_gelu_step_counts_each_erf_once_per_element_and_pass():
+    program, _, _ = _program_of(_ExactBlock)
+    n = 4 * 64 * 256
+    # per block: the forward's erfc, the slope's erfc and exp (the norms' rsqrt is arithmetic)
+    assert remat.transcendentals(program) == 2 * 3 * n
+    # and fused, the slope's kernel shares nothing with the forward's (they are far apart)
+    assert remat.transcendentals(fuse.run(program)) == 2 * 3 * n

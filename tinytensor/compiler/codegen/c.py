@@ -9,7 +9,10 @@ A kernel is one loop nest over its output shape (static: the source is specializ
 it). Dimensions along which every operand is contiguous or broadcast alike are collapsed,
 so the innermost loop is usually the whole array, with each input read either at the
 loop index or at a fixed offset (broadcast): loops the C compiler vectorizes. The math
-functions come from tt_math.h, written to vectorize (libm calls would not).
+functions come from tt_math.h, written to vectorize (libm calls would not): exp, log,
+tanh, and erf with the exact GELU and its slope, which are not exactly rounded (within an
+ulp or two of the exact value, as eager's are), so kernels using them are not bitwise
+eager's.
 
 Flags: -O3 (vectorization on) -ffp-contract=off (no fused multiply-add: a*b+c rounds
 twice, as in NumPy), no -ffast-math (IEEE semantics: no reassociation, signed zeros,
@@ -34,6 +37,7 @@ from ...core import primitives as P
 from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
 from ..passes import fuse
+from ..passes.gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
 from .. import cache_disk, instantiate, symbolic
 from . import runner as _runner, threads as _threads_mod
 from .runner import Runner
@@ -85,7 +89,10 @@ def _sigmoid(x, t):
     return f"({x} >= 0 ? {one} / ({one} + {e}) : {e} / ({one} + {e}))"
 
 
-def _gelu_tanh(a, ins, t):
+def _gelu(a, ins, t):
+    if ins.attrs.get("approximate") == "none":
+        # x erfc(-x / sqrt 2) / 2 (tt_math.h): float computed in double, rounded once
+        return f"tt_gelu_erf{'f' if t == 'float' else ''}({a[0]})"
     x = a[0]
     c = lambda v: _lit(v, t)
     inner = f"({c(E._SQRT_2_OVER_PI)} * ({x} + {c(0.044715)} * {x} * {x} * {x}))"
@@ -152,7 +159,13 @@ EMIT = {
     E.Tanh: _math("tanh"),
     E.Sigmoid: lambda a, ins, t: _sigmoid(a[0], t),
     E.Silu: lambda a, ins, t: f"({a[0]} * {_sigmoid(a[0], t)})",
-    E.Gelu: _gelu_tanh,
+    E.Gelu: _gelu,
+    E.Erf: _math("erf"),
+    GeluErfSlope: lambda a, ins, t: f"tt_gelu_erf_slope{'f' if t == 'float' else ''}({a[0]})",
+    # inside kernels, fuse._gelu_steps writes both as x and a float64 cdf(x) computed once
+    GeluCdf: lambda a, ins, t: f"tt_gelu_cdf{'32' if ins.inputs[0].dtype.name == 'float32' else ''}({a[0]})",
+    GeluFromCdf: lambda a, ins, t: f"tt_gelu_erf_cdf{'f' if t == 'float' else ''}({a[0]}, {a[1]})",
+    GeluSlopeFromCdf: lambda a, ins, t: f"tt_gelu_erf_slope_cdf{'f' if t == 'float' else ''}({a[0]}, {a[1]})",
     E.PowScalar: _pow,
     E.Clone: lambda a, ins, t: a[0],
     P.Expand: lambda a, ins, t: a[0],          # the load already broadcasts

@@ -10,8 +10,8 @@ collapsed dimensions only where some input is read broadcast; each input is read
 broadcast strides, outputs (contiguous, of the loop shape) at the index itself.
 
 The op expressions are the C backend's (`c.EMIT`): CUDA C++ has the same operators and
-`fabsf`/`sqrtf`, and PRELUDE maps its `tt_exp`/`tt_tanh`/`tt_log` onto CUDA's accurate
-`expf`/`tanhf`/`logf` (and double versions): what CuPy's eager ufuncs call, not the
+`fabsf`/`sqrtf`, and PRELUDE maps its `tt_exp`/`tt_tanh`/`tt_log`/`tt_erf` onto CUDA's accurate
+`expf`/`tanhf`/`logf`/`erff` (and double versions; the exact GELU and its slope through erfc): what CuPy's eager ufuncs call, not the
 `__expf` intrinsics. OPTIONS keep IEEE semantics: `--fmad=false` (a*b+c rounds twice,
 as in eager, which runs one CuPy ufunc per op), no flush of subnormals, IEEE division
 and square root.
@@ -44,6 +44,18 @@ PRELUDE = """\
 #define tt_tanh(x) tanh(x)
 #define tt_logf(x) logf(x)
 #define tt_log(x) log(x)
+#define tt_erff(x) erff(x)
+#define tt_erf(x) erf(x)
+#define tt_gelu_cdf32(x) (erfc(-(x) * 0.7071067811865476) * 0.5)
+#define tt_gelu_cdf(x) (erfc(-(x) * 0.7071067811865476) * 0.5)
+#define tt_gelu_erf_cdff(x, c) ((float)((double)(x) * (c)))
+#define tt_gelu_erf_cdf(x, c) ((x) * (c))
+#define tt_gelu_erf_slope_cdff(x, c) ((float)((c) + (double)(x) * (exp((double)(x) * (x) * -0.5) * 0.3989422804014327)))
+#define tt_gelu_erf_slope_cdf(x, c) ((c) + (x) * (exp((x) * (x) * -0.5) * 0.3989422804014327))
+#define tt_gelu_erff(x) tt_gelu_erf_cdff(x, tt_gelu_cdf32((double)(x)))
+#define tt_gelu_erf(x) tt_gelu_erf_cdf(x, tt_gelu_cdf(x))
+#define tt_gelu_erf_slopef(x) tt_gelu_erf_slope_cdff(x, tt_gelu_cdf32((double)(x)))
+#define tt_gelu_erf_slope(x) tt_gelu_erf_slope_cdf(x, tt_gelu_cdf(x))
 #define tt_f32(i) __int_as_float(i)
 #define tt_f64(i) __longlong_as_double(i)
 #define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)

@@ -8,6 +8,8 @@ same outputs (checked by the interpreter in tests), never mutating its input.
               reshape/permute/expand/cast
     pads      sums of zero-padded adjacent slices (the backward of splitting one array
               into parts: q/k/v) -> one cat
+    gelu      the exact GELU's captured slope (cdf + x pdf, with erf and exp) -> one
+              gelu_erf_slope op: eager's float64 slope, one erfc in a C kernel
     remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
               backward instead of keeping them from the forward (last: cse would undo it)
 
@@ -20,7 +22,7 @@ import importlib
 import numpy as np
 from .. import symbolic
 
-DEFAULT = ("dce", "cse", "fold", "simplify", "pads", "dce", "remat")
+DEFAULT = ("dce", "cse", "fold", "simplify", "pads", "gelu", "dce", "remat")
 
 
 @symbolic.with_formulas

@@ -44,8 +44,7 @@ call, the same bits on some CPUs' kernels and not on others (OpenBLAS's Haswell 
 Not fused (yet): sums over leading dims with other kernels (they are `columns`' kernels,
 of their own or after an elementwise kernel: not after a row kernel), prod/min/mean
 as their own ops (mean is captured as sum * (1/n) already), matmul and movement ops other than `expand` stay separate
-instructions; erf (and gelu with approximate="none") stays on NumPy until the C backend
-has a vectorized erf; integer arithmetic stays on NumPy (C and NumPy differ on overflow
+instructions; integer arithmetic stays on NumPy (C and NumPy differ on overflow
 and division): integers are only compared, selected (where) and broadcast in kernels.
 """
 import dataclasses
@@ -65,6 +64,8 @@ from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
 from .. import symbolic
 from . import freeze
+from .gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
+from ...dtypes import float64
 
 FLOAT = ("float32", "float64")
 BOOL = ("bool",)
@@ -80,16 +81,18 @@ FUSIBLE = {
     E.Add: FLOAT, E.Sub: FLOAT, E.Mul: FLOAT, E.Div: FLOAT, E.Neg: FLOAT,
     E.Maximum: FLOAT, E.Minimum: FLOAT, E.Abs: FLOAT, E.Sqrt: FLOAT, E.Rsqrt: FLOAT,
     E.Exp: FLOAT, E.Log: FLOAT, E.Tanh: FLOAT, E.Sigmoid: FLOAT, E.Silu: FLOAT,
-    E.Gelu: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: ANY,
+    E.Gelu: FLOAT, E.Erf: FLOAT, GeluErfSlope: FLOAT, E.Relu: FLOAT, E.PowScalar: FLOAT, E.Clone: ANY,
     E.Where: ANY, P.Cast: FLOAT_OR_BOOL, P.Expand: ANY,
     E.LogicalAnd: FLOAT_OR_BOOL, E.LogicalOr: FLOAT_OR_BOOL, E.LogicalXor: FLOAT_OR_BOOL,
     E.LogicalNot: FLOAT_OR_BOOL, E.BitwiseAnd: BOOL, E.BitwiseOr: BOOL, E.BitwiseXor: BOOL,
     E.BitwiseNot: BOOL, E.Eq: ANY, E.Ne: ANY, E.Lt: ANY, E.Le: ANY, E.Gt: ANY, E.Ge: ANY,
 }
+# ops that only a kernel's body holds (`_gelu_steps` writes them): each has a C emitter too
+KERNEL_ONLY = (GeluCdf, GeluFromCdf, GeluSlopeFromCdf)
 # x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x), so the kernel can match it bit for bit
 EXACT_POWERS = (1, 2, 0.5, -1)
 # ops that are several NumPy passes on their own: worth a kernel even when nothing fuses
-COMPOSITE = (E.Gelu, E.Sigmoid, E.Silu, E.Rsqrt)
+COMPOSITE = (E.Gelu, E.Erf, GeluErfSlope, E.Sigmoid, E.Silu, E.Rsqrt)
 # A lone cheap op whose result is at least this big is a kernel too: NumPy would give it a
 # fresh array per call, and page faults on that much new memory cost more than the op
 # (a bias add of (8, 128, 768) float32 before the q/k/v split: 0.7-1 ms in NumPy inside
@@ -115,7 +118,7 @@ def fusible(ins):
         return False
     if ins.fn is E.PowScalar and ins.attrs.get("exponent") not in EXACT_POWERS:
         return False
-    if ins.fn is E.Gelu and ins.attrs.get("approximate") != "tanh":
+    if ins.fn is E.Gelu and ins.attrs.get("approximate") not in ("tanh", "none"):
         return False
     return True
 
@@ -615,9 +618,20 @@ def _gelu_steps(body_instrs, consts):
     """`body_instrs` with each tanh GELU written as the ops of its NumPy forward, in its
     order, 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), constants rounded to x's
     dtype as NumPy rounds a Python float: so that a backward in the same kernel computing
-    the same tanh shares it (`_shared`)."""
+    the same tanh shares it (`_shared`). The exact GELU and its slope: see below."""
     out = []
     for ins in body_instrs:
+        if ins.fn is GeluErfSlope or (ins.fn is E.Gelu and ins.attrs.get("approximate") == "none"):
+            # the exact GELU and its slope as x cdf(x) and cdf(x) + x pdf(x), cdf a float64
+            # (tt_math.h): a kernel computing both of one x shares the erfc (`_shared`)
+            x = ins.inputs[0]
+            cdf = Value(tuple(x.shape), float64)
+            out.append(Instr(op=GeluCdf.name, fn=GeluCdf, inputs=[x], outputs=[cdf], attrs={},
+                             scope=ins.scope, role=ins.role))
+            fn = GeluSlopeFromCdf if ins.fn is GeluErfSlope else GeluFromCdf
+            out.append(Instr(op=fn.name, fn=fn, inputs=[x, cdf], outputs=list(ins.outputs), attrs={},
+                             scope=ins.scope, role=ins.role))
+            continue
         if ins.fn is not E.Gelu:
             out.append(ins)
             continue

@@ -12,17 +12,99 @@ backward reads the clone. The clone runs the same op on the same inputs: the sam
 
 Runs last (after cse, which would merge the clone back); the memory plan and fusion see
 the result, so the clone usually joins a backward kernel.
+
+Cost model: a pass of arithmetic is cheap, a transcendental function (erf, exp, log, tanh,
+sigmoid, pow...) is not: the exact GELU's erf is ~30x an add. So a value whose recompute
+evaluates one is redone only where the backward evaluates the same function of the same
+input anyway (`evaluations` gives the keys): gelu(x), whose slope in the backward computes
+erfc(-x/sqrt 2) (gelu_erf_slope) or tanh(c (x + 0.044715 x^3)); silu(x), whose backward
+computes sigmoid(x). In one kernel those are one evaluation (fuse._shared for the tanh
+GELU's steps, the C compiler's common subexpressions for erfc and sigmoid), so remat adds
+no transcendental work; `transcendentals(program)` counts it, and the tests hold the count.
 """
 import dataclasses
+import math
 
 from ...core import primitives as P
-from ...ops import elementwise as E
+from ...ops import activations as A, elementwise as E, math_functions as M
+from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Value, nbytes
-from . import finish, is_random
+from . import finish, freeze, is_random
+from .gelu import GeluCdf, GeluErfSlope, GeluSlopeFromCdf
 
-# one read of each input and one write: cheaper to redo than to keep (no reductions, no exp of a sum)
+# one read of each input and one write: cheaper to redo than to keep (no reductions, no exp of a
+# sum); those with a transcendental function only with a partner in the backward (`_partnered`)
 CHEAP = {E.Gelu, E.Relu, E.Silu, E.Sigmoid, E.Tanh, E.Add, E.Sub, E.Mul, E.Neg, E.Where, P.Cast}
 MIN_BYTES = 64 * 1024   # below this the saved memory is not worth a pass over it
+# ops that evaluate a transcendental function per element of their output (arithmetic,
+# compares, selects, sqrt and sums are not); the softmaxes and norms' exp are here as the
+# Exp ops fuse lowers them to
+TRANSCENDENTAL = (
+    {E.Exp, E.Log, E.Log1p, E.Tanh, E.Sigmoid, E.Silu, E.Erf, E.Gelu, GeluErfSlope, GeluCdf,
+     GeluSlopeFromCdf, E.Sin, E.Cos,
+     E.Softplus, E.Pow, A.Elu, A.Mish, A.Logsigmoid, Softmax, LogSoftmax}
+    | {c for c in vars(M).values() if isinstance(c, type) and issubclass(c, (M._Unary, M._Binary))
+       and c not in (M.Copysign, M.Fmod)})
+# the powers NumPy computes exactly (fuse.EXACT_POWERS) are arithmetic
+EXACT_POWERS = (0, 1, 2, 0.5, -1)
+
+
+def evaluations(ins, made=None):
+    """The transcendental evaluations one element of `ins` makes, as keys: two instructions
+    with a common key compute that function of the same input (one evaluation in a shared
+    kernel). `made` (value id -> instruction) lets a tanh be seen as the tanh GELU's."""
+    fn = ins.fn
+    if fn is E.PowScalar:
+        if ins.attrs.get("exponent") in EXACT_POWERS:
+            return []
+    elif fn not in TRANSCENDENTAL or not ins.inputs:
+        return []
+    x = ins.inputs[0].id
+    if fn is E.Gelu:
+        return [("erfc_gelu", x)] if ins.attrs.get("approximate") == "none" else [("tanh_gelu", x)]
+    if fn is GeluErfSlope:
+        return [("erfc_gelu", x), ("exp_gelu", x)]
+    if fn is GeluCdf:                   # a kernel's share of both (fuse._gelu_steps)
+        return [("erfc_gelu", x)]
+    if fn is GeluSlopeFromCdf:
+        return [("exp_gelu", x)]
+    if fn in (E.Sigmoid, E.Silu):
+        return [("sigmoid", x)]
+    if fn is E.Tanh and made is not None:
+        gelu_x = _tanh_gelu_input(ins, made)
+        if gelu_x is not None:
+            return [("tanh_gelu", gelu_x)]
+    return [(fn, freeze(ins.attrs), tuple(v.id for v in ins.inputs))]
+
+
+def _tanh_gelu_input(ins, made):
+    """x when `ins` is tanh(c * (x + ...)), the tanh GELU slope's (ops/elementwise.py)."""
+    scaled = made.get(ins.inputs[0].id)
+    if scaled is None or scaled.fn is not E.Mul:
+        return None
+    for v in scaled.inputs:
+        add = made.get(v.id)
+        if add is not None and add.fn is E.Add:
+            cube = [a for a in add.inputs if a.id in made and made[a.id].fn is E.Mul]
+            rest = [a for a in add.inputs if a not in cube]
+            if len(cube) == 1 and len(rest) == 1:
+                return rest[0].id
+    return None
+
+
+def transcendentals(program):
+    """Transcendental function evaluations (elements times functions) one run of `program`
+    makes: per kernel, each key of `evaluations` once; elsewhere, each instruction's."""
+    total = 0
+    for ins in program.instrs:
+        body = ins.attrs["body"].instrs if ins.op == "fused" else [ins]
+        made = {v.id: i for i in body for v in i.outputs}
+        keys = {}
+        for i in body:
+            for key in evaluations(i, made):
+                keys.setdefault(key if ins.op == "fused" else (key, id(i)), math.prod(i.outputs[0].shape))
+        total += sum(keys.values())
+    return total
 
 
 
@@ -46,6 +128,16 @@ def _cheap(ins):
             and not ins.attr_inputs and not is_random(ins))
 
 
+def _partnered(program, redo, first, made):
+    """Whether every transcendental evaluation of the instructions `redo` is one that a
+    backward instruction from `first` on makes anyway (the same function of the same input)."""
+    needed = {key for k in redo for key in evaluations(program.instrs[k], made)}
+    if not needed:
+        return True
+    have = {key for ins in program.instrs[first:] if ins.role != "forward" for key in evaluations(ins, made)}
+    return needed <= have
+
+
 def candidates(program, depth=3, min_bytes=MIN_BYTES):
     """{index of an instruction whose value to recompute: (the indices of every instruction
     to redo for it, in order: cheap producers it needs, itself, its views; the index of
@@ -58,6 +150,7 @@ def candidates(program, depth=3, min_bytes=MIN_BYTES):
             last[v.id] = k
         for v in ins.outputs:
             made[v.id] = k
+    instr_of = {v.id: ins for ins in instrs for v in ins.outputs}
     held = {v.id for v in program.outputs} | {v.id for v in program.inputs}
     held |= {v.id for v in program.consts}
     chosen, redone = {}, set()
@@ -95,6 +188,8 @@ def candidates(program, depth=3, min_bytes=MIN_BYTES):
         need = producers(k, first, 1)
         if need is None:
             continue  # an input would have to live longer
+        if not _partnered(program, need + [k], first, instr_of):
+            continue  # it would evaluate an erf, exp, tanh... that the backward does not
         chosen[k] = (sorted(need) + [k] + views, first)
         redone.update(values)
     return chosen
