@@ -16,7 +16,7 @@ from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
 from ..device import device_of_array, to_device_array
-from ..kernels import c_eager as _c
+from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
 from .special import erf as special_erf, gelu_exact, gelu_exact_slope
 
@@ -566,17 +566,22 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return special_erf(_xp(x), x)
+        got = _c_rows.elementwise("erf", x)
+        return got if got is not None else special_erf(_xp(x), x)
 
     @staticmethod
     def backward(ctx, g):
-        x = ctx.saved_tensor(0)
+        return Erf._grad(ctx.saved_tensor(0), g)
+
+    @staticmethod
+    def _grad(x, g):
         return g * (exp(-(x * x)) * _TWO_OVER_SQRT_PI)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
-        return g * (_xp(x).exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+        got = _c.elementwise("erf_backward", Erf._grad, [x, g])
+        return got[0] if got else g * (_xp(x).exp(-(x * x)) * _TWO_OVER_SQRT_PI)
 
 
 class Silu(Function):
@@ -765,6 +770,9 @@ class Gelu(Function):
                 return t
             inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
             return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+        got = _c_rows.elementwise("gelu_erf", x)
+        if got is not None:
+            return got
         if xp is np:
             return gelu_exact(x)  # one chunked sweep, not five passes over memory
         return (0.5 * x * (1.0 + special_erf(xp, x * _INV_SQRT_2))).astype(x.dtype, copy=False)
@@ -788,6 +796,10 @@ class Gelu(Function):
                 slope *= g
                 return slope
             return g * slope
+        if ctx.attrs["approximate"] == "none":
+            got = _c_rows.elementwise("gelu_erf_backward", x, g)
+            if got is not None:
+                return got
         if xp is np and ctx.attrs["approximate"] == "none":
             slope = gelu_exact_slope(x)
             if getattr(g, "shape", None) == slope.shape and g.dtype == slope.dtype:
