@@ -73,6 +73,88 @@ static inline int {name}_before({ct} a, int64_t ia, {ct} b, int64_t ib) {{
 """
 
 
+def _flash_source(name, ct, backward):
+    """C of flash attention's per-block softmax step on the CPU (ops/attention.py), rows of
+    scores s (rows, n) in place; n = (rows, n, rows per head block lq, first query i0, first
+    key j0, causal). A key after its query (causal, top-left aligned) is masked.
+    Forward (buffers s, m, l, corr, per row m and l updated): m' = max(m, max s), c =
+    exp(m - m') (m' = -inf counts as 0), s = exp(s - m'), l = l c + sum s.
+    Backward (buffers s, m, logl): s = exp((s - m) - logl), the probabilities."""
+    sfx = "f" if ct == "float" else ""
+    head = f"""{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    {ct} *restrict s = ({ct} *)b[0];
+    const int64_t rows = n[0], len = n[1], lq = n[2], i0 = n[3], j0 = n[4], causal = n[5];
+    const int64_t lo = tt_part_start(rows, part, parts, 1), hi = tt_part_start(rows, part + 1, parts, 1);
+"""
+    if backward:
+        return head + f"""    const {ct} *restrict m = (const {ct} *)b[1], *restrict logl = (const {ct} *)b[2];
+    for (int64_t r = lo; r < hi; r++) {{
+        {ct} *restrict row = s + r * len;
+        const int64_t i = i0 + r % lq;
+        int64_t end = causal ? i - j0 + 1 : len;
+        end = end < 0 ? 0 : (end > len ? len : end);
+        const {ct} mr = m[r], lr = logl[r];
+        for (int64_t j = 0; j < end; j++) row[j] = tt_exp{sfx}((row[j] - mr) - lr);
+        for (int64_t j = end; j < len; j++) row[j] = 0;
+    }}
+}}
+"""
+    return head + f"""    {ct} *restrict m = ({ct} *)b[1], *restrict l = ({ct} *)b[2], *restrict corr = ({ct} *)b[3];
+    for (int64_t r = lo; r < hi; r++) {{
+        {ct} *restrict row = s + r * len;
+        const int64_t i = i0 + r % lq;
+        int64_t end = causal ? i - j0 + 1 : len;
+        end = end < 0 ? 0 : (end > len ? len : end);
+        {ct} mx = -INFINITY;
+        for (int64_t j = 0; j < end; j++) mx = (row[j] > mx || row[j] != row[j]) ? row[j] : mx;
+        const {ct} old = m[r];
+        const {ct} mn = (old > mx || old != old) ? old : mx;     /* np.maximum: nan wins */
+        const {ct} safe = mn == -INFINITY ? 0 : mn;
+        const {ct} c = tt_exp{sfx}(old - safe);
+        for (int64_t j = 0; j < end; j++) row[j] = tt_exp{sfx}(row[j] - safe);
+        for (int64_t j = end; j < len; j++) row[j] = 0;
+        {ct} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+        int64_t j = 0;
+        for (; j + 8 <= end; j += 8)
+            for (int k = 0; k < 8; k++) acc[k] += row[j + k];
+        {ct} sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        for (; j < end; j++) sum += row[j];
+        l[r] = l[r] * c + sum;
+        corr[r] = c;
+        m[r] = mn;
+    }}
+}}
+"""
+
+
+def flash_block(s, m, l, i0, j0, causal):
+    """Flash attention's forward step on a block of scores s (..., lq, n), in place: the
+    probabilities (unnormalised), m and l updated; returns the per-row rescale factor of the
+    old output, or None (NumPy does the step)."""
+    if not c_eager.enabled() or not c_eager.takes(s, m, l) or s.ndim < 2:
+        return None
+    lib = _load("flash_fwd", s.dtype.char, lambda name, ct: _flash_source(name, ct, False))
+    if lib is None:
+        return None
+    corr = np.empty(m.shape, m.dtype)
+    rows = s.size // s.shape[-1]
+    _call(lib, [s, m, l, corr], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size)
+    return corr
+
+
+def flash_probs(s, m, logl, i0, j0, causal):
+    """Flash attention's backward probabilities exp((s - m) - log l) of a block of scores,
+    in place (masked keys 0); False where NumPy must compute them."""
+    if not c_eager.enabled() or not c_eager.takes(s, m, logl) or s.ndim < 2:
+        return False
+    lib = _load("flash_bwd", s.dtype.char, lambda name, ct: _flash_source(name, ct, True))
+    if lib is None:
+        return False
+    rows = s.size // s.shape[-1]
+    _call(lib, [s, m, logl], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size)
+    return True
+
+
 def _clones():
     from ..compiler.codegen import c
     return c._CLONES
