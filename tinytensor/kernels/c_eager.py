@@ -39,11 +39,16 @@ ENV = "TINYTENSOR_EAGER_KERNELS"
 MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call (~15 µs)
 SAMPLE = {"r": 37, "n": 53, "m": 43, "k": 29}   # capture sizes per layout letter: distinct, >= 2
 
-_on = os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+def _env_on(value):
+    return (value or "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+_on = _env_on(os.environ.get(ENV))
 _local = threading.local()    # .building: a kernel is being captured here
 _kernels = {}                 # key -> _Kernel, or None (failed to build: NumPy from now on)
 _lock = threading.Lock()
 _compiler = []                # [True/False] once looked for
+calls = {}                    # kernel name -> calls that ran C (tests and curious users read it)
 
 
 def set_enabled(on):
@@ -87,7 +92,10 @@ def run(name, fn, arrays, layout, attrs=()):
                 k = _kernels[key] = _build(name, fn, [a.dtype for a in arrays], layout)
     if k is None:
         return None
-    return k(arrays)   # None where the call's sizes fail the kernel's guards
+    got = k(arrays)   # None where the call's sizes fail the kernel's guards
+    if got is not None:
+        calls[name] = calls.get(name, 0) + 1
+    return got
 
 
 class _Kernel:

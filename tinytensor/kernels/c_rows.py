@@ -138,7 +138,7 @@ def flash_block(s, m, l, i0, j0, causal):
         return None
     corr = np.empty(m.shape, m.dtype)
     rows = s.size // s.shape[-1]
-    _call(lib, [s, m, l, corr], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size)
+    _call(lib, [s, m, l, corr], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size, "flash_fwd")
     return corr
 
 
@@ -151,7 +151,7 @@ def flash_probs(s, m, logl, i0, j0, causal):
     if lib is None:
         return False
     rows = s.size // s.shape[-1]
-    _call(lib, [s, m, logl], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size)
+    _call(lib, [s, m, logl], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size, "flash_bwd")
     return True
 
 
@@ -185,10 +185,11 @@ def _load(kind, char, source_fn):
     return got
 
 
-def _call(lib, arrays, sizes, work):
+def _call(lib, arrays, sizes, work, name):
     """Run a loaded kernel on `arrays` (outputs first) with sizes `sizes`: split over the
     pool's threads when `work` (elements) is big."""
     from ..compiler.codegen import threads
+    c_eager.calls[name] = c_eager.calls.get(name, 0) + 1
     n = (ctypes.c_int64 * len(sizes))(*sizes)
     ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
     count = threads.default_threads()
@@ -219,7 +220,7 @@ def elementwise(kind, *arrays):
     if lib is None:
         return None
     out = np.empty(a.shape, a.dtype)
-    _call(lib, [out, *arrays], [a.size], a.size)
+    _call(lib, [out, *arrays], [a.size], a.size, kind)
     return out
 
 
@@ -234,5 +235,5 @@ def topk_indices(x, k, largest):
     n = x.shape[-1]
     rows = x.size // n
     out = np.empty(x.shape[:-1] + (k,), np.int64)
-    _call(lib, [out, x], [rows, n, k], x.size)
+    _call(lib, [out, x], [rows, n, k], x.size, "topk")
     return out
