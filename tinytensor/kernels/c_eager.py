@@ -122,11 +122,13 @@ class _Kernel:
             fn, part = kernels[k]
             fn.restype, fn.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p]
             self.steps.append((fn, ctypes.cast(part, ctypes.c_void_p).value,
-                               [(v.id, v.shape, v.dtype.np) for v in ins.outputs],
+                               [(v.id, [_dim(d) for d in v.shape], v.dtype.np) for v in ins.outputs],
                                [v.id for v in ins.inputs]))
+        self.pools = {}   # thread count -> the C pool (threads.pool takes a lock)
+        from ..compiler.codegen.runner import data_pointer   # 0.13 µs, against 1.8 for a.ctypes.data
+        self.pointer = data_pointer
 
     def __call__(self, arrays):
-        from ..compiler import symbolic
         sizes = [arrays[i].shape[d] for i, d in self.read]
         env = {f"s{k}": n for k, n in enumerate(sizes)}
         if self.guards is not None and not self.guards.hold(env):
@@ -134,21 +136,41 @@ class _Kernel:
         n = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
         vals = dict(self.consts)
         for vid, (kind, x) in zip(self.inputs, self.bindings):
-            vals[vid] = arrays[x] if kind == "arg" else np.asarray(symbolic.evaluate(x[0], env), dtype=x[1])
+            vals[vid] = arrays[x] if kind == "arg" else np.asarray(_evaluate(x[0], env), dtype=x[1])
         threads = self.threads.default_threads()
-        pool = self.threads.pool(threads) if threads > 1 else None
+        pool = self.pools.get(threads)
+        if pool is None and threads > 1:
+            pool = self.pools[threads] = self.threads.pool(threads)
         for fn, part, outs, ins in self.steps:
             made = []
             for vid, shape, dt in outs:
-                a = vals[vid] = np.empty(tuple(int(symbolic.evaluate(d, env)) for d in shape), dt)
+                a = vals[vid] = np.empty(tuple(d if type(d) is int else (sizes[d[1]] if d[0] == "s" else d[1](env))
+                                               for d in shape), dt)
                 made.append(a)
             ptrs = (ctypes.c_void_p * (len(outs) + len(ins)))(
-                *[a.ctypes.data for a in made], *[vals[i].ctypes.data for i in ins])
+                *[self.pointer(a) for a in made], *[self.pointer(vals[i]) for i in ins])
             if pool is not None and max(a.size for a in made) >= self.threads.SPLIT_ELEMENTS:
                 pool.run(part, ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
             else:
                 fn(ctypes.addressof(ptrs), ctypes.addressof(n))
         return [vals[i] for i in self.outputs]
+
+
+def _evaluate(d, env):
+    from ..compiler import symbolic
+    return symbolic.evaluate(d, env)
+
+
+def _dim(d):
+    """A dim of an output shape as the call computes it: an int, ("s", k) for the size of
+    symbol s<k>, or ("f", function of the sizes) for a formula."""
+    from ..compiler import symbolic
+    if isinstance(d, int) and not isinstance(d, symbolic.SymInt):
+        return int(d)
+    name = symbolic.bare_symbol(d)
+    if name is not None:
+        return ("s", int(name[1:]))
+    return ("f", lambda env, d=d: int(symbolic.evaluate(d, env)))
 
 
 def _build(name, fn, dtypes, layout):
