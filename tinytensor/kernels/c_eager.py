@@ -24,8 +24,9 @@ The NumPy code of each op stays the reference and the fallback: it runs when
 - no C compiler is found (compiler/choose.py's rule) or a kernel fails to build (a warning,
   once per kernel; the op then runs on NumPy);
 - the call is small (fewer than MIN_ELEMENTS elements: the call costs ~15 µs);
-- while a step is being captured by tt.compile or a kernel is being built (the capture
-  records the op itself, never the kernel);
+- while a kernel is being built (its capture records the op itself). While tt.compile
+  captures a step the kernels run as in eager (the capture records the op, and its values
+  are eager's); a kernel first built there is captured apart from the step's tape.
 - the layout is not the kernel's (each caller checks: C-contiguous, the reduced dim last).
 """
 import ctypes
@@ -61,9 +62,6 @@ def set_enabled(on):
 def enabled():
     """Whether eager ops may run C kernels now."""
     if not _on or getattr(_local, "building", False):
-        return False
-    from ..core.grad_mode import STATE
-    if STATE.capture is not None:
         return False
     if not _compiler:
         from ..compiler import cache_disk
@@ -185,6 +183,11 @@ def _build(name, fn, dtypes, layout):
         shape = tuple(SAMPLE[x] for x in letters)
         a = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
         samples.append(tensor(a))
+    from ..core.grad_mode import STATE
+    # a kernel first needed inside tt.compile's capture or a record() block: its own capture
+    # must not be theirs, nor its ops on their tapes
+    outer = STATE.capture, STATE.tapes
+    STATE.capture, STATE.tapes = None, []
     _local.building = True
     try:
         program, _, meta = capture(fn, tuple(samples), name=f"eager_{name}", dynamic=True)
@@ -222,6 +225,7 @@ def _build(name, fn, dtypes, layout):
         return None
     finally:
         _local.building = False
+        STATE.capture, STATE.tapes = outer
 
 
 def _lone_kernels(program):
