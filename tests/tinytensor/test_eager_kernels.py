@@ -203,3 +203,15 @@ def test_without_a_c_compiler_eager_runs_numpy(monkeypatch):
     before = dict(c_eager.calls)
     y, gx = _fwd_bwd(F.gelu, x, g)
     assert c_eager.calls == before and np.isfinite(y).all() and np.isfinite(gx).all()
+
+
+@needs_cc
+def test_a_kernel_built_inside_record_leaves_one_node_on_the_tape(monkeypatch):
+    """The kernel's own capture (its first use) must not record onto the user's tape."""
+    monkeypatch.setattr(c_eager, "_kernels", {})   # built afresh here (the disk cache still serves)
+    x, _ = _data(np.float32)
+    with tt.record() as tape:
+        y = tt.tensor(x).tanh()
+    assert c_eager.calls.get("tanh", 0) >= 1
+    assert [n.fn.__name__ for n in tape.nodes] == ["Tanh"], [n.fn.__name__ for n in tape.nodes]
+    assert y.shape == SHAPE
