@@ -215,3 +215,19 @@ def test_a_kernel_built_inside_record_leaves_one_node_on_the_tape(monkeypatch):
     assert c_eager.calls.get("tanh", 0) >= 1
     assert [n.fn.__name__ for n in tape.nodes] == ["Tanh"], [n.fn.__name__ for n in tape.nodes]
     assert y.shape == SHAPE
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_the_norm_kernels_give_the_reference_decomposition_s_bits(dt):
+    """Exactly rounded ops: the C kernel's sums are NumPy's pairwise sums, so layer_norm and
+    rms_norm equal the reference ops (fusion off: NumPy's mean, sqrt, 1/x) bit for bit."""
+    x, _ = _data(dt)
+    w, b = tt.tensor(_w(dt)), tt.tensor(_w(dt)[::-1].copy())
+    before = c_eager.calls.get("layer_norm", 0), c_eager.calls.get("rms_norm", 0)
+    got = [F.layer_norm(tt.tensor(x), (SHAPE[-1],), w, b).numpy(), F.rms_norm(tt.tensor(x), (SHAPE[-1],), w).numpy()]
+    assert (c_eager.calls.get("layer_norm", 0), c_eager.calls.get("rms_norm", 0)) > before
+    with tt.kernels.use_fusion(False):
+        ref = [F.layer_norm(tt.tensor(x), (SHAPE[-1],), w, b).numpy(), F.rms_norm(tt.tensor(x), (SHAPE[-1],), w).numpy()]
+    for a, r in zip(got, ref):
+        assert a.tobytes() == r.tobytes()
