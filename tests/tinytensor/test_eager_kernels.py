@@ -218,7 +218,7 @@ def test_a_kernel_built_inside_record_leaves_one_node_on_the_tape(monkeypatch):
 
 
 @needs_cc
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_the_norm_kernels_give_the_reference_decomposition_s_bits(dt):
     """Exactly rounded ops: the C kernel's sums are NumPy's pairwise sums, so layer_norm and
     rms_norm equal the reference ops (fusion off: NumPy's mean, sqrt, 1/x) bit for bit."""
