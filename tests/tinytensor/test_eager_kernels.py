@@ -231,3 +231,19 @@ def test_the_norm_kernels_give_the_reference_decomposition_s_bits(dt):
         ref = [F.layer_norm(tt.tensor(x), (SHAPE[-1],), w, b).numpy(), F.rms_norm(tt.tensor(x), (SHAPE[-1],), w).numpy()]
     for a, r in zip(got, ref):
         assert a.tobytes() == r.tobytes()
+
+
+@needs_cc
+def test_a_kernel_first_built_inside_tt_compile_s_capture_is_eager_s(monkeypatch):
+    """A kernel first needed while tt.compile captures a step is captured apart from it:
+    before, the outer capture's guards made its sizes fixed (the kernel then wrote 53
+    elements of 34816), and its ops landed on the step's tape."""
+    monkeypatch.setattr(c_eager, "_kernels", {})
+    x, _ = _data(np.float32)
+    step = tt.compile(lambda t: F.silu(t) * 2.0, backend="numpy")
+    first = step(tt.tensor(x)).numpy()            # the capture: builds the silu kernel
+    assert c_eager._kernels and all(k is not None for k in c_eager._kernels.values())
+    again = step(tt.tensor(x)).numpy()            # the interpreter's replay
+    eager = (F.silu(tt.tensor(x)) * 2.0).numpy()
+    assert first.tobytes() == eager.tobytes() == again.tobytes()
+    assert len(step.programs[0].instrs) == 2      # silu and mul: nothing of the kernel's capture

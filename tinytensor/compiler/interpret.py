@@ -30,14 +30,10 @@ def run(program, input_arrays):
         plan = _plans[program] = [
             (compile_instr(ins), [v.id for v in ins.inputs], [v.id for v in ins.outputs], gone)
             for ins, gone in zip(program.instrs, _dead_after(program))]
-    # eager C kernels (kernels/c_eager.py) built already run, as in the capture; none is
-    # built here, where the capture could not have built it
-    from ..kernels import c_eager
-    with c_eager.no_builds():
-        for step, in_ids, out_ids, gone in plan:
-            env.update(zip(out_ids, step([env[i] for i in in_ids])))
-            for k in gone:  # free intermediates as soon as nothing reads them
-                del env[k]
+    for step, in_ids, out_ids, gone in plan:
+        env.update(zip(out_ids, step([env[i] for i in in_ids])))
+        for k in gone:  # free intermediates as soon as nothing reads them
+            del env[k]
     return [env[v.id] for v in program.outputs]
 
 

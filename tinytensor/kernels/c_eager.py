@@ -27,9 +27,8 @@ The NumPy code of each op stays the reference and the fallback: it runs when
   once per kernel; the op then runs on NumPy);
 - the call is small (fewer than MIN_ELEMENTS elements: the call costs ~15 µs);
 - while a kernel is being built (its capture records the op itself). While tt.compile
-  captures a step (and while the interpreter replays one) the kernels already built run as
-  in eager; one not built yet is not built there (NumPy computes), so a capture's values
-  are eager's when eager has run the op before, else NumPy's.
+  captures a step the kernels run as in eager, so the capture's values are eager's; a
+  kernel first needed there is captured apart from the step (its tape, its guards).
 - the layout is not the kernel's (each caller checks: C-contiguous, the reduced dim last).
 """
 import ctypes
@@ -53,22 +52,6 @@ _kernels = {}                 # key -> _Kernel, or None (failed to build: NumPy 
 _lock = threading.Lock()
 _compiler = []                # [True/False] once looked for
 calls = {}                    # kernel name -> calls that ran C (tests and curious users read it)
-
-
-def _no_builds():
-    from ..core.grad_mode import STATE
-    return STATE.capture is not None or getattr(_local, "no_builds", 0) > 0
-
-
-class no_builds:
-    """Inside, kernels already built run but none is built (compiler/interpret.py: the
-    interpreter's replay must compute what the capture computed)."""
-
-    def __enter__(self):
-        _local.no_builds = getattr(_local, "no_builds", 0) + 1
-
-    def __exit__(self, *exc):
-        _local.no_builds -= 1
 
 
 def set_enabled(on):
@@ -103,11 +86,6 @@ def run(name, fn, arrays, layout, attrs=()):
     key = (name, tuple(a.dtype.str for a in arrays), tuple(layout), attrs)
     k = _kernels.get(key, False)
     if k is False:
-        if _no_builds():
-            # inside tt.compile's capture (or the interpreter replaying one) a kernel not yet
-            # built is not built: a capture nested in a capture comes out with fixed sizes
-            # (not understood yet); NumPy computes, here and in the replays that follow
-            return None
         with _lock:
             k = _kernels.get(key, False)
             if k is False:
@@ -205,8 +183,9 @@ def _build(name, fn, dtypes, layout):
     # a kernel first needed inside tt.compile's capture or a record() block: its own capture
     # must not be theirs, nor its ops (nor its sample tensors: a capture would take them as
     # its constants, and the kernel's sizes would come out fixed) on their tapes
-    outer = STATE.capture, STATE.tapes
+    outer = STATE.capture, STATE.tapes, list(symbolic._active)
     STATE.capture, STATE.tapes = None, []
+    symbolic._active.clear()   # the outer capture's guards: int() of a size would pin there
     _local.building = True
     try:
         rng = np.random.default_rng(0)
@@ -252,7 +231,8 @@ def _build(name, fn, dtypes, layout):
         return None
     finally:
         _local.building = False
-        STATE.capture, STATE.tapes = outer
+        STATE.capture, STATE.tapes = outer[:2]
+        symbolic._active[:] = outer[2]
 
 
 def _lone_kernels(program):
