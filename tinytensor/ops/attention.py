@@ -26,7 +26,7 @@ import numpy as np
 from ..core.function import Function
 from ..messages import OpError
 from ..core.tensor import Tensor
-from ..kernels import cuda_attention, fusion as _fusion
+from ..kernels import c_rows as _c_rows, cuda_attention, fusion as _fusion
 from ..kernels._common import acc_dtype, is_cpu, xp_of
 from ..core.grad_mode import STATE
 from ..dtypes import bool_
@@ -165,6 +165,11 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
         for j0 in range(0, kend, KEY_BLOCK):
             j1 = min(kend, j0 + KEY_BLOCK)
             s = np.matmul(qb, k[..., j0:j1, :].swapaxes(-1, -2))  # (..., Lq, Bk)
+            corr = _c_rows.flash_block(s, m, l, i0, j0, causal) if mask is None else None
+            if corr is not None:   # the step below in one C pass over the block (kernels/c_rows.py)
+                o *= corr[..., None]
+                o += np.matmul(s, v[..., j0:j1, :])
+                continue
             _apply_mask(s, mask, causal, i0, i1, j0, j1)
             m_new = np.maximum(m, s.max(axis=-1))
             m_safe = np.where(m_new == -np.inf, 0.0, m_new)  # no key seen yet: avoid inf - inf
@@ -212,10 +217,12 @@ def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
             j1 = min(kend, j0 + KEY_BLOCK)
             kb, vb = k[..., j0:j1, :], v[..., j0:j1, :]
             s = np.matmul(qb, kb.swapaxes(-1, -2))
-            _apply_mask(s, mask, causal, i0, i1, j0, j1)
-            s -= mb
-            s -= lb
-            np.exp(s, out=s)                                          # p
+            if mask is not None or not _c_rows.flash_probs(
+                    s, np.ascontiguousarray(mb[..., 0]), np.ascontiguousarray(lb[..., 0]), i0, j0, causal):
+                _apply_mask(s, mask, causal, i0, i1, j0, j1)
+                s -= mb
+                s -= lb
+                np.exp(s, out=s)                                      # p
             add(dv[..., j0:j1, :], np.matmul(s.swapaxes(-1, -2), gb))
             dp = np.matmul(gb, vb.swapaxes(-1, -2))
             dp -= db

@@ -16,6 +16,7 @@ from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
 from ..device import device_of_array, to_device_array
+from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
 from .special import erf as special_erf, gelu_exact, gelu_exact_slope
 
@@ -515,10 +516,14 @@ class Cos(Function):
         return -(g * _xp(x).sin(x))
 
 
+# Eager C kernels (kernels/c_eager.py): each hot activation's forward and first-order
+# backward run the kernel the compiler generates from the op itself and from its
+# `backward` formula, on big contiguous float arrays; NumPy otherwise.
 class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _xp(x).tanh(x)
+        got = _c.elementwise("tanh", tanh, [x])
+        y = got[0] if got else _xp(x).tanh(x)
         ctx.save_for_backward(y)
         return y
 
@@ -530,13 +535,15 @@ class Tanh(Function):
     @staticmethod
     def backward_arrays(ctx, g):
         y = ctx.saved_array(0)
-        return g * (1.0 - y * y)
+        got = _c.elementwise("tanh_backward", lambda y, g: g * (1.0 - y * y), [y, g])
+        return got[0] if got else g * (1.0 - y * y)
 
 
 class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _sigmoid(_xp(x), x)
+        got = _c.elementwise("sigmoid", sigmoid, [x])
+        y = got[0] if got else _sigmoid(_xp(x), x)
         ctx.save_for_backward(y)
         return y
 
@@ -548,7 +555,8 @@ class Sigmoid(Function):
     @staticmethod
     def backward_arrays(ctx, g):
         y = ctx.saved_array(0)
-        return g * (y * (1.0 - y))
+        got = _c.elementwise("sigmoid_backward", lambda y, g: g * (y * (1.0 - y)), [y, g])
+        return got[0] if got else g * (y * (1.0 - y))
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -558,34 +566,46 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return special_erf(_xp(x), x)
+        got = _c_rows.elementwise("erf", x)
+        return got if got is not None else special_erf(_xp(x), x)
 
     @staticmethod
     def backward(ctx, g):
-        x = ctx.saved_tensor(0)
+        return Erf._grad(ctx.saved_tensor(0), g)
+
+    @staticmethod
+    def _grad(x, g):
         return g * (exp(-(x * x)) * _TWO_OVER_SQRT_PI)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
-        return g * (_xp(x).exp(-(x * x)) * _TWO_OVER_SQRT_PI)
+        got = _c.elementwise("erf_backward", Erf._grad, [x, g])
+        return got[0] if got else g * (_xp(x).exp(-(x * x)) * _TWO_OVER_SQRT_PI)
 
 
 class Silu(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return x * _sigmoid(_xp(x), x)
+        got = _c.elementwise("silu", silu, [x])
+        return got[0] if got else x * _sigmoid(_xp(x), x)
 
     @staticmethod
     def backward(ctx, g):
-        x = ctx.saved_tensor(0)
+        return Silu._grad(ctx.saved_tensor(0), g)
+
+    @staticmethod
+    def _grad(x, g):
         s = sigmoid(x)
         return g * (s * (1.0 + x * (1.0 - s)))
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
+        got = _c.elementwise("silu_backward", Silu._grad, [x, g])
+        if got:
+            return got[0]
         s = _sigmoid(_xp(x), x)
         # s (1 + x (1 - s)) in place on one temporary: 5 passes, not 5 arrays
         t = 1.0 - s
@@ -740,6 +760,9 @@ class Gelu(Function):
         ctx.save_for_backward(x)
         xp = _xp(x)
         if approximate == "tanh":
+            got = _c.elementwise("gelu_tanh", lambda t: gelu(t, approximate="tanh"), [x])
+            if got:
+                return got[0]
             if xp is np and x.ndim:
                 t = Gelu._tanh_inner(x)
                 t += 1.0
@@ -747,6 +770,9 @@ class Gelu(Function):
                 return t
             inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
             return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+        got = _c_rows.elementwise("gelu_erf", x)
+        if got is not None:
+            return got
         if xp is np:
             return gelu_exact(x)  # one chunked sweep, not five passes over memory
         return (0.5 * x * (1.0 + special_erf(xp, x * _INV_SQRT_2))).astype(x.dtype, copy=False)
@@ -759,12 +785,21 @@ class Gelu(Function):
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
         xp = _xp(x)
+        if ctx.attrs["approximate"] == "tanh":
+            got = _c.elementwise("gelu_tanh_backward",
+                                 lambda x, g: g * Gelu._slope(x, "tanh", tanh, erf, exp), [x, g])
+            if got:
+                return got[0]
         if xp is np and x.ndim and ctx.attrs["approximate"] == "tanh":
             slope = Gelu._tanh_slope(x)
             if getattr(g, "shape", None) == slope.shape and g.dtype == slope.dtype:
                 slope *= g
                 return slope
             return g * slope
+        if ctx.attrs["approximate"] == "none":
+            got = _c_rows.elementwise("gelu_erf_backward", x, g)
+            if got is not None:
+                return got
         if xp is np and ctx.attrs["approximate"] == "none":
             slope = gelu_exact_slope(x)
             if getattr(g, "shape", None) == slope.shape and g.dtype == slope.dtype:

@@ -14,12 +14,12 @@ import numpy as np
 from ..amp import cast_inputs
 from ..core.function import Function
 from ..dtypes import finfo, float32, promote
-from ..kernels import cuda_norm, fusion as _fusion
+from ..kernels import c_eager as _c_eager, cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from ..messages import plain
 from .elementwise import float_operand, rsqrt
 from .movement import _where
-from .reduce import mean
+from .reduce import mean, sum as sum_
 
 __all__ = ["LayerNormCore", "RMSNormCore", "FusedNorm", "FusedRMSNorm", "layer_norm", "rms_norm"]  # what `from .norms import *` gives the ops namespace
 
@@ -112,8 +112,68 @@ class RMSNormCore(_NormCore):
 
 
 # ---------------------------------------------------------------- the fused ops
+# The eager C kernels (kernels/c_eager.py) are generated from these decompositions, which
+# are what tt.compile computes for the op: the forward as the reference op lowered by the
+# compiler (passes/fuse.py `lower_composites`: np.mean's sum / n, then * w + b), the
+# backward as the op's `backward` in tinytensor ops (mean as sum * (1/n)), so an eager
+# call and a compiled one give the same bits.
+def _forward_decomposition(rms, has_w, has_b, eps):
+    def fn(x, *params):   # x: (rows, n)
+        n = x.shape[-1]
+        if rms:
+            rs = rsqrt(sum_(x * x, dim=-1, keepdim=True) / n + eps)
+            y, mu = x * rs, rs * 0.0
+        else:
+            mu = sum_(x, dim=-1, keepdim=True) / n
+            xc = x - mu
+            rs = rsqrt(sum_(xc * xc, dim=-1, keepdim=True) / n + eps)
+            y = xc * rs
+        if has_w:
+            y = y * params[0]
+        if has_b:
+            y = y + params[-1]
+        return y, mu, rs
+    return fn
+
+
+def _backward_decomposition(rms, has_w, eps):
+    def fn(x, *rest):   # x, g: (rows, n); the weight (n,) between them when there is one
+        g = rest[-1]
+        xh, rs = _normalized(x, (1,), eps, rms)
+        gx = _dx(g * rest[0] if has_w else g, xh, rs, (1,), rms)
+        return gx, sum_(g * xh, dim=0), sum_(g, dim=0)
+    return fn
+
+
+def _c_forward(x2, w, b, eps, rms):
+    """(y, mean, rstd) from the C kernel, or None (module docstring of kernels/c_eager.py)."""
+    params = [p for p in (w, b) if p is not None]
+    if not _c_eager.takes(x2, *params):
+        return None
+    fn = _forward_decomposition(rms, w is not None, b is not None, eps)
+    got = _c_eager.run("rms_norm" if rms else "layer_norm", fn, [x2, *params],
+                       ("rn",) + ("n",) * len(params), (eps, w is not None, b is not None))
+    if got is None:
+        return None
+    y, mu, rs = got
+    return y, mu.reshape(-1), rs.reshape(-1)
+
+
+def _c_backward(g2, x2, w, eps, rms):
+    """(gx, gw, gb) from the C kernel, or None."""
+    params = [w] if w is not None else []
+    if not _c_eager.takes(x2, *params, g2):
+        return None
+    fn = _backward_decomposition(rms, w is not None, eps)
+    return _c_eager.run(("rms_norm" if rms else "layer_norm") + "_backward", fn, [x2, *params, g2],
+                        ("rn",) + ("n",) * len(params) + ("rn",), (eps, w is not None))
+
+
 def _cpu_forward(x2, w, b, eps, rms):
     """Rows in cache-sized chunks, written straight into the output; (y, mean, rstd)."""
+    got = _c_forward(x2, w, b, eps, rms)
+    if got is not None:
+        return got
     rows, n = x2.shape
     acc = acc_dtype(x2.dtype)
     out = np.empty(x2.shape, x2.dtype)
@@ -221,8 +281,12 @@ class FusedNorm(Function):
         pshape = x.shape[x.ndim - a["nd"]:]
         n = math.prod(pshape)
         w = saved[1].reshape(n) if a["has_weight"] else None
-        bwd = _cpu_backward if is_cpu(x) else cuda_norm.backward  # (the latter makes them contiguous)
-        gx, gw, gb = bwd(g.reshape(-1, n), x.reshape(-1, n), w, mu, rstd, a["rms"], need_x, need_w, need_b)
+        got = _c_backward(g.reshape(-1, n), x.reshape(-1, n), w, a["eps"], a["rms"]) if is_cpu(x) else None
+        if got is not None:
+            gx, gw, gb = got
+        else:
+            bwd = _cpu_backward if is_cpu(x) else cuda_norm.backward  # (the latter makes them contiguous)
+            gx, gw, gb = bwd(g.reshape(-1, n), x.reshape(-1, n), w, mu, rstd, a["rms"], need_x, need_w, need_b)
         out = [None if gx is None else gx.reshape(x.shape)]
         for has, p in ((a["has_weight"], gw), (a["has_bias"], gb)):
             if has:

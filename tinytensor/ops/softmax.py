@@ -11,7 +11,7 @@ import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
-from ..kernels import cuda_softmax, fusion as _fusion
+from ..kernels import c_eager as _c_eager, cuda_softmax, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from .elementwise import exp, float_operand
 from .movement import norm_dim
@@ -51,6 +51,10 @@ class Softmax(Function):
             e = x.copy()
             ctx.save_for_backward(e)
             return e
+        if dim == x.ndim - 1 and _c_eager.takes(x):   # the fused op's C kernel: the same bits
+            e = _cpu_forward(x, False)
+            ctx.save_for_backward(e)
+            return e
         # one temporary: shift, exponentiate and normalise in place
         e = xp.subtract(x, x.max(axis=dim, keepdims=True))
         xp.exp(e, out=e)
@@ -65,6 +69,8 @@ class Softmax(Function):
     @staticmethod
     def backward_arrays(ctx, g):  # y * (g - sum(g * y)), with one temporary
         y = ctx.saved_array(0)
+        if ctx.attrs["dim"] == y.ndim - 1 and _c_eager.takes(y, g):
+            return _cpu_backward(g, y, False)
         gx = _xp(g).subtract(g, _rowdot(g, y, ctx.attrs["dim"]))
         gx *= y
         return gx
@@ -76,6 +82,10 @@ class LogSoftmax(Function):
         xp = _xp(x)
         if x.size == 0:
             out = x.copy()
+            ctx.save_for_backward(out)
+            return out
+        if dim == x.ndim - 1 and _c_eager.takes(x):
+            out = _cpu_forward(x, True)
             ctx.save_for_backward(out)
             return out
         out = xp.subtract(x, x.max(axis=dim, keepdims=True))
@@ -90,6 +100,8 @@ class LogSoftmax(Function):
     @staticmethod
     def backward_arrays(ctx, g):
         y = ctx.saved_array(0)
+        if ctx.attrs["dim"] == y.ndim - 1 and _c_eager.takes(y, g):
+            return _cpu_backward(g, y, True)
         xp = _xp(y)
         gx = xp.exp(y)
         gx *= g.sum(axis=ctx.attrs["dim"], keepdims=True)
@@ -98,10 +110,20 @@ class LogSoftmax(Function):
 
 
 # ---------------------------------------------------------------- the fused ops
+def _forward_op(log):
+    return log_softmax if log else softmax
+
+
 def _cpu_forward(x, log):
     """Rows in cache-sized chunks, each shifted, exponentiated and normalised in place in
-    the output: the forward allocates only the output (plus per-row scalars)."""
+    the output: the forward allocates only the output (plus per-row scalars). Big
+    float32/float64 inputs run the op's C kernel instead (kernels/c_eager.py)."""
     n = x.shape[-1]
+    if _c_eager.takes(x):
+        fn = _forward_op(log)
+        got = _c_eager.run(fn.__name__, lambda t: fn(t, -1), [x.reshape(-1, n)], ("rn",))
+        if got is not None:
+            return got[0].reshape(x.shape)
     x2 = x.reshape(-1, n)
     out = np.empty(x.shape, x.dtype)
     o2 = out.reshape(-1, n)
@@ -123,6 +145,14 @@ def _cpu_forward(x, log):
 
 def _cpu_backward(g, y, log):
     n = y.shape[-1]
+    if _c_eager.takes(y, g):
+        # the compiled backward's formula (the op's `backward`), so the same bits as tt.compile's
+        grad = _log_softmax_grad if log else _softmax_grad
+        got = _c_eager.run(("log_softmax" if log else "softmax") + "_backward",
+                           lambda yt, gt: grad(gt, yt, -1), [y.reshape(-1, n), g.reshape(-1, n)],
+                           ("rn", "rn"))
+        if got is not None:
+            return got[0].reshape(y.shape)
     g2, y2 = g.reshape(-1, n), y.reshape(-1, n)
     gx = np.empty(y.shape, y.dtype)
     d2 = gx.reshape(-1, n)

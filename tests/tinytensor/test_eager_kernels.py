@@ -1,0 +1,249 @@
+"""Eager C kernels (kernels/c_eager.py, kernels/c_rows.py): each hot op's C path against its
+NumPy path (the reference, TINYTENSOR_EAGER_KERNELS=0) and against torch in float64, the
+compiled replay's bits, the bits at one and two threads, and the fallbacks."""
+import numpy as np
+import pytest
+import torch
+
+import tinytensor as tt
+from tinytensor import functional as F
+from tinytensor.compiler import cache_disk
+from tinytensor.kernels import c_eager
+
+try:
+    cache_disk.find_compiler()
+    HAVE_CC = True
+except cache_disk.CompilerNotFound:
+    HAVE_CC = False
+needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+
+SHAPE = (136, 256)   # 34816 elements: just past MIN_ELEMENTS
+TF = torch.nn.functional
+
+
+def _w(dt):
+    return np.linspace(-1.5, 1.5, SHAPE[-1]).astype(dt)
+
+
+# name: (kernel names that must run, tinytensor fn, torch fn, tolerance float32, float64)
+CASES = {
+    "softmax": (("softmax", "softmax_backward"), lambda x: F.softmax(x, -1),
+                lambda x: torch.softmax(x, -1), 1e-6, 1e-15),
+    "log_softmax": (("log_softmax", "log_softmax_backward"), lambda x: F.log_softmax(x, -1),
+                    lambda x: torch.log_softmax(x, -1), 1e-5, 1e-14),
+    "layer_norm": (("layer_norm", "layer_norm_backward"),
+                   lambda x: F.layer_norm(x, (SHAPE[-1],), tt.tensor(_w(x.dtype.np)), tt.tensor(_w(x.dtype.np)[::-1].copy())),
+                   lambda x: TF.layer_norm(x, (SHAPE[-1],), torch.tensor(_w(np.float64)), torch.tensor(_w(np.float64)[::-1].copy())),
+                   1e-5, 1e-13),
+    "rms_norm": (("rms_norm", "rms_norm_backward"), lambda x: F.rms_norm(x, (SHAPE[-1],), tt.tensor(_w(x.dtype.np))),
+                 lambda x: TF.rms_norm(x, (SHAPE[-1],), torch.tensor(_w(np.float64))), 1e-5, 1e-13),
+    "tanh": (("tanh", "tanh_backward"), lambda x: x.tanh(), torch.tanh, 1e-6, 1e-15),
+    "sigmoid": (("sigmoid", "sigmoid_backward"), lambda x: x.sigmoid(), torch.sigmoid, 1e-6, 1e-15),
+    "silu": (("silu", "silu_backward"), F.silu, TF.silu, 1e-5, 1e-14),
+    "gelu_tanh": (("gelu_tanh", "gelu_tanh_backward"), lambda x: F.gelu(x, approximate="tanh"),
+                  lambda x: TF.gelu(x, approximate="tanh"), 1e-5, 1e-14),
+    "gelu": (("gelu_erf", "gelu_erf_backward"), F.gelu, TF.gelu, 1e-5, 1e-14),
+    "erf": (("erf", "erf_backward"), lambda x: x.erf(), torch.erf, 1e-6, 1e-15),
+}
+
+
+def _fwd_bwd(fn, x, g):
+    X = tt.tensor(x, requires_grad=True)
+    y = fn(X)
+    y.backward(tt.tensor(g))
+    return y.detach().numpy(), X.grad.numpy()
+
+
+def _data(dt, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(SHAPE) * 3).astype(dt)
+    x[0, :6] = [0.0, -0.0, 20.0, -20.0, 1e-6, -1e-6]
+    return x, rng.standard_normal(SHAPE).astype(dt)
+
+
+# each case compiles two kernels the first time (seconds on a cold cache): two in CI, every
+# case and dtype in the slow run
+_FAST = {("softmax", np.float32), ("gelu", np.float32)}
+
+
+@needs_cc
+@pytest.mark.parametrize("case,dt", [pytest.param(c, d, marks=() if (c, d) in _FAST else pytest.mark.slow)
+                                     for c in sorted(CASES) for d in (np.float32, np.float64)])
+def test_the_c_path_runs_and_agrees_with_numpy_and_torch(case, dt):
+    names, fn, tfn, tol32, tol64 = CASES[case]
+    x, g = _data(dt)
+    before = {n: c_eager.calls.get(n, 0) for n in names}
+    y, gx = _fwd_bwd(fn, x, g)
+    assert all(c_eager.calls.get(n, 0) > before[n] for n in names), (case, c_eager.calls)
+    prev = c_eager.set_enabled(False)
+    try:
+        yn, gn = _fwd_bwd(fn, x, g)
+    finally:
+        c_eager.set_enabled(prev)
+    X = torch.tensor(x.astype(np.float64), requires_grad=True)
+    yt = tfn(X)
+    yt.backward(torch.tensor(g.astype(np.float64)))
+    tol = tol32 if dt == np.float32 else tol64
+    scale_y, scale_g = max(1.0, np.abs(yn).max()), max(1.0, np.abs(gn).max())
+    for got, numpy_, ref, scale in ((y, yn, yt.detach().numpy(), scale_y), (gx, gn, X.grad.numpy(), scale_g)):
+        assert got.dtype == dt and got.shape == SHAPE
+        # the C path is as close to torch's float64 as NumPy's path is (a few ulps more at most)
+        assert np.abs(got - ref).max() <= np.abs(numpy_ - ref).max() + tol * scale, case
+        assert np.abs(got - numpy_).max() <= 2 * tol * scale, case
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_topk_is_numpy_s_stable_order_ties_and_nan_included(dt):
+    x, _ = _data(dt)
+    x[1, 10:40] = 2.5           # ties: the lower index first
+    x[2, :] = 0.0
+    x[2, 7] = -0.0              # -0 ties with 0
+    x[3, [4, 9, 200]] = np.nan  # nan after every number, in both directions
+    x[4, :] = np.nan
+    for largest in (True, False):
+        before = c_eager.calls.get("topk", 0)
+        v, i = tt.tensor(x).topk(8, -1, largest=largest)
+        assert c_eager.calls.get("topk", 0) == before + 1
+        prev = c_eager.set_enabled(False)
+        try:
+            vn, iN = tt.tensor(x).topk(8, -1, largest=largest)
+        finally:
+            c_eager.set_enabled(prev)
+        np.testing.assert_array_equal(i.numpy(), iN.numpy())
+        np.testing.assert_array_equal(v.numpy(), vn.numpy())
+        xs = x[5:]   # rows without nan: torch's values (its tie order is its own)
+        tv, _ = torch.tensor(xs).topk(8, -1, largest=largest)
+        np.testing.assert_array_equal(v.numpy()[5:], tv.numpy())
+
+
+@needs_cc
+@pytest.mark.parametrize("causal", [True, False])
+def test_flash_attention_blocks_agree_with_numpy_and_torch(causal):
+    rng = np.random.default_rng(1)
+    q, k, v, g = (rng.standard_normal((2, 4, 70, 32)) for _ in range(4))   # 2*4*70*70 scores < MIN
+    k, v = (np.concatenate([a] * 3, axis=2) for a in (k, v))                # 70 x 210: past MIN
+
+    def run():
+        Q, K, V = (tt.tensor(a, requires_grad=True) for a in (q, k, v))
+        o = F.scaled_dot_product_attention(Q, K, V, is_causal=causal)
+        o.backward(tt.tensor(g))
+        return [o.detach().numpy(), Q.grad.numpy(), K.grad.numpy(), V.grad.numpy()]
+    before = (c_eager.calls.get("flash_fwd", 0), c_eager.calls.get("flash_bwd", 0))
+    got = run()
+    assert (c_eager.calls.get("flash_fwd", 0), c_eager.calls.get("flash_bwd", 0)) > before
+    prev = c_eager.set_enabled(False)
+    try:
+        ref = run()
+    finally:
+        c_eager.set_enabled(prev)
+    Q, K, V = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    o = TF.scaled_dot_product_attention(Q, K, V, is_causal=causal)
+    o.backward(torch.tensor(g))
+    for a, b, t in zip(got, ref, [o.detach().numpy(), Q.grad.numpy(), K.grad.numpy(), V.grad.numpy()]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(a, t, rtol=0, atol=1e-13)
+
+
+@needs_cc
+@pytest.mark.parametrize("case", ["layer_norm", "softmax"])
+def test_a_compiled_replay_gives_the_eager_kernel_s_bits(case):
+    """tt.compile's promise (a replay computes eager's bits) holds by construction: the eager
+    kernel is the compiler's kernel of the same decomposition."""
+    _, fn, _, _, _ = CASES[case]
+    x, _ = _data(np.float32)
+    eager = fn(tt.tensor(x)).numpy()
+    compiled = tt.compile(fn, backend="c")
+    compiled(tt.tensor(x))                       # the capture's call
+    np.testing.assert_array_equal(compiled(tt.tensor(x)).numpy(), eager)
+
+
+@needs_cc
+def test_results_do_not_depend_on_the_thread_count():
+    from tinytensor.compiler.codegen import threads
+    blas = threads.blas()
+    if blas is None or (__import__("os").cpu_count() or 1) < 2:
+        pytest.skip("needs OpenBLAS (whose thread count the kernels follow) and two cores")
+    x, g = _data(np.float32)
+    x = np.concatenate([x] * 8)   # past SPLIT_ELEMENTS: split over the pool's threads
+    g = np.concatenate([g] * 8)
+    before = blas.get()
+    outs = []
+    try:
+        for n in (1, 2):
+            blas.set(n)
+            outs.append([_fwd_bwd(CASES[c][1], x, g) for c in ("softmax", "gelu")])
+    finally:
+        blas.set(before)
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_small_calls_and_the_switch_run_numpy(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)   # below MIN_ELEMENTS
+    before = dict(c_eager.calls)
+    F.softmax(tt.tensor(x), -1)
+    prev = c_eager.set_enabled(False)
+    try:
+        F.softmax(tt.tensor(np.resize(x, SHAPE)), -1)
+    finally:
+        c_eager.set_enabled(prev)
+    assert c_eager.calls == before
+    assert not c_eager._env_on("0") and not c_eager._env_on(" off ") and not c_eager._env_on("No")
+    assert c_eager._env_on(None) and c_eager._env_on("1")
+
+
+def test_without_a_c_compiler_eager_runs_numpy(monkeypatch):
+    def missing():
+        raise cache_disk.CompilerNotFound("no cc (test)")
+    monkeypatch.setattr(cache_disk, "find_compiler", missing)
+    monkeypatch.setattr(c_eager, "_compiler", [])
+    x, g = _data(np.float32)
+    before = dict(c_eager.calls)
+    y, gx = _fwd_bwd(F.gelu, x, g)
+    assert c_eager.calls == before and np.isfinite(y).all() and np.isfinite(gx).all()
+
+
+@needs_cc
+def test_a_kernel_built_inside_record_leaves_one_node_on_the_tape(monkeypatch):
+    """The kernel's own capture (its first use) must not record onto the user's tape."""
+    monkeypatch.setattr(c_eager, "_kernels", {})   # built afresh here (the disk cache still serves)
+    x, _ = _data(np.float32)
+    with tt.record() as tape:
+        y = tt.tensor(x).tanh()
+    assert c_eager.calls.get("tanh", 0) >= 1
+    assert [n.fn.__name__ for n in tape.nodes] == ["Tanh"], [n.fn.__name__ for n in tape.nodes]
+    assert y.shape == SHAPE
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_the_norm_kernels_give_the_reference_decomposition_s_bits(dt):
+    """Exactly rounded ops: the C kernel's sums are NumPy's pairwise sums, so layer_norm and
+    rms_norm equal the reference ops (fusion off: NumPy's mean, sqrt, 1/x) bit for bit."""
+    x, _ = _data(dt)
+    w, b = tt.tensor(_w(dt)), tt.tensor(_w(dt)[::-1].copy())
+    before = c_eager.calls.get("layer_norm", 0), c_eager.calls.get("rms_norm", 0)
+    got = [F.layer_norm(tt.tensor(x), (SHAPE[-1],), w, b).numpy(), F.rms_norm(tt.tensor(x), (SHAPE[-1],), w).numpy()]
+    assert (c_eager.calls.get("layer_norm", 0), c_eager.calls.get("rms_norm", 0)) > before
+    with tt.kernels.use_fusion(False):
+        ref = [F.layer_norm(tt.tensor(x), (SHAPE[-1],), w, b).numpy(), F.rms_norm(tt.tensor(x), (SHAPE[-1],), w).numpy()]
+    for a, r in zip(got, ref):
+        assert a.tobytes() == r.tobytes()
+
+
+@needs_cc
+def test_a_kernel_first_built_inside_tt_compile_s_capture_is_eager_s(monkeypatch):
+    """A kernel first needed while tt.compile captures a step is captured apart from it:
+    before, the outer capture's guards made its sizes fixed (the kernel then wrote 53
+    elements of 34816), and its ops landed on the step's tape."""
+    monkeypatch.setattr(c_eager, "_kernels", {})
+    x, _ = _data(np.float32)
+    step = tt.compile(lambda t: F.silu(t) * 2.0, backend="numpy")
+    first = step(tt.tensor(x)).numpy()            # the capture: builds the silu kernel
+    assert c_eager._kernels and all(k is not None for k in c_eager._kernels.values())
+    again = step(tt.tensor(x)).numpy()            # the interpreter's replay
+    eager = (F.silu(tt.tensor(x)) * 2.0).numpy()
+    assert first.tobytes() == eager.tobytes() == again.tobytes()
+    assert len(step.programs[0].instrs) == 2      # silu and mul: nothing of the kernel's capture

@@ -1,0 +1,239 @@
+"""Eager C kernels the compiler cannot generate from a decomposition yet: the exact GELU and
+erf (until the codegen emits erf: their math is tt_math.h's `tt_erf*`/`tt_gelu_erf*`, the
+functions it will emit) and top-k over the last dim (a selection, no IR op).
+
+Same machinery as kernels/c_eager.py: the same flags, header and private disk cache
+(codegen/c.py FLAGS, compiler/cache_disk.py), the `name_part(b, n, part, parts)` entry the
+C pool (codegen/c_pool.py) splits over threads, each part a range of elements or rows, so
+results do not depend on the thread count; the same switch (`c_eager.enabled`) and the
+same fallback to NumPy. Each function returns None where NumPy must compute.
+"""
+import ctypes
+import threading
+
+import numpy as np
+
+from . import c_eager
+
+TOPK_MAX = 64   # a row's k best kept by insertion: O(n k) at worst, for the small k of top-k
+_libs = {}      # (kind, dtype char) -> (whole, part address) or None
+_lock = threading.Lock()
+_CT = {"f": "float", "d": "double"}
+
+
+def _elementwise_source(name, ct, n_in, expr):
+    """C of an elementwise kernel p0[j] = expr(x1[j], ...) over n[0] elements."""
+    params = ", ".join([f"{ct} *restrict p0"] + [f"const {ct} *restrict p{k}" for k in range(1, n_in + 1)])
+    loads = " ".join(f"const {ct} x{k} = p{k}[j];" for k in range(1, n_in + 1))
+    args = ", ".join(["(" + ct + " *)b[0]"] + [f"(const {ct} *)b[{k}]" for k in range(1, n_in + 1)])
+    return f"""
+static inline __attribute__((always_inline)) void {name}_body({params}, const int64_t s0, int64_t part, int64_t parts) {{
+    const int64_t lo = tt_part_start(s0, part, parts, 16), hi = tt_part_start(s0, part + 1, parts, 16);
+    for (int64_t j = lo; j < hi; j++) {{ {loads} p0[j] = {expr}; }}
+}}
+{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    {name}_body({args}, n[0], part, parts);
+}}
+"""
+
+
+def _topk_source(name, ct, largest):
+    """C of top-k over rows: n = (rows, row length, k); writes k int64 indices per row, in
+    the order of NumPy's stable argsort of -x (largest) or x: best first, ties in index
+    order, nan after every number (argsort puts nan last either way)."""
+    cmp = ">" if largest else "<"
+    return f"""
+/* whether a (at index ia) comes before b (at ib): nan last, ties by index */
+static inline int {name}_before({ct} a, int64_t ia, {ct} b, int64_t ib) {{
+    if (a != a) return b != b && ia < ib;
+    if (b != b) return 1;
+    return a {cmp} b || (a == b && ia < ib);
+}}
+{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    int64_t *restrict out = (int64_t *)b[0];
+    const {ct} *restrict x = (const {ct} *)b[1];
+    const int64_t rows = n[0], len = n[1], k = n[2];
+    const int64_t lo = tt_part_start(rows, part, parts, 1), hi = tt_part_start(rows, part + 1, parts, 1);
+    {ct} val[{TOPK_MAX}];
+    for (int64_t r = lo; r < hi; r++) {{
+        const {ct} *row = x + r * len;
+        int64_t *idx = out + r * k;
+        int64_t m = 0;   /* kept so far, best first */
+        for (int64_t j = 0; j < len; j++) {{
+            const {ct} v = row[j];
+            if (m == k && !{name}_before(v, j, val[m - 1], idx[m - 1])) continue;
+            int64_t p = m < k ? m++ : k - 1;   /* the place freed at the end */
+            while (p > 0 && {name}_before(v, j, val[p - 1], idx[p - 1])) {{
+                val[p] = val[p - 1]; idx[p] = idx[p - 1]; p--;
+            }}
+            val[p] = v; idx[p] = j;
+        }}
+    }}
+}}
+"""
+
+
+def _flash_source(name, ct, backward):
+    """C of flash attention's per-block softmax step on the CPU (ops/attention.py), rows of
+    scores s (rows, n) in place; n = (rows, n, rows per head block lq, first query i0, first
+    key j0, causal). A key after its query (causal, top-left aligned) is masked.
+    Forward (buffers s, m, l, corr, per row m and l updated): m' = max(m, max s), c =
+    exp(m - m') (m' = -inf counts as 0), s = exp(s - m'), l = l c + sum s.
+    Backward (buffers s, m, logl): s = exp((s - m) - logl), the probabilities."""
+    sfx = "f" if ct == "float" else ""
+    head = f"""{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    {ct} *restrict s = ({ct} *)b[0];
+    const int64_t rows = n[0], len = n[1], lq = n[2], i0 = n[3], j0 = n[4], causal = n[5];
+    const int64_t lo = tt_part_start(rows, part, parts, 1), hi = tt_part_start(rows, part + 1, parts, 1);
+"""
+    if backward:
+        return head + f"""    const {ct} *restrict m = (const {ct} *)b[1], *restrict logl = (const {ct} *)b[2];
+    for (int64_t r = lo; r < hi; r++) {{
+        {ct} *restrict row = s + r * len;
+        const int64_t i = i0 + r % lq;
+        int64_t end = causal ? i - j0 + 1 : len;
+        end = end < 0 ? 0 : (end > len ? len : end);
+        const {ct} mr = m[r], lr = logl[r];
+        for (int64_t j = 0; j < end; j++) row[j] = tt_exp{sfx}((row[j] - mr) - lr);
+        for (int64_t j = end; j < len; j++) row[j] = 0;
+    }}
+}}
+"""
+    return head + f"""    {ct} *restrict m = ({ct} *)b[1], *restrict l = ({ct} *)b[2], *restrict corr = ({ct} *)b[3];
+    for (int64_t r = lo; r < hi; r++) {{
+        {ct} *restrict row = s + r * len;
+        const int64_t i = i0 + r % lq;
+        int64_t end = causal ? i - j0 + 1 : len;
+        end = end < 0 ? 0 : (end > len ? len : end);
+        {ct} mx = -INFINITY;
+        for (int64_t j = 0; j < end; j++) mx = (row[j] > mx || row[j] != row[j]) ? row[j] : mx;
+        const {ct} old = m[r];
+        const {ct} mn = (old > mx || old != old) ? old : mx;     /* np.maximum: nan wins */
+        const {ct} safe = mn == -INFINITY ? 0 : mn;
+        const {ct} c = tt_exp{sfx}(old - safe);
+        for (int64_t j = 0; j < end; j++) row[j] = tt_exp{sfx}(row[j] - safe);
+        for (int64_t j = end; j < len; j++) row[j] = 0;
+        {ct} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+        int64_t j = 0;
+        for (; j + 8 <= end; j += 8)
+            for (int k = 0; k < 8; k++) acc[k] += row[j + k];
+        {ct} sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        for (; j < end; j++) sum += row[j];
+        l[r] = l[r] * c + sum;
+        corr[r] = c;
+        m[r] = mn;
+    }}
+}}
+"""
+
+
+def flash_block(s, m, l, i0, j0, causal):
+    """Flash attention's forward step on a block of scores s (..., lq, n), in place: the
+    probabilities (unnormalised), m and l updated; returns the per-row rescale factor of the
+    old output, or None (NumPy does the step)."""
+    if not c_eager.enabled() or not c_eager.takes(s, m, l) or s.ndim < 2:
+        return None
+    lib = _load("flash_fwd", s.dtype.char, lambda name, ct: _flash_source(name, ct, False))
+    if lib is None:
+        return None
+    corr = np.empty(m.shape, m.dtype)
+    rows = s.size // s.shape[-1]
+    _call(lib, [s, m, l, corr], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size, "flash_fwd")
+    return corr
+
+
+def flash_probs(s, m, logl, i0, j0, causal):
+    """Flash attention's backward probabilities exp((s - m) - log l) of a block of scores,
+    in place (masked keys 0); False where NumPy must compute them."""
+    if not c_eager.enabled() or not c_eager.takes(s, m, logl) or s.ndim < 2:
+        return False
+    lib = _load("flash_bwd", s.dtype.char, lambda name, ct: _flash_source(name, ct, True))
+    if lib is None:
+        return False
+    rows = s.size // s.shape[-1]
+    _call(lib, [s, m, logl], [rows, s.shape[-1], s.shape[-2], i0, j0, int(causal)], s.size, "flash_bwd")
+    return True
+
+
+def _clones():
+    from ..compiler.codegen import c
+    return c._CLONES
+
+
+def _load(kind, char, source_fn):
+    key = (kind, char)
+    got = _libs.get(key, False)
+    if got is not False:
+        return got
+    with _lock:
+        got = _libs.get(key, False)
+        if got is False:
+            from ..compiler import cache_disk
+            from ..compiler.codegen import c
+            name = f"tt_eager_{kind}_{char}"
+            source = "\n".join([c.INCLUDE, source_fn(name, _CT[char])])
+            try:
+                with open(c.HEADER) as f:
+                    lib = cache_disk.load(source, c.FLAGS, extra=f.read())
+                part = getattr(lib, f"{name}_part")
+                part.restype = None
+                part.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
+                got = (part, ctypes.cast(part, ctypes.c_void_p).value)
+            except (cache_disk.CompilerNotFound, cache_disk.CompileError):
+                got = None
+            _libs[key] = got
+    return got
+
+
+def _call(lib, arrays, sizes, work, name):
+    """Run a loaded kernel on `arrays` (outputs first) with sizes `sizes`: split over the
+    pool's threads when `work` (elements) is big."""
+    from ..compiler.codegen import threads
+    c_eager.calls[name] = c_eager.calls.get(name, 0) + 1
+    n = (ctypes.c_int64 * len(sizes))(*sizes)
+    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    count = threads.default_threads()
+    pool = threads.pool(count) if count > 1 and work >= threads.SPLIT_ELEMENTS else None
+    if pool is not None:
+        pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
+    else:
+        lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
+
+
+# kind -> (inputs, C expression of x1 (x2): float form, double form): the functions the
+# codegen emits for the exact GELU, its slope and erf, so compiled and eager agree
+_EXPRS = {
+    "gelu_erf": (1, "tt_gelu_erff(x1)", "tt_gelu_erf(x1)"),
+    "gelu_erf_backward": (2, "x2 * tt_gelu_erf_slopef(x1)", "x2 * tt_gelu_erf_slope(x1)"),
+    "erf": (1, "tt_erff(x1)", "tt_erf(x1)"),
+}
+
+
+def elementwise(kind, *arrays):
+    """The exact GELU ("gelu_erf"), its backward g * slope ("gelu_erf_backward", on (x, g))
+    or erf of arrays of one shape: the result, or None."""
+    a = arrays[0]
+    if not c_eager.enabled() or not c_eager.takes(*arrays) or any(b.shape != a.shape for b in arrays):
+        return None
+    n_in, f, d = _EXPRS[kind]
+    lib = _load(kind, a.dtype.char, lambda name, ct: _elementwise_source(name, ct, n_in, f if ct == "float" else d))
+    if lib is None:
+        return None
+    out = np.empty(a.shape, a.dtype)
+    _call(lib, [out, *arrays], [a.size], a.size, kind)
+    return out
+
+
+def topk_indices(x, k, largest):
+    """(rows..., k) int64 indices of the k best of each last-dim row of x, or None."""
+    if not (0 < k <= TOPK_MAX) or x.ndim == 0 or not c_eager.enabled() or not c_eager.takes(x):
+        return None
+    lib = _load("topk_max" if largest else "topk_min", x.dtype.char,
+                lambda name, ct: _topk_source(name, ct, largest))
+    if lib is None:
+        return None
+    n = x.shape[-1]
+    rows = x.size // n
+    out = np.empty(x.shape[:-1] + (k,), np.int64)
+    _call(lib, [out, x], [rows, n, k], x.size, "topk")
+    return out
