@@ -164,8 +164,13 @@ def test_leaves_held_across_calls_keep_their_values():
 
 def test_the_long_run_program_fuzzes_and_lists_its_features(capsys):
     from tools import fuzz_compile
-    assert fuzz_compile.main(["--programs", "2", "--seed", "3", "--backends", "numpy"]) == 0
-    assert "2 programs x 1 backends" in capsys.readouterr().out
+    assert fuzz_compile.main(["--programs", "2", "--seed", "3", "--backends", "numpy",
+                              "--progress-every", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 programs x 1 backends" in out
+    # stdout is not a terminal here (a log): a plain progress line per program asked for
+    assert "fuzz: 1/2 programs (seeds 3-3), 0 failures" in out
+    assert "fuzz: 2/2 programs (seeds 3-4), 0 failures" in out
     assert fuzz_compile.main(["--list-features"]) == 0
     listed = capsys.readouterr().out
     assert all(name in listed for name in FEATURES) and listed.count("off by default") == len(KNOWN_BUGS)
