@@ -12,6 +12,7 @@ from ..dtypes import BF16_NP, is_floating_np
 from ..messages import plain
 from ..core.function import Function
 from ..core.grad_mode import STATE
+from ..core.primitives import summand
 from ..core.tensor import Tensor
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
                           minimum, mul, sign, where)
@@ -60,6 +61,7 @@ def _expand_back(g, in_shape, dims, keepdim):
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
+        x = summand(x)   # added in the order of the indices, whatever x's layout
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
             return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.sum(axis=dims, keepdims=keepdim)
