@@ -13,6 +13,7 @@ import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
+from ..core.primitives import summand
 from ..dtypes import finfo, float32, promote
 from ..kernels import cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
@@ -101,9 +102,10 @@ class LayerNormCore(_NormCore):
     @staticmethod
     def forward(ctx, x, dims, eps):
         xp = _xp(x)
-        mu = x.mean(axis=dims, keepdims=True)
+        # sums read C-contiguous arrays (summand): the order tt.compile's kernels add in
+        mu = summand(x).mean(axis=dims, keepdims=True)
         xc = x - mu
-        rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps)
+        rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
         xhat = (xc * rstd).astype(x.dtype, copy=False)
         ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), False
         ctx.save_for_backward(x, xhat)   # the output itself: backward differentiates through it
@@ -117,7 +119,7 @@ class RMSNormCore(_NormCore):
     @staticmethod
     def forward(ctx, x, dims, eps):
         xp = _xp(x)
-        rrms = 1.0 / xp.sqrt((x * x).mean(axis=dims, keepdims=True) + eps)
+        rrms = 1.0 / xp.sqrt(summand(x * x).mean(axis=dims, keepdims=True) + eps)
         out = (x * rrms).astype(x.dtype, copy=False)
         ctx.rstd, ctx.rms = rrms.astype(x.dtype, copy=False), True
         ctx.save_for_backward(x, out)

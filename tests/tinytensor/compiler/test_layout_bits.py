@@ -20,8 +20,8 @@ def _bits(a):
 @pytest.mark.parametrize("dim", [None, -1, 0, (0, 1)])
 def test_eager_sums_do_not_depend_on_the_layout(dim):
     x = np.random.default_rng(1).standard_normal((37, 45)).astype(np.float32) * 100
-    c, t = tt.tensor(x), tt.tensor(np.ascontiguousarray(x.T).T)     # same values, transposed
-    s = tt.tensor(np.repeat(x, 2, axis=1)[:, ::2])                  # a strided view
+    c, t = tt.tensor(x), tt.from_numpy(np.ascontiguousarray(x.T).T)     # same values, transposed
+    s = tt.from_numpy(np.repeat(x, 2, axis=1)[:, ::2])                  # a strided view
     want = c.sum(dim=dim).numpy()
     assert np.array_equal(_bits(t.sum(dim=dim).numpy()), _bits(want))
     assert np.array_equal(_bits(s.sum(dim=dim).numpy()), _bits(want))
@@ -53,3 +53,20 @@ SELECTED = _prog([Input("p0", "param", (16, 3, 5)), Input("i0", "index", (3,), h
 def test_exactly_rounded_programs_are_bitwise_on_every_layout(prog, backend):
     assert prog.exact is True
     assert run_program(prog, backend) is None
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_a_compiled_reference_norm_gives_eagers_bits_on_a_transposed_input(op):
+    # the compiler writes these as their NumPy ops (passes/fuse.py lower_composites: sums,
+    # divisions, a correctly rounded 1/sqrt), exactly rounded: C kernels give their bits
+    # when the reference ops' own sums read C-contiguous arrays, as Sum's do
+    import tinytensor.functional as F
+    norm = F.layer_norm if op == "layer_norm" else F.rms_norm
+    x = np.random.default_rng(2).standard_normal((16, 37)).astype(np.float32) * 3
+    xt = np.ascontiguousarray(x.T).T
+    with tt.kernels.use_fusion(False):      # the reference op, which a capture records
+        want = norm(tt.tensor(x) * 1.0, (37,)).numpy()
+        want_t = norm(tt.from_numpy(xt) * 1.0, (37,)).numpy()
+    compiled = tt.compile(lambda a: norm(a * 1.0, (37,)), backend="c")
+    assert np.array_equal(_bits(compiled(tt.tensor(x)).numpy()), _bits(want))
+    assert np.array_equal(_bits(compiled(tt.from_numpy(xt)).numpy()), _bits(want_t))
