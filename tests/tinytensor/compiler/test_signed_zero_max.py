@@ -69,3 +69,16 @@ def test_the_fuzz_program_of_seed_100141_is_bitwise():
     want = (tt.tensor(p0) * 0.0).amax(dim=3).numpy()
     assert np.array_equal(_bits(got), _bits(want))
     assert not np.signbit(want).any()          # every row holds a +0.0 (p0 > 0 somewhere)
+
+
+def test_a_cuda_row_max_on_the_host_gives_eagers_bits_on_tied_zeros(tmp_path):
+    # the CUDA backend's row max (one thread per row, RowKernel's scalar scan) rescans a zero
+    # max too; its kernels compiled as C++ for the host, as test_codegen_cuda does
+    from tinytensor.compiler.passes import fuse
+    from .helpers import captured
+    from .test_codegen_cuda import host_runner
+    x = _zero_rows(37, rows=16, seed=2)
+    program, want, inputs = captured(lambda a: ((a * 1.0).amax(dim=-1),), (tt.tensor(x),))
+    got = host_runner(fuse.run(program), tmp_path)(inputs)
+    assert np.array_equal(_bits(got[0]), _bits(want[0]))
+    assert np.array_equal(_bits(want[0]), _bits(_ieee(x, True)))

@@ -518,7 +518,9 @@ class RowKernel:
         zero = [f"if ({acc} == 0) {{", f"    {acc} = {_lit(-0.0, t)};", *("    " + x for x in self.pragma),
                 f"    for ({self.itype} j = 0; j < {self.n}; j++) {{", *("        " + x for x in pre),
                 f"        const {t} e = {elem};",
-                f"        if (e == 0 && !signbit(e)) {{ {acc} = {_lit(0.0, t)}; break; }}", "    }", "}"]
+                # copysign, not signbit: a macro in C, std::signbit in C++ (the CUDA host tests)
+                f"        if (e == 0 && {'copysignf' if t == 'float' else 'copysign'}({_lit(1.0, t)}, e) > 0) "
+                f"{{ {acc} = {_lit(0.0, t)}; break; }}", "    }", "}"]
         L = self.max_lanes
         if not L or t not in VECTOR:
             return [f"{t} {acc};", *scan, *zero]
