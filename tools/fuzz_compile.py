@@ -46,6 +46,9 @@ def main(argv=None):
     ap.add_argument("--disable", default="", help="features to leave out (comma-separated)")
     ap.add_argument("--max-ops", type=int, default=8, help="ops per program, at most")
     ap.add_argument("--no-shrink", action="store_true", help="report failures as drawn")
+    ap.add_argument("--progress-every", type=int, default=10, metavar="N",
+                    help="when stdout is not a terminal (a log file), print a plain progress "
+                         "line every N programs (default 10)")
     ap.add_argument("--list-features", action="store_true",
                     help="print the features (and the known bugs that keep some off) and exit")
     args = ap.parse_args(argv)
@@ -57,13 +60,19 @@ def main(argv=None):
     features = features_of(args)
     backends = tuple(b for b in args.backends.split(",") if b)
     bar = progress(range(args.seed, args.seed + args.programs), "fuzz")
-    seen = [0]
+    seen, done = [0], [0]
+    # the bar redraws one terminal line; a log (nohup, CI) gets a plain line now and then
+    plain = not sys.stdout.isatty() and args.progress_every > 0
 
     def on_program(seed, failures):
         for f in failures[seen[0]:]:
             bar.write(f.report() + "\n")
         seen[0] = len(failures)
         bar.set(failures=len(failures), seed=seed)
+        done[0] += 1
+        if plain and (done[0] % args.progress_every == 0 or done[0] == args.programs):
+            print(f"fuzz: {done[0]}/{args.programs} programs (seeds {args.seed}-{seed}), "
+                  f"{len(failures)} failures, {time.perf_counter() - start:.0f} s", flush=True)
 
     start = time.perf_counter()
     failures = fuzz(bar, features, backends, shrink_failures=not args.no_shrink,

@@ -228,3 +228,49 @@ def test_softmax_backward_in_ops_is_as_accurate_as_on_arrays(fusion):
     arrays = np.abs(grad(np.float32, False) - exact).max()
     in_ops = np.abs(grad(np.float32, True) - exact).max()
     assert in_ops <= 2 * arrays + 4 * np.finfo(np.float32).eps * np.abs(exact).max()
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_norm_backward_in_ops_is_as_accurate_as_on_arrays(rms):
+    # found by the tt.compile fuzzer (issue 22, seed 100074): a compiled step records
+    # `backward`, which rebuilt xhat from x in ops; on rows whose variance is tiny beside eps
+    # its mean rounds apart from the forward's, and that shift is all of xhat's small part:
+    # 7x eager's float32 error in the gradient. Now it uses the forward's xhat, as eager does
+    rng = np.random.default_rng(12)
+    a = 3.0 + 3e-3 * rng.standard_normal((6, 5))            # nearly constant rows
+    c = rng.standard_normal((6, 5))
+    norm = (lambda t: F.rms_norm(t, (5,))) if rms else (lambda t: F.layer_norm(t, (5,)))
+
+    def grad(dtype, create_graph):
+        x = tt.tensor(a.astype(dtype), requires_grad=True)
+        with tt.kernels.use_fusion(False):
+            y = norm(x)
+            (y * tt.tensor(c.astype(dtype)) + y * y).sum().backward(create_graph=create_graph)
+        return x.grad.detach().numpy().astype(np.float64)
+    exact = grad(np.float64, False)
+    arrays = np.abs(grad(np.float32, False) - exact).max()
+    in_ops = np.abs(grad(np.float32, True) - exact).max()
+    assert in_ops <= 2 * arrays + 4 * np.finfo(np.float32).eps * np.abs(exact).max(), (in_ops, arrays)
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_norm_backward_in_ops_differentiates_again_as_torch(rms):
+    import torch
+    rng = np.random.default_rng(3)
+    a, c = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+
+    def tt_side():
+        x = tt.tensor(a, requires_grad=True)
+        with tt.kernels.use_fusion(False):
+            y = F.rms_norm(x, (6,)) if rms else F.layer_norm(x, (6,))
+            (g,) = tt.grad((y * tt.tensor(c)).sum(), [x], create_graph=True)
+            (gg,) = tt.grad((g * g).sum(), [x])
+        return g.detach().numpy(), gg.numpy()
+
+    x = torch.tensor(a, requires_grad=True)
+    y = torch.nn.functional.rms_norm(x, (6,)) if rms else torch.nn.functional.layer_norm(x, (6,))
+    (g,) = torch.autograd.grad((y * torch.tensor(c)).sum(), [x], create_graph=True)
+    (gg,) = torch.autograd.grad((g * g).sum(), [x])
+    got_g, got_gg = tt_side()
+    np.testing.assert_allclose(got_g, g.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got_gg, gg.numpy(), rtol=1e-9, atol=1e-11)

@@ -7,12 +7,25 @@ from ..dtypes import BF16_NP, from_any, from_numpy_dtype
 from .function import Function
 
 
+def summand(a):
+    """`a` as a sum reads it: C-contiguous (a copy of a view that is not). NumPy adds an
+    array in the order of its memory (a transposed array column by column, an index_select
+    over dim 1 in its own order), so the bits of a sum would depend on the layout, which
+    tt.compile's kernels (adding in the order of the indices) cannot follow; over a
+    C-contiguous array the order is a function of the shape alone, the same for every
+    layout, eager or compiled (issue 22, fuzz finding `layout_bits`). Integers add
+    exactly in any order: no copy."""
+    if a.flags.c_contiguous or a.dtype.kind in "biu":
+        return a
+    return _xp(a).ascontiguousarray(a)
+
+
 def sum_to_array(a, shape):
     """Sum array `a` over the dimensions it was broadcast along, back to `shape`."""
     lead = a.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, s in enumerate(shape) if s == 1 and a.shape[i + lead] != 1)
-    out = a.sum(axis=axes, keepdims=True) if axes else a
+    out = summand(a).sum(axis=axes, keepdims=True) if axes else a
     if lead:
         out = out.reshape(shape)
     return out

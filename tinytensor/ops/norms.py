@@ -13,6 +13,7 @@ import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
+from ..core.primitives import summand
 from ..dtypes import finfo, float32, promote
 from ..kernels import c_eager as _c_eager, cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
@@ -55,6 +56,14 @@ def _normalized(x, dims, eps, rms):
     return xc * rs, rs
 
 
+def _rstd(x, dims, eps, rms):
+    """1/std (rms: 1/rms) of x over `dims`, in ops."""
+    if rms:
+        return rsqrt(mean(x * x, dim=dims, keepdim=True) + eps)
+    xc = x - mean(x, dim=dims, keepdim=True)
+    return rsqrt(mean(xc * xc, dim=dims, keepdim=True) + eps)
+
+
 def _dx(gy, xh, rs, dims, rms):
     """rstd * (gy - mean(gy) - xh * mean(gy * xh)) (rms: no mean(gy) term), in ops."""
     inner = gy - xh * mean(gy * xh, dim=dims, keepdim=True)
@@ -69,10 +78,15 @@ class _NormCore(Function):
     (1/std, or 1/rms) and ctx.rms (True: no mean subtracted)."""
 
     @staticmethod
-    def backward(ctx, g):  # rstd and xhat rebuilt from x in ops, so differentiable again
+    def backward(ctx, g):
+        # xhat is the forward's own output, as in backward_arrays and the fused ops: one
+        # rebuilt from x would round the mean apart from the forward's, and on a nearly
+        # constant row (a tiny variance beside eps) that shift is all of xhat's small part
+        # (7x eager's error, fuzz seed 100074). 1/std is rebuilt in ops (a scale: an ulp
+        # apart at most); both are functions of x on the tape, so differentiable again
         dims, rms = ctx.attrs["dims"], ctx.rms
-        xh, rs = _normalized(ctx.saved_tensor(0), dims, ctx.attrs["eps"], rms)
-        return _dx(g, xh, rs, dims, rms)
+        rs = _rstd(ctx.saved_tensor(0), dims, ctx.attrs["eps"], rms)
+        return _dx(g, ctx.saved_tensor(1), rs, dims, rms)
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -88,13 +102,14 @@ class LayerNormCore(_NormCore):
     @staticmethod
     def forward(ctx, x, dims, eps):
         xp = _xp(x)
-        mu = x.mean(axis=dims, keepdims=True)
+        # sums read C-contiguous arrays (summand): the order tt.compile's kernels add in
+        mu = summand(x).mean(axis=dims, keepdims=True)
         xc = x - mu
-        rstd = 1.0 / xp.sqrt((xc * xc).mean(axis=dims, keepdims=True) + eps)
-        xhat = xc * rstd
+        rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
+        xhat = (xc * rstd).astype(x.dtype, copy=False)
         ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), False
-        ctx.save_for_backward(x, xhat)
-        return xhat.astype(x.dtype, copy=False)
+        ctx.save_for_backward(x, xhat)   # the output itself: backward differentiates through it
+        return xhat
 
 
 class RMSNormCore(_NormCore):
@@ -104,7 +119,7 @@ class RMSNormCore(_NormCore):
     @staticmethod
     def forward(ctx, x, dims, eps):
         xp = _xp(x)
-        rrms = 1.0 / xp.sqrt((x * x).mean(axis=dims, keepdims=True) + eps)
+        rrms = 1.0 / xp.sqrt(summand(x * x).mean(axis=dims, keepdims=True) + eps)
         out = (x * rrms).astype(x.dtype, copy=False)
         ctx.rstd, ctx.rms = rrms.astype(x.dtype, copy=False), True
         ctx.save_for_backward(x, out)

@@ -12,6 +12,7 @@ from ..dtypes import BF16_NP, is_floating_np
 from ..messages import plain
 from ..core.function import Function
 from ..core.grad_mode import STATE
+from ..core.primitives import summand
 from ..core.tensor import Tensor
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
                           minimum, mul, sign, where)
@@ -60,6 +61,7 @@ def _expand_back(g, in_shape, dims, keepdim):
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
+        x = summand(x)   # added in the order of the indices, whatever x's layout
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
             return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
         return x.sum(axis=dims, keepdims=keepdim)
@@ -119,8 +121,30 @@ class _SavesOutput(Function):
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
         out = getattr(x, cls.reduce)(axis=dims, keepdims=keepdim)
+        if cls.reduce in ("max", "min"):
+            out = _signed_zero_extreme(x, out, dims, keepdim, cls.reduce == "max")
         ctx.save_for_backward(x, out)
         return out
+
+
+def _signed_zero_extreme(x, out, dims, keepdim, is_max):
+    """`out`, the max (min) of x over `dims`, with the sign of a zero result made the one
+    IEEE 754-2019's maximum (minimum) gives: +0.0 when a +0.0 is among the tied zeros
+    (-0.0 when a -0.0 is, for a min). NumPy's own choice between tied zeros is neither
+    the first nor the last: it depends on where each zero falls in its SIMD lanes (the
+    vector width of the CPU) and on whether the row is contiguous, so no compiled kernel
+    could give its bits on every machine and layout; this rule it can (codegen/c.py
+    RowKernel `_max_phase`). Costs one comparison over the result unless it holds a zero."""
+    if out.dtype.kind != "f":
+        return out
+    zero = out == 0
+    if not zero.any():
+        return out
+    xp = _xp(x)
+    wanted = (x == 0) & (xp.signbit(x) != is_max)     # max: +0.0 elements; min: -0.0 ones
+    has = wanted.any(axis=dims, keepdims=keepdim)
+    tie = xp.where(has == is_max, out.dtype.type(0.0), out.dtype.type(-0.0))
+    return xp.where(zero, tie, out).astype(out.dtype, copy=False)
 
 
 class Prod(_SavesOutput):

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
+from ..core.primitives import summand
 from ..kernels import c_eager as _c_eager, cuda_softmax, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from .elementwise import exp, float_operand
@@ -58,7 +59,7 @@ class Softmax(Function):
         # one temporary: shift, exponentiate and normalise in place
         e = xp.subtract(x, x.max(axis=dim, keepdims=True))
         xp.exp(e, out=e)
-        e /= e.sum(axis=dim, keepdims=True)
+        e /= summand(e).sum(axis=dim, keepdims=True)   # in index order (tt.compile's too)
         ctx.save_for_backward(e)
         return e
 
@@ -89,7 +90,7 @@ class LogSoftmax(Function):
             ctx.save_for_backward(out)
             return out
         out = xp.subtract(x, x.max(axis=dim, keepdims=True))
-        out -= xp.log(xp.exp(out).sum(axis=dim, keepdims=True))
+        out -= xp.log(summand(xp.exp(out)).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(out)
         return out
 

@@ -4,12 +4,14 @@ says where they part: `check` raises a Mismatch naming the call, the result and 
 The rule (issue 22 §7): an exactly rounded program gives eager's bits; any other is within 2x
 eager's own error against a float64 reference, the same program run eagerly in float64 (for a
 float64 program, eager's error is estimated from its float32 run, scaled by the two epsilons),
-plus a floor of a few ulps of the call's largest result. Eager's error is its worst at the
+plus a floor of a few ulps of the largest value the result was computed from (its operands
+and intermediate results, in the float64 run). Eager's error is its worst at the
 values and at two draws of them one float32 ulp away; where eager itself has no two correct
 digits (rounding noise: x - x, the sum of a normalised row) the factor is 8, not 2."""
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.core.function import Function
 
 ULPS = 4     # the floor: within this many ulps of the call's largest result passes
 NOISE = 8    # the factor over eager's error for a result that is rounding noise in eager
@@ -58,7 +60,8 @@ def check(program, inputs, *, mode, dtype, exact, backend, calls):
             for (label, g), (_, w) in zip(got, want):
                 _bitwise(where, label, g, w)
         else:
-            ref = run(program, None, inputs, _cast(values, np.float64), call, mode)
+            with _Magnitudes() as mags:
+                ref = run(program, None, inputs, _cast(values, np.float64), call, mode, mags)
             # eager's error: its worst over these values and two draws of them one ulp away
             # in float32 (a result that is rounding noise, x - x or the sum of a normalised
             # row, is as noisy one ulp away), scaled to float64 for a float64 program
@@ -69,13 +72,12 @@ def check(program, inputs, *, mode, dtype, exact, backend, calls):
                 runs.append(run(program, None, inputs, near, call, mode))
             scale = 1.0 if dtype == "float32" else \
                 np.finfo(np.float64).eps / np.finfo(np.float32).eps
-            # the floor's scale: the call's largest result, so that a result whose true value
-            # is 0 (the gradient of a softmax's sum) may carry the rounding of what cancelled
-            size = max([float(np.abs(r[np.isfinite(r)]).max()) for _, r in ref
-                        if r is not None and r.dtype.kind == "f" and np.isfinite(r).any()] + [0.0])
+            # the floor's scale, per result: the largest value it was computed from, so that
+            # a result whose true value is ~0 (kl_div of a row with itself, the gradient of a
+            # softmax's sum) may carry an ulp or two of what cancelled, and no more
             for k, ((label, g), (_, w), (_, r)) in enumerate(zip(got, want, ref)):
                 err_e = max(_error(e[k][1], r) for e in runs) * scale
-                _close(where, label, g, w, r, err_e, dtype, size)
+                _close(where, label, g, w, r, err_e, dtype, mags.sizes[k])
         for label, kept, copy in held:
             if kept.tobytes() != copy.tobytes():
                 raise Mismatch(f"{where}: changed {label} of an earlier call, which the caller "
@@ -116,10 +118,11 @@ def describe(call):
     return ", ".join(parts)
 
 
-def run(fn, leaves, inputs, values, call, mode):
+def run(fn, leaves, inputs, values, call, mode, mags=None):
     """[(label, array or None)]: the results of one call, then the leaves' .grads. `leaves`
     None: eager, `fn` is the program and gets fresh leaves; else fn is the compiled step and
-    `leaves` the ones it closes over, given this call's values."""
+    `leaves` the ones it closes over, given this call's values. `mags`, a `_Magnitudes`
+    active during the call, is given each result's floor scale (`mags.sizes`)."""
     layout = call.get("layout")
     grad_rng = np.random.default_rng(call.get("seed", 0) + 7919)
     if leaves is None:
@@ -154,10 +157,60 @@ def run(fn, leaves, inputs, values, call, mode):
     if mode == "outer":
         out[0].backward()
     results = [(f"result {k}", None if t is None else np.array(t.data)) for k, t in enumerate(out)]
+    if mags is not None:   # a result: what it was computed from; a .grad: the whole call
+        mags.sizes = [mags.result(t) if t is not None else 0.0 for t in out]
     if mode in ("backward", "outer"):
         results += [(f"{n}.grad", None if t.grad is None else np.array(t.grad.data))
                     for n, t in tracked.items()]
+        if mags is not None:
+            mags.sizes += [max(mags.everything, _largest(t.grad.data) if t.grad is not None else 0.0)
+                           for t in tracked.values()]
     return results
+
+
+class _Magnitudes:
+    """While active (a `with` block), follows the ops tinytensor runs: `of(t)` is the largest
+    finite |value| among tensor t, the tensors it was computed from and theirs, back to the
+    inputs; `everything` the largest over every op (a backward's too)."""
+
+    def __enter__(self):
+        self.up, self.everything, self.sizes = {}, 0.0, []
+        self._apply = Function.__dict__["apply"]
+        real = self._apply.__func__
+
+        def apply(cls, *inputs, **attrs):
+            out = real(cls, *inputs, **attrs)
+            above = max([self.of(t) for t in inputs], default=0.0)
+            for r in out if isinstance(out, tuple) else (out,):
+                m = max(above, _largest(r.data))
+                self.up[id(r)] = (r, m)      # the tensor kept, so that its id stays its own
+                self.everything = max(self.everything, m)
+            return out
+        Function.apply = classmethod(apply)
+        return self
+
+    def __exit__(self, *exc):
+        Function.apply = self._apply
+        return False
+
+    def of(self, t):
+        found = self.up.get(id(t))
+        return found[1] if found is not None and found[0] is t else _largest(t.data)
+
+    def result(self, t):
+        """A result's scale: `of(t)`, or for a tensor no op made (tt.grad's, made by the
+        backward on arrays) the largest value of the call."""
+        found = self.up.get(id(t))
+        return found[1] if found is not None and found[0] is t else max(self.everything, _largest(t.data))
+
+
+def _largest(a):
+    """The largest finite |value| of a float array (0 for any other)."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or not a.size:
+        return 0.0
+    a = np.abs(a[np.isfinite(a)])
+    return float(a.max()) if a.size else 0.0
 
 
 def _layout(a, layout):
@@ -233,7 +286,8 @@ def _bitwise(where, label, g, w):
 
 def _close(where, label, g, w, r, err_e, dtype, size=0.0):
     """g (compiled) within 2x eager's error `err_e` against r (float64) plus the floor,
-    ULPS ulps of the larger of r's largest magnitude and `size`."""
+    ULPS ulps of the larger of r's largest magnitude and `size` (the largest value r was
+    computed from)."""
     if g is None or g.dtype.kind != "f":
         if g is not None and not np.array_equal(g, w):
             raise Mismatch(f"{where}: {label} differs (integers): compiled {g!r}, eager {w!r}")

@@ -37,13 +37,10 @@ FEATURES = {
 
 # Off by default, each with why: feature -> the finding. The issue-22 families that were
 # here (outside_tape, arg_grads, alias, neg_zero, neg_const, nan, outer_backward) are fixed
-# and on; what is left is a rule the bitwise check cannot hold yet.
-KNOWN_BUGS = {
-    "layout_bits": "found by this fuzzer: eager keeps a non-contiguous layout (transposed "
-                   "inputs, index_select's fancy indexing) and NumPy sums it in memory order; "
-                   "the C kernel sums in index order (1 ulp): such programs are held to 2x "
-                   "eager's error instead of its bits",
-}
+# and on, and so is layout_bits (eager's sums read C-contiguous arrays: core/primitives.py
+# `summand`). A feature stays switchable: `--disable layout_bits` holds exactly rounded
+# programs to eager's bits on contiguous inputs only.
+KNOWN_BUGS = {}
 
 DEFAULT = frozenset(FEATURES) - frozenset(KNOWN_BUGS)
 
@@ -93,12 +90,12 @@ class Program:
     ops: list
     outputs: list        # value names returned (float ones enter the loss)
     calls: list          # dicts, see fuzz_check.check
-    layout_bits: bool = False   # bitwise on non-contiguous inputs too (feature layout_bits)
+    layout_bits: bool = True    # bitwise on non-contiguous inputs too (feature layout_bits)
 
     @property
     def exact(self):
-        """True: bitwise on every call; "contiguous": on calls with contiguous inputs (NumPy
-        sums a non-contiguous array in memory order, the C kernels in index order)."""
+        """True: bitwise on every call; "contiguous" (feature layout_bits off): on calls
+        with contiguous inputs only."""
         if not all(op.exact for op in self.ops):
             return False
         return True if self.layout_bits else "contiguous"

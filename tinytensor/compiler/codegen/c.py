@@ -519,21 +519,30 @@ class RowKernel:
         backend's), the row is scanned in that many interleaved lanes, which the C compiler
         vectorizes (a single running max is a loop-carried select it does not), and a row
         holding a nan is scanned again in order for its first nan, which becomes the nan
-        NumPy returns (`_numpy_nan`). Lanes can pick another of two equal zeros (-0.0,
-        +0.0) than one running max would, which NumPy's own SIMD reduction does too; every
-        other value is the same."""
+        NumPy returns (`_numpy_nan`). Which of two tied zeros (-0.0, +0.0) the lanes keep
+        does not matter: a zero max is given eager's sign afterwards (+0.0 if the row holds
+        one), by a rescan of the rare rows whose max is zero."""
         first_nan = f"({acc} != {acc}) ? {acc} : "
         step = f"{acc} = {first_nan}((e > {acc} || e != e) ? e : {acc});"
         scan = [f"{acc} = -INFINITY;", *self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
                 *("    " + x for x in pre), f"    const {t} e = {elem};", f"    {step}", "}"]
+        # a zero max takes the sign eager gives tied zeros (ops/reduce.py
+        # `_signed_zero_extreme`): +0.0 if the row holds one, else -0.0; rare, so a rescan
+        zero = [f"if ({acc} == 0) {{", f"    {acc} = {_lit(-0.0, t)};", *("    " + x for x in self.pragma),
+                f"    for ({self.itype} j = 0; j < {self.n}; j++) {{", *("        " + x for x in pre),
+                f"        const {t} e = {elem};",
+                # copysign, not signbit: a macro in C, std::signbit in C++ (the CUDA host tests)
+                f"        if (e == 0 && {'copysignf' if t == 'float' else 'copysign'}({_lit(1.0, t)}, e) > 0) "
+                f"{{ {acc} = {_lit(0.0, t)}; break; }}", "    }", "}"]
         L = self.max_lanes
         if not L or t not in VECTOR:
-            return [f"{t} {acc};", *scan]
+            return [f"{t} {acc};", *scan, *zero]
         find = [*self.pragma, f"for ({self.itype} j = 0; j < {self.n}; j++) {{",
                 *("    " + x for x in pre), f"    const {t} e = {elem};",
                 f"    if (e != e) {{ {acc} = {self._numpy_nan(t, 'e')}; break; }}", "}"]
         return [f"{t} {acc};", "{", *("    " + x for x in self._lanes_max(acc, t, pre, elem)),
-                f"    if ({acc}_nan) {{", *("        " + x for x in find), "    }", "}"]
+                f"    if ({acc}_nan) {{", *("        " + x for x in find), "    }",
+                *("    " + x for x in zero), "}"]
 
     def _numpy_nan(self, t, e):
         """The nan np.maximum.reduce returns for a contiguous row of n whose first nan is
