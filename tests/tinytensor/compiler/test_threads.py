@@ -71,7 +71,10 @@ def test_a_split_training_step_matches_the_whole_one(always_split):
         x, y = tt.tensor(xa), tt.tensor(ya)
         losses = [float(fn(m, opt, x, y)) for _ in range(4)]
         results.append((losses, [p.data.copy() for p in m.parameters()]))
-    assert results[0][0] == results[1][0]
+    # Not bits: OpenBLAS's AVX2 (Haswell) kernels round a block of rows apart from the whole
+    # product (1e-6 here), so the split step equals the whole one only to rounding on such
+    # CPUs; on Zen 4 / AVX-512 kernels it is bitwise. The bound is that rounding's size.
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
