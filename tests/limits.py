@@ -74,3 +74,13 @@ def run_cases(setup, cases, **limits):
     """Run `setup`, then each {name: expression} of `cases`, in one limited child."""
     calls = "\n".join(f"_run_case({name!r}, lambda: {expr})" for name, expr in cases.items())
     return run_child(setup + "\n" + calls, **limits)
+
+
+def cpu_seconds():
+    """CPU time used by this process and the children it has waited for (dot, gcc): what a
+    bound on a test's work should count, since wall-clock time also counts everything else
+    the machine runs (other test workers, other users)."""
+    import resource
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
