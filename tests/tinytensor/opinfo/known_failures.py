@@ -73,4 +73,10 @@ KNOWN_FAILURES = {
     ("repeat_interleave", ""): "25: output_size=",
     ("nn.functional.pad", "replicate_negative"): "25: replicate with negative pads",
     ("logcumsumexp", "", "float32"): "25: float32 gradient with inputs near 1e4",
+    ("as_strided", "partial_views"): "25: an offset reaching past the tensor into its base's "
+                                     "storage (tinytensor has no storages: as_strided reads "
+                                     "the tensor's own entries)",
+    ("as_strided_scatter", ""): "25: torch's own gradient of input is wrong (OpInfo marks its "
+                                "test_fn_grad expectedFailure); values match, and tinytensor's "
+                                "gradient is checked by finite differences in test_index_ops.py",
 }
