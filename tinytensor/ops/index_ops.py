@@ -13,7 +13,7 @@ from ..core.function import Function
 from ..core.tensor import Tensor
 from ..messages import OpError
 from .elementwise import as_tensor_like, cast, mul, where
-from .indexing import IndexAdd, IndexPut, _get, normalize_key, scatter_add
+from .indexing import IndexAdd, IndexPut, _get, index_in_range, normalize_key, scatter_add
 from .movement import _where, broadcast_shapes, broadcast_to, expand, movedim, norm_dim, reshape
 from .scatter import scatter, scatter_reduce
 
@@ -51,6 +51,7 @@ def _along(x, dim, index, source, op):
         raise OpError(f"{op}: source of shape {tuple(source.shape)} does not match the input "
                       f"{tuple(x.shape)} with dimension {dim} of size {idx.shape[0]} (the index's "
                       f"length): expected {want}{_where()}")
+    idx = index_in_range(idx, x1.shape[d], d, op, "out of bounds")  # named after this op
     shape = [1] * x1.ndim
     shape[d] = idx.shape[0]
     return x1, d, expand(reshape(idx, tuple(shape)), *want), source

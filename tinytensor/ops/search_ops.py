@@ -31,16 +31,25 @@ class SearchSorted(Function):
 
     @staticmethod
     def forward(ctx, seq, values, side, out_dtype):
+        # torch's binary search, vectorised over every value at once: a step moves right
+        # while not (mid >= v) (left) / not (mid > v) (right), so a nan, which compares
+        # false, lands as torch puts it (NumPy's searchsorted orders nan last instead)
         xp = _xp(seq)
-        if seq.ndim == 1:
-            return xp.searchsorted(seq, values, side=side).astype(out_dtype)
-        # batched: one search per row (the leading dims of seq and values match)
+        n = seq.shape[-1]
         rows = int(np.prod(seq.shape[:-1], dtype=np.int64))
-        s2, v2 = seq.reshape(rows, seq.shape[-1]), values.reshape(rows, values.shape[-1])
-        out = xp.empty(v2.shape, dtype=out_dtype)
-        for r in range(s2.shape[0]):
-            out[r] = xp.searchsorted(s2[r], v2[r], side=side)
-        return out.reshape(values.shape)
+        s2 = seq.reshape(rows, n)
+        v2 = values.reshape(rows, -1) if seq.ndim > 1 else values.reshape(1, -1)
+        lo = xp.zeros(v2.shape, dtype=np.int64)
+        hi = xp.full(v2.shape, n, dtype=np.int64)
+        row = xp.arange(s2.shape[0]).reshape(-1, 1)
+        while n and bool((lo < hi).any()):
+            active = lo < hi
+            mid = (lo + hi) // 2
+            m = s2[row, xp.minimum(mid, n - 1)]
+            right = ~(m > v2) if side == "right" else ~(m >= v2)
+            lo = xp.where(active & right, mid + 1, lo)
+            hi = xp.where(active & ~right, mid, hi)
+        return lo.astype(out_dtype).reshape(values.shape)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
