@@ -225,3 +225,40 @@ def test_errors_name_the_op_and_shapes():
         tt.unravel_index(tt.tensor([12]), (3, 4))
     with pytest.raises(Exception, match=r"searchsorted: sorted_sequence of shape \(2, 3\) needs input"):
         tt.searchsorted(tt.zeros(2, 3), tt.zeros(3, 1))
+
+
+# ---------------------------------------------------------------- tensor plumbing (issue 25)
+def test_to_positional_flags_and_memory_formats():
+    x = tt.tensor(np.arange(24.0).reshape(1, 2, 3, 4))
+    y = x.to("cpu", tt.float64, False, True)   # (device, dtype, non_blocking, copy)
+    assert y is not x and np.array_equal(y.numpy(), x.numpy())
+    assert x.to(tt.float64, False, False) is x
+    cl = x.to(memory_format=torch.channels_last)   # torch's constant, taken by name
+    want = torch.tensor(x.numpy()).to(memory_format=torch.channels_last)
+    assert tuple(s // 8 for s in cl.data.strides) == want.stride()
+    np.testing.assert_array_equal(cl.numpy(), x.numpy())
+    assert x.float(memory_format=tt.contiguous_format).dtype is tt.float32
+    assert x.permute(0, 3, 1, 2).contiguous(memory_format=tt.contiguous_format).data.flags.c_contiguous
+    with pytest.raises(Exception, match=r"to: memory_format=channels_last needs a 4-d tensor, got shape \(2, 3\)"):
+        tt.zeros(2, 3).to(memory_format=tt.channels_last)
+    w = tt.tensor(np.ones((1, 2, 2, 2)), requires_grad=True)
+    (w.to(memory_format=tt.channels_last) * 3).sum().backward()
+    assert np.array_equal(w.grad.numpy(), np.full((1, 2, 2, 2), 3.0))
+
+
+def test_zero_dim_inputs_broadcast_masked_fill_and_legacy_cat():
+    x = np.array(3.0)
+    got = [tt.gather(tt.tensor(x), 0, tt.tensor(0)), tt.index_select(tt.tensor(x), 0, tt.tensor([0])),
+           tt.scatter_add(tt.tensor(x), 0, tt.tensor(0), tt.tensor(2.0)), tt.topk(tt.tensor(x), 1)[0],
+           tt.masked_fill(tt.arange(3.0), tt.ones(2, 3, dtype=tt.bool), 1.0),
+           tt.cat([tt.zeros(0), tt.ones(2, 2)], 1)]
+    t = torch.tensor(x)
+    want = [torch.gather(t, 0, torch.tensor(0)), torch.index_select(t, 0, torch.tensor([0])),
+            torch.scatter_add(t, 0, torch.tensor(0), torch.tensor(2.0, dtype=torch.float64)),
+            torch.topk(t, 1)[0], torch.masked_fill(torch.arange(3.0), torch.ones(2, 3, dtype=torch.bool), 1.0),
+            torch.cat([torch.zeros(0), torch.ones(2, 2)], 1)]
+    for g, w in zip(got, want):
+        assert g.shape == tuple(w.shape)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    with pytest.raises(RuntimeError, match="masked_fill_"):
+        tt.arange(3.0).masked_fill_(tt.ones(2, 3, dtype=tt.bool), 1.0)
