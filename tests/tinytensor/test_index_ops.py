@@ -88,6 +88,10 @@ def test_as_strided_scatter_gradient_by_finite_differences():
     ("index_put_", lambda x, i: x.index_put_((i,), x.new_ones(4), accumulate=True)),
     ("put_", lambda x, i: x.put_(i, x.new_ones(3) * 5)),
     ("masked_scatter_", lambda x, i: x.masked_scatter_(x > 5, x.new_ones(12) * -3)),
+    ("scatter_", lambda x, i: x.scatter_(0, i.reshape(1, 3), x[:1, :3] * 2)),
+    ("scatter_value_", lambda x, i: x.scatter_(1, i.reshape(3, 1), 8.0)),
+    ("scatter_add_", lambda x, i: x.scatter_add_(0, i.reshape(1, 3), x[:1, :3] * 2)),
+    ("scatter_reduce_", lambda x, i: x.scatter_reduce_(0, i.reshape(1, 3), x[:1, :3] + 1, "amax")),
 ])
 def test_inplace_forms_match_torch(name, call):
     a, i = np.arange(12.0).reshape(3, 4), np.array([2, 0, 2])

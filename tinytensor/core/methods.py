@@ -123,6 +123,7 @@ class TensorMethods:
         "as_strided as_strided_scatter argwhere unique unique_consecutive")
     index_add_, index_copy_, index_fill_, index_reduce_, index_put_, put_, masked_scatter_ = _ops(
         "index_add_ index_copy_ index_fill_ index_reduce_ index_put_ put_ masked_scatter_")
+    scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
 
     # ------------------------------------------------------------------ reflected and derived forms
     __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(

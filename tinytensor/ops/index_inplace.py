@@ -6,9 +6,11 @@ from ..core.tensor import Tensor
 from .inplace import apply_inplace
 from .index_ops import (index_add, index_copy, index_fill, index_put, index_reduce,
                         masked_scatter, put)
+from .indexing import scatter_add
+from .scatter import scatter, scatter_reduce
 
 __all__ = ["index_add_", "index_copy_", "index_fill_", "index_put_", "index_reduce_", "put_",
-           "masked_scatter_"]
+           "masked_scatter_", "scatter_", "scatter_add_", "scatter_reduce_"]
 
 
 def _tensors(*xs):
@@ -54,3 +56,19 @@ def masked_scatter_(x, mask, source):
                                f"broadcast to the in-place tensor's shape {tuple(x.shape)}")
     return apply_inplace(x, "masked_scatter_", lambda t, s: masked_scatter(t, mask, s), source,
                          _key_tensors=_tensors(mask))
+
+
+def scatter_(x, dim, index, src=None, value=None, reduce=None):
+    return apply_inplace(x, "scatter_", lambda t, *s: scatter(t, dim, index, *s, value=value, reduce=reduce),
+                         *((src,) if src is not None else ()), _key_tensors=_tensors(index))
+
+
+def scatter_add_(x, dim, index, src):
+    return apply_inplace(x, "scatter_add_", lambda t, s: scatter_add(t, dim, index, s), src,
+                         _key_tensors=_tensors(index))
+
+
+def scatter_reduce_(x, dim, index, src, reduce, include_self=True):
+    return apply_inplace(x, "scatter_reduce_",
+                         lambda t, s: scatter_reduce(t, dim, index, s, reduce, include_self=include_self),
+                         src, _key_tensors=_tensors(index))
