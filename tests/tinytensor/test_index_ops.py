@@ -130,6 +130,8 @@ SEARCH = {
                 np.random.default_rng(5).normal(size=(2, 3, 4))),
     "nan": (np.array([1.0, 2, np.nan]), np.array([np.nan, 1.5, 2])),
     "int": (np.array([1, 4, 9]), np.array([0, 4, 10])),
+    "empty_batch": (np.zeros((0, 3)), np.zeros((0, 2))),
+    "empty_rows": (np.zeros((2, 0)), np.zeros((2, 3))),
 }
 
 

@@ -38,7 +38,8 @@ class SearchSorted(Function):
         n = seq.shape[-1]
         rows = int(np.prod(seq.shape[:-1], dtype=np.int64))
         s2 = seq.reshape(rows, n)
-        v2 = values.reshape(rows, -1) if seq.ndim > 1 else values.reshape(1, -1)
+        v2 = (values.reshape(rows, values.shape[-1]) if seq.ndim > 1
+              else values.reshape(1, values.size))
         lo = xp.zeros(v2.shape, dtype=np.int64)
         hi = xp.full(v2.shape, n, dtype=np.int64)
         row = xp.arange(s2.shape[0]).reshape(-1, 1)
