@@ -43,6 +43,12 @@ from .ops.cumulative import cumprod, cummax, cummin, logcumsumexp
 from .ops.activations import selu, celu
 from .ops.scatter import scatter, scatter_reduce, masked_select, nonzero
 from .ops.diagonal import diag, diagonal, diag_embed
+from .ops.index_ops import (index_add, index_copy, index_fill, index_reduce, index_put, take, put,
+                            take_along_dim, masked_scatter, select_scatter, slice_scatter,
+                            diagonal_scatter, as_strided, as_strided_scatter, fill)
+from .ops.memory_format import contiguous_format, preserve_format, channels_last, channels_last_3d
+from .ops.search_ops import (searchsorted, bucketize, unravel_index, argwhere, unique,
+                             unique_consecutive)
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
 from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, row_stack, dstack,

@@ -245,8 +245,9 @@ ERRORS = {
     "scatter_src_small": (lambda x: x.scatter_add(0, tt.tensor([[0, 1]]), tt.zeros(1, 1)), ValueError,
                           "scatter_add"),
     "masked_fill_mask": (lambda x: x.masked_fill(tt.ones(3, 4), 0.0), TypeError, "masked_fill"),
-    "masked_fill_bigger_mask": (lambda x: x.masked_fill(tt.ones(2, 3, 4, dtype=tt.bool), 0.0), ValueError,
-                                "masked_fill"),
+    # out of place a bigger mask broadcasts the input, as in torch; in place it cannot
+    "masked_fill_bigger_mask": (lambda x: x.detach().masked_fill_(tt.ones(2, 3, 4, dtype=tt.bool), 0.0),
+                                RuntimeError, "masked_fill_"),
     "masked_fill_value_1d": (lambda x: x.masked_fill(tt.ones(4, dtype=tt.bool), tt.zeros(4)), ValueError,
                              "masked_fill.*0-d"),
     "index_select_2d": (lambda x: x.index_select(0, tt.tensor([[0]])), TypeError, "index_select"),

@@ -125,6 +125,15 @@ class TensorMethods:
         "bernoulli normal_ uniform_ bernoulli_ exponential_ geometric_ cauchy_ log_normal_")
     add_, sub_, mul_, div_, zero_, fill_, copy_, clamp_, masked_fill_ = _ops(
         "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_")
+    index_add, index_copy, index_fill, index_reduce, index_put, take, put, take_along_dim = _ops(
+        "index_add index_copy index_fill index_reduce index_put take put take_along_dim")
+    masked_scatter, select_scatter, slice_scatter, diagonal_scatter = _ops(
+        "masked_scatter select_scatter slice_scatter diagonal_scatter")
+    as_strided, as_strided_scatter, argwhere, unique, unique_consecutive = _ops(
+        "as_strided as_strided_scatter argwhere unique unique_consecutive")
+    index_add_, index_copy_, index_fill_, index_reduce_, index_put_, put_, masked_scatter_ = _ops(
+        "index_add_ index_copy_ index_fill_ index_reduce_ index_put_ put_ masked_scatter_")
+    scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
 
     # ------------------------------------------------------------------ reflected and derived forms
     __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(

@@ -224,16 +224,28 @@ class Tensor(TensorMethods):
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
 
-    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False):
-        """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`."""
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None):
+        """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`, each
+        optionally followed by torch's positional `non_blocking, copy` (copies are
+        synchronous here), and memory_format= (ops/memory_format.py)."""
+        flags = []
         for a in args:
-            if isinstance(a, Tensor):
+            if isinstance(a, bool):
+                flags.append(a)
+            elif flags:
+                raise TypeError(f"to: a positional {type(a).__name__} after the bool flags "
+                                "(non_blocking, copy)")
+            elif isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
             elif isinstance(a, (DType, np.dtype, type)) or (
                     isinstance(a, str) and not a.startswith(("cpu", "cuda"))):
                 dtype = a
             else:
                 device = a
+        if len(flags) > 2:
+            raise TypeError(f"to: at most two positional bools (non_blocking, copy), got {len(flags)}")
+        if len(flags) == 2:
+            copy = flags[1]
         out = self
         if device is not None:
             dev = get_device(device)
@@ -243,6 +255,8 @@ class Tensor(TensorMethods):
             dt = from_any(dtype)
             if dt is not out.dtype:
                 out = ops.cast(out, dt)
+        if memory_format is not None:
+            out = ops.apply_memory_format(out, memory_format, "to")
         if copy and out is self:
             out = self.clone()
         return out
@@ -253,35 +267,35 @@ class Tensor(TensorMethods):
     def cuda(self, index=None, non_blocking=False):  # non_blocking accepted for torch code; copies are synchronous
         return self.to("cuda" if index is None else f"cuda:{index}")
 
-    def float(self):
-        return self.to(float32)
+    def float(self, memory_format=None):
+        return self.to(float32, memory_format=memory_format)
 
-    def double(self):
-        return self.to(float64)
+    def double(self, memory_format=None):
+        return self.to(float64, memory_format=memory_format)
 
-    def half(self):
-        return self.to(float16)
+    def half(self, memory_format=None):
+        return self.to(float16, memory_format=memory_format)
 
-    def bfloat16(self):
-        return self.to(bfloat16)
+    def bfloat16(self, memory_format=None):
+        return self.to(bfloat16, memory_format=memory_format)
 
-    def long(self):
-        return self.to(int64)
+    def long(self, memory_format=None):
+        return self.to(int64, memory_format=memory_format)
 
-    def int(self):
-        return self.to(int32)
+    def int(self, memory_format=None):
+        return self.to(int32, memory_format=memory_format)
 
-    def short(self):
-        return self.to(int16)
+    def short(self, memory_format=None):
+        return self.to(int16, memory_format=memory_format)
 
-    def char(self):
-        return self.to(int8)
+    def char(self, memory_format=None):
+        return self.to(int8, memory_format=memory_format)
 
-    def byte(self):
-        return self.to(uint8)
+    def byte(self, memory_format=None):
+        return self.to(uint8, memory_format=memory_format)
 
-    def bool(self):
-        return self.to(bool_)
+    def bool(self, memory_format=None):
+        return self.to(bool_, memory_format=memory_format)
 
     def type_as(self, other):
         return self.to(other.dtype)

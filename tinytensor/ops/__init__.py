@@ -31,6 +31,10 @@ from .cumulative import *  # noqa: F401,F403  (uses movement, indexing, reduce)
 from .activations import *  # noqa: F401,F403  (uses elementwise, inplace)
 from .scatter import *  # noqa: F401,F403  (uses indexing, movement)
 from .diagonal import *  # noqa: F401,F403
+from .index_ops import *  # noqa: F401,F403  (uses indexing, scatter, movement)
+from .search_ops import *  # noqa: F401,F403  (uses scatter, elementwise)
+from .memory_format import *  # noqa: F401,F403
+from .index_inplace import *  # noqa: F401,F403  (the in-place forms of index_ops)
 from .shape_ops import *  # noqa: F401,F403  (uses conv, indexing, movement)
 from .stats import *  # noqa: F401,F403  (uses reduce)
 from .interpolate import *  # noqa: F401,F403  (uses movement, pooling)

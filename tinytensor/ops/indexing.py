@@ -360,7 +360,24 @@ def index_in_range(index, size, dim, op, word):
     return index
 
 
+def _as_1d(*ts):
+    """0-d tensors as 1-d (torch reads a 0-d input, index or src of gather / scatter_add
+    as one entry), and whether any was 0-d."""
+    if not any(isinstance(t, Tensor) and t.ndim == 0 for t in ts) or any(
+            isinstance(t, Tensor) and t.ndim > 1 for t in ts):
+        return ts, False
+    return tuple(reshape(t, (-1,)) if isinstance(t, Tensor) else t for t in ts), True
+
+
 def gather(x, dim, index):
+    if isinstance(index, Tensor) and index.ndim != x.ndim and 0 in tuple(index.shape) \
+            and index.data.dtype.kind in "iu":
+        # an empty index reads nothing: torch takes any number of dims then
+        norm_dim(dim, max(x.ndim, 1), "gather")
+        return reshape(reshape(x, (-1,))[0:0], tuple(index.shape))
+    (x1, index1), flat = _as_1d(x, index)
+    if flat:
+        return reshape(gather(x1, dim, index1), tuple(index.shape))
     d, index = _check_index(x, dim, index, "gather")
     out = _GatherOp.apply(x, index, dim=d)
     return out
@@ -420,6 +437,10 @@ class ScatterAdd(Function):
 
 
 def scatter_add(x, dim, index, src):
+    if isinstance(src, Tensor):
+        (x1, index1, src1), flat = _as_1d(x, index, src)
+        if flat:
+            return reshape(scatter_add(x1, dim, index1, src1), tuple(x.shape))
     d, index = _check_index(x, dim, index, "scatter_add")
     if any(i > s for i, s in zip(index.shape, src.shape)):
         raise OpError(f"scatter_add: index shape {tuple(index.shape)} exceeds src shape "
@@ -431,9 +452,9 @@ def scatter_add(x, dim, index, src):
 def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.data.dtype != np.bool_:
         raise TypeError("masked_fill: mask must be a bool Tensor")
-    if broadcast_shapes(x.shape, mask.shape, op="masked_fill") != x.shape:
-        raise OpError(f"masked_fill: mask of shape {tuple(mask.shape)} does not broadcast to the "
-                         f"tensor's shape {tuple(x.shape)}{_where()}")
+    # out of place the result takes the broadcast shape, as in torch (masked_fill_ keeps
+    # x's shape: the in-place write refuses a larger result, naming masked_fill_)
+    broadcast_shapes(x.shape, mask.shape, op="masked_fill")
     if isinstance(value, Tensor) and value.ndim != 0:
         raise OpError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
                          f"{tuple(value.shape)}{_where()}")
@@ -445,6 +466,8 @@ def index_select(x, dim, index):
     d = norm_dim(dim, x.ndim, "index_select")
     if not isinstance(index, Tensor) or index.ndim > 1 or index.data.dtype.kind not in "iu":
         raise TypeError("index_select: index must be a 0-d or 1-d integer Tensor")
+    if x.ndim == 0:   # torch reads a 0-d input as one entry and answers 0-d
+        return reshape(getitem(reshape(x, (1,)), index.reshape(-1)), ())
     return getitem(x, (slice(None),) * d + (index.reshape(-1),))
 
 

@@ -283,6 +283,10 @@ def cat(tensors, dim=0):
     for t in tensors[1:]:
         dt = promote(dt, t.dtype)
     tensors = [cast(t, dt) for t in tensors]
+    # torch's legacy rule: a 1-d tensor of size 0 is skipped next to tensors of more dims
+    legacy = [t for t in tensors if t.ndim == 1 and t.shape[0] == 0]
+    if legacy and len(legacy) < len(tensors):
+        tensors = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
     ref = tensors[0]
     d = norm_dim(dim, ref.ndim, "cat")
     for t in tensors[1:]:
@@ -606,9 +610,17 @@ def triu(x, diagonal=0):
     return Triu.apply(x, diagonal=_sizes((diagonal,))[0])
 
 
-def contiguous(x):
+def contiguous(x, memory_format=None):
     """x itself when its memory is C-contiguous, else a C-contiguous copy (like torch);
-    the copy is also writable, unlike an expand() view."""
+    the copy is also writable, unlike an expand() view. memory_format=channels_last lays
+    it out channels innermost instead (ops/memory_format.py)."""
+    if memory_format is not None:
+        from .memory_format import format_name, apply_memory_format
+        if format_name(memory_format, "contiguous") != "contiguous_format":
+            if format_name(memory_format, "contiguous") == "preserve_format":
+                raise ValueError("contiguous: memory_format=preserve_format is not a layout "
+                                 "contiguous() can produce (as in torch)")
+            return apply_memory_format(x, memory_format, "contiguous")
     flags = x.data.flags
     if flags.c_contiguous and getattr(flags, "writeable", True):
         return x

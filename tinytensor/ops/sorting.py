@@ -7,7 +7,7 @@ from ..core.function import Function
 from ..kernels import c_rows as _c_rows
 from .elementwise import _xp
 from .indexing import gather
-from .movement import norm_dim, _where
+from .movement import norm_dim, _where, reshape
 from .reduce import ValuesIndices
 
 
@@ -47,6 +47,13 @@ def sort(x, dim=-1, descending=False, stable=True):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The k largest (or smallest) entries along dim and their indices, like torch.topk."""
+    if x.ndim == 0:
+        # torch reads a 0-d input as one entry and answers 0-d, for k = 0 as for k = 1
+        norm_dim(dim, 1, "topk")
+        if k not in (0, 1):
+            raise ValueError(f"topk: k={k} is out of range for a 0-d tensor{_where()}")
+        values, indices = topk(reshape(x, (1,)), 1, 0, largest, sorted)
+        return ValuesIndices((reshape(values, ()), reshape(indices, ())))
     d = norm_dim(dim, x.ndim, "topk")
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:

@@ -32,6 +32,8 @@ SINKS = {"_make", "Tensor", "tensor", "as_tensor", "from_numpy", "_const", "asar
 ALLOWED = {
     ("tinytensor/ops/scatter.py", "nonzero"):
         "a data-dependent output shape: refused under capture first (read_value 'nonzero')",
+    ("tinytensor/ops/search_ops.py", "_unique"):
+        "unique's data-dependent length: refused under capture first (read_value 'unique')",
     ("tinytensor/creation.py", "multinomial"):
         "a draw on the host from probs' values: refused under capture first (read_value)",
     ("nn/positions.py", "relative_position_bucket"):
