@@ -49,6 +49,9 @@ from .ops.index_ops import (index_add, index_copy, index_fill, index_reduce, ind
 from .ops.memory_format import contiguous_format, preserve_format, channels_last, channels_last_3d
 from .ops.search_ops import (searchsorted, bucketize, unravel_index, argwhere, unique,
                              unique_consecutive)
+from .ops.torch_aliases import unsafe_chunk, unsafe_split, as_strided_copy, nonzero_static
+from .ops.elementwise import clone
+from .ops.inplace import zero_
 from .ops.shape_ops import meshgrid
 from .ops.stats import isclose, allclose, var_mean, std_mean
 from .ops.stacking import (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, row_stack, dstack,

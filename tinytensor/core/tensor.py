@@ -321,8 +321,8 @@ class Tensor(TensorMethods):
         self.requires_grad = False
         return self
 
-    def clone(self):
-        return ops.clone(self)
+    def clone(self, *, memory_format=None):
+        return ops.clone(self, memory_format=memory_format)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""

@@ -33,6 +33,7 @@ from .scatter import *  # noqa: F401,F403  (uses indexing, movement)
 from .diagonal import *  # noqa: F401,F403
 from .index_ops import *  # noqa: F401,F403  (uses indexing, scatter, movement)
 from .search_ops import *  # noqa: F401,F403  (uses scatter, elementwise)
+from .torch_aliases import *  # noqa: F401,F403  (uses index_ops, movement)
 from .memory_format import *  # noqa: F401,F403
 from .index_inplace import *  # noqa: F401,F403  (the in-place forms of index_ops)
 from .shape_ops import *  # noqa: F401,F403  (uses conv, indexing, movement)

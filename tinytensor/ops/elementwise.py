@@ -154,8 +154,13 @@ class Clone(Function):
         return g
 
 
-def clone(x):
-    return Clone.apply(x)
+def clone(x, *, memory_format=None):
+    """A copy on the tape; `memory_format` as torch's (preserve_format by default)."""
+    out = Clone.apply(x)
+    if memory_format is None:
+        return out
+    from .memory_format import apply_memory_format   # it builds on movement, above this module
+    return apply_memory_format(out, memory_format, "clone")
 
 
 # ---------------------------------------------------------------- arithmetic

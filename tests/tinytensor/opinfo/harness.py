@@ -43,6 +43,7 @@ RANDOM_SAMPLES = {
 ADAPTERS = {
     "einsum": lambda tensors, equation: tt.einsum(equation, *tensors),
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
+    "zero_": lambda x: tt.zero_(x.clone()),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
 }
 # OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
