@@ -55,3 +55,14 @@ def test_nonzero_static_is_rerun_by_a_compiled_function():
 def test_nonzero_static_names_itself_in_errors():
     with pytest.raises(ValueError, match="nonzero_static: size"):
         tt.nonzero_static(tt.tensor([1.0]), size=-1)
+
+
+def test_renorm_in_place_matches_torch_and_its_gradient():
+    x = np.random.default_rng(1).standard_normal((3, 4)) * 3
+    a, b = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ya, yb = a * 1.0, b * 1.0
+    assert ya.renorm_(2, 0, 1.5) is ya
+    yb.renorm_(2, 0, 1.5)
+    np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-12)
+    ya.sum().backward(), yb.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10)

@@ -102,7 +102,7 @@ class TensorMethods:
     nansum, nanmean, median, nanmedian, kthvalue, mode, quantile, nanquantile = _ops(
         "nansum nanmean median nanmedian kthvalue mode quantile nanquantile")
     aminmax, count_nonzero, msort = _ops("aminmax count_nonzero msort")
-    diff, cov, corrcoef, renorm, equal = _ops("diff cov corrcoef renorm equal")
+    diff, cov, corrcoef, renorm, renorm_, equal = _ops("diff cov corrcoef renorm renorm_ equal")
     bincount, histc, histogram = _ops("bincount histc histogram")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(

@@ -14,7 +14,7 @@ from .movement import _where, cat, narrow, norm_dim, reshape, squeeze, movedim
 from .reduce import all as all_, cumsum, norm, sum, mean
 from .diagonal import diagonal
 
-__all__ = ["diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef",
+__all__ = ["renorm_", "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "cov", "corrcoef",
            "renorm", "equal"]
 
 
@@ -276,3 +276,9 @@ def equal(input, other):
     if tuple(input.shape) != tuple(other.shape):
         return False
     return bool(all_(eq(input, other)))
+
+
+def renorm_(input, p, dim, maxnorm):
+    """renorm in place: recorded on a clone while autograd records, as add_ is."""
+    from .inplace import apply_inplace   # inplace builds on elementwise, as this module does
+    return apply_inplace(input, "renorm_", lambda t: renorm(t, p, dim, maxnorm))
