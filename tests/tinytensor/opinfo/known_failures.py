@@ -51,10 +51,7 @@ KNOWN_FAILURES = {
     ("nn.functional.interpolate", "bilinear"): "24: antialias=True",
     ("nn.functional.interpolate", "bicubic"): "24: bicubic",
     # issue 25: tensor plumbing
-    ("as_strided", "partial_views"): "25: an offset reaching past the tensor into its base's "
-                                     "storage (tinytensor has no storages: as_strided reads "
-                                     "the tensor's own entries)",
-    ("as_strided_scatter", ""): "25: torch's own gradient of input is wrong (OpInfo marks its "
+    ("as_strided_scatter", ""): "torch, not tinytensor: torch's own gradient of input is wrong (OpInfo marks its "
                                 "test_fn_grad expectedFailure); values match, and tinytensor's "
                                 "gradient is checked by finite differences in test_index_ops.py",
 }

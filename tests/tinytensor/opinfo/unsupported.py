@@ -12,7 +12,22 @@ def _is_tensor(x):
     return isinstance(x, torch.Tensor)
 
 
+def _reaches_past_the_tensor(sample):
+    """as_strided's (size, stride, storage_offset) reach beyond the input's own entries
+    (into the storage of the tensor it is a view of, in torch)."""
+    size, stride = sample.args[0], sample.args[1]
+    offset = sample.kwargs.get("storage_offset", sample.args[2] if len(sample.args) > 2 else 0)
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else offset - 1
+    return last >= sample.input.numel()
+
+
+NO_STORAGES = ("tinytensor has no storages: a tensor is its own array, so as_strided can "
+               "only address the tensor's own entries")
+
 UNSUPPORTED = {
+    "as_strided": [(NO_STORAGES, _reaches_past_the_tensor)],
+    "as_strided_copy": [(NO_STORAGES, _reaches_past_the_tensor)],
+    "as_strided_scatter": [(NO_STORAGES, _reaches_past_the_tensor)],
 }
 
 
