@@ -44,6 +44,8 @@ CASES = {
                   lambda x: TF.gelu(x, approximate="tanh"), 1e-5, 1e-14),
     "gelu": (("gelu_erf", "gelu_erf_backward"), F.gelu, TF.gelu, 1e-5, 1e-14),
     "erf": (("erf", "erf_backward"), lambda x: x.erf(), torch.erf, 1e-6, 1e-15),
+    "exp": (("exp",), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
+    "log": (("log",), lambda x: (x * x + 0.5).log(), lambda x: (x * x + 0.5).log(), 1e-6, 1e-15),
 }
 
 
@@ -247,3 +249,25 @@ def test_a_kernel_first_built_inside_tt_compile_s_capture_is_eager_s(monkeypatch
     eager = (F.silu(tt.tensor(x)) * 2.0).numpy()
     assert first.tobytes() == eager.tobytes() == again.tobytes()
     assert len(step.programs[0].instrs) == 2      # silu and mul: nothing of the kernel's capture
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_cumsum_last_dim_is_numpy_s_additions_bit_for_bit_and_its_backward_too(dt):
+    x, g = _data(dt)
+    x[1, :3] = [-0.0, -0.0, np.nan]   # a row of -0.0 stays -0.0; nan carries on
+    x[2, 7] = np.inf
+    before = (c_eager.calls.get("cumsum", 0), c_eager.calls.get("cumsum_rev", 0))
+    X = tt.tensor(x, requires_grad=True)
+    y = tt.cumsum(X, -1)
+    y.backward(tt.tensor(g))
+    assert (c_eager.calls.get("cumsum", 0), c_eager.calls.get("cumsum_rev", 0)) == (before[0] + 1, before[1] + 1)
+    assert np.array_equal(y.detach().numpy(), np.cumsum(x, -1), equal_nan=True)
+    assert np.signbit(y.detach().numpy()[1, :2]).all()
+    assert np.array_equal(X.grad.numpy(), np.flip(np.cumsum(np.flip(g, -1), -1), -1))
+    T = torch.tensor(x.astype(np.float64), requires_grad=True)
+    yt = torch.cumsum(T, -1)
+    yt.backward(torch.tensor(g.astype(np.float64)))
+    tol = 1e-4 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(y.detach().numpy()[3:], yt.detach().numpy()[3:], rtol=tol, atol=tol)
+    np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=tol, atol=tol)

@@ -73,6 +73,38 @@ static inline int {name}_before({ct} a, int64_t ia, {ct} b, int64_t ib) {{
 """
 
 
+def _cumsum_source(name, ct, reverse):
+    """C of a running sum along rows: n = (rows, row length); out[r, j] = x[r, 0] + ... +
+    x[r, j] added left to right as NumPy's cumsum does (reverse: x[r, j] + ... + x[r, len-1]
+    added right to left, flip-cumsum-flip's order: cumsum's backward). Eight rows at a time,
+    so eight independent additions are in flight instead of one chain."""
+    first, step, cond = ("len - 1", "j--", "j >= 0") if reverse else ("0", "j++", "j < len")
+    return f"""
+{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    {ct} *restrict out = ({ct} *)b[0];
+    const {ct} *restrict x = (const {ct} *)b[1];
+    const int64_t rows = n[0], len = n[1];
+    const int64_t lo = tt_part_start(rows, part, parts, 1), hi = tt_part_start(rows, part + 1, parts, 1);
+    int64_t r = lo;
+    for (; r + 8 <= hi; r += 8) {{
+        {ct} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+        for (int64_t j = {first}; {cond}; {step})
+            for (int k = 0; k < 8; k++) {{
+                acc[k] = j == {first} ? x[(r + k) * len + j] : acc[k] + x[(r + k) * len + j];
+                out[(r + k) * len + j] = acc[k];
+            }}
+    }}
+    for (; r < hi; r++) {{
+        {ct} acc = 0;
+        for (int64_t j = {first}; {cond}; {step}) {{
+            acc = j == {first} ? x[r * len + j] : acc + x[r * len + j];
+            out[r * len + j] = acc;
+        }}
+    }}
+}}
+"""
+
+
 def _flash_source(name, ct, backward):
     """C of flash attention's per-block softmax step on the CPU (ops/attention.py), rows of
     scores s (rows, n) in place; n = (rows, n, rows per head block lq, first query i0, first
@@ -236,4 +268,18 @@ def topk_indices(x, k, largest):
     rows = x.size // n
     out = np.empty(x.shape[:-1] + (k,), np.int64)
     _call(lib, [out, x], [rows, n, k], x.size, "topk")
+    return out
+
+
+def cumsum_last(x, reverse=False):
+    """The running sum of x along its last dim (reverse: from the end, cumsum's backward),
+    in NumPy's order of additions, or None (NumPy computes it)."""
+    if x.ndim == 0 or x.shape[-1] == 0 or not c_eager.enabled() or not c_eager.takes(x):
+        return None
+    kind = "cumsum_rev" if reverse else "cumsum"
+    lib = _load(kind, x.dtype.char, lambda name, ct: _cumsum_source(name, ct, reverse))
+    if lib is None:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    _call(lib, [out, x], [x.size // x.shape[-1], x.shape[-1]], x.size, kind)
     return out

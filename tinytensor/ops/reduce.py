@@ -14,6 +14,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
 from ..core.tensor import Tensor
+from ..kernels import c_rows as _c_rows
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
                           minimum, mul, sign, where)
 from .indexing import gather
@@ -481,12 +482,25 @@ class Cumsum(Function):
     def forward(ctx, x, dim):
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
             return x.cumsum(axis=dim, dtype=np.float32).astype(x.dtype)
+        if dim == x.ndim - 1:   # NumPy scans a last-dim row one addition at a time
+            got = _c_rows.cumsum_last(x)
+            if got is not None:
+                return got
         return x.cumsum(axis=dim)
 
     @staticmethod
     def backward(ctx, g):
         d = ctx.attrs["dim"]
         return flip(Cumsum.apply(flip(g, d), dim=d), d)
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        d = ctx.attrs["dim"]
+        got = _c_rows.cumsum_last(g, reverse=True) if d == g.ndim - 1 else None
+        if got is not None:   # flip-cumsum-flip's additions, in one pass
+            return got
+        return Cumsum.forward(ctx, g[(slice(None),) * d + (slice(None, None, -1),)], d)[
+            (slice(None),) * d + (slice(None, None, -1),)]
 
 
 def cumsum(x, dim=None, dtype=None, axis=None):
