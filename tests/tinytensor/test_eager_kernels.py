@@ -271,3 +271,48 @@ def test_cumsum_last_dim_is_numpy_s_additions_bit_for_bit_and_its_backward_too(d
     tol = 1e-4 if dt == np.float32 else 1e-12
     np.testing.assert_allclose(y.detach().numpy()[3:], yt.detach().numpy()[3:], rtol=tol, atol=tol)
     np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=tol, atol=tol)
+
+
+@needs_cc
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=1, padding=1, dilation=2, ceil_mode=True),
+                                dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), ceil_mode=True)])
+def test_max_pool2d_c_winners_gather_and_scatter_are_numpy_s_bit_for_bit(kw):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 16, 32, 33))
+    x[0, 0, :4, :4] = -np.inf        # a window of lowest values names its first real element
+    x[0, 1, 2, 3] = np.nan           # a nan wins its windows
+    x[1, 2, :, 5] = x[1, 2, :, 6]    # ties: the first
+    g = rng.standard_normal((2, 16, 40, 40))
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y, i = F.max_pool2d(X, return_indices=True, **kw)
+        y.backward(tt.tensor(g[..., :y.shape[-2], :y.shape[-1]].copy()))
+        return y.detach().numpy(), i.numpy(), X.grad.numpy()
+
+    before = c_eager.calls.get("max_pool2d", 0)
+    got = run()
+    assert c_eager.calls.get("max_pool2d", 0) == before + 1
+    prev = c_eager.set_enabled(False)
+    try:
+        ref = run()
+    finally:
+        c_eager.set_enabled(prev)
+    for a, b in zip(got, ref):
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+
+
+@needs_cc
+def test_gather_and_scatter_add_along_the_last_dim_run_c_in_add_at_order():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 700)).astype(np.float32)
+    index = rng.integers(0, 700, (64, 600))   # repeats: the additions' order matters
+    src = rng.standard_normal((64, 600)).astype(np.float32)
+    before = (c_eager.calls.get("gather", 0), c_eager.calls.get("scatter_add", 0))
+    got = (tt.gather(tt.tensor(x), -1, tt.tensor(index)).numpy(),
+           tt.scatter_add(tt.tensor(x), 1, tt.tensor(index), tt.tensor(src)).numpy())
+    assert (c_eager.calls.get("gather", 0), c_eager.calls.get("scatter_add", 0)) == (before[0] + 1, before[1] + 1)
+    ref = x.copy()
+    np.add.at(ref, (np.arange(64)[:, None], index), src)
+    assert np.array_equal(got[0], np.take_along_axis(x, index, 1)) and np.array_equal(got[1], ref)

@@ -105,6 +105,64 @@ def _cumsum_source(name, ct, reverse):
 """
 
 
+def _gather_source(name, ct, scatter):
+    """C of gather along the last dim, n = (rows, row length of x, of index): out[r, j] =
+    x[r, index[r, j]]; or (scatter) scatter-add: out[r, index[r, j]] += src[r, j] over j in
+    order, as NumPy's add.at adds (out holds x already). Indices are in range: the ops'
+    wrappers check them (ops/indexing.py `index_in_range`)."""
+    body = ("o[ix[j]] = o[ix[j]] + v[j];" if scatter else "o[j] = v[ix[j]];")
+    o_len, v_len = ("s", "l") if scatter else ("l", "s")
+    return f"""
+{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    const int64_t rows = n[0], s = n[1], l = n[2];
+    const int64_t lo = tt_part_start(rows, part, parts, 1), hi = tt_part_start(rows, part + 1, parts, 1);
+    for (int64_t r = lo; r < hi; r++) {{
+        {ct} *restrict o = ({ct} *)b[0] + r * {o_len};
+        const {ct} *restrict v = (const {ct} *)b[1] + r * {v_len};
+        const int64_t *restrict ix = (const int64_t *)b[2] + r * l;
+        for (int64_t j = 0; j < l; j++) {body}
+    }}
+}}
+"""
+
+
+def _max_pool2d_source(name, ct):
+    """C of max pooling's winners over planes (N*C, H, W): n = (planes, H, W, OH, OW, kh, kw,
+    sh, sw, ph, pw, dh, dw) with ph, pw the low-side padding; out[p, i, j] = h * W + w of
+    the window's first largest real element, a nan winning (NumPy's argmax over the window
+    padded with the lowest value, as ops/pooling.py `MaxPoolIndex` computes it: padding
+    never wins, a window of lowest values names its first real element)."""
+    return f"""
+{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    int64_t *restrict out = (int64_t *)b[0];
+    const {ct} *restrict x = (const {ct} *)b[1];
+    const int64_t planes = n[0], H = n[1], W = n[2], OH = n[3], OW = n[4], kh = n[5], kw = n[6];
+    const int64_t sh = n[7], sw = n[8], ph = n[9], pw = n[10], dh = n[11], dw = n[12];
+    const int64_t lo = tt_part_start(planes, part, parts, 1), hi = tt_part_start(planes, part + 1, parts, 1);
+    for (int64_t p = lo; p < hi; p++) {{
+        const {ct} *restrict plane = x + p * H * W;
+        int64_t *restrict o = out + p * OH * OW;
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {{
+                int64_t best = -1;
+                {ct} bv = 0;
+                for (int64_t a = 0; a < kh; a++) {{
+                    const int64_t h = i * sh - ph + a * dh;
+                    if (h < 0 || h >= H) continue;
+                    for (int64_t c = 0; c < kw; c++) {{
+                        const int64_t w = j * sw - pw + c * dw;
+                        if (w < 0 || w >= W) continue;
+                        const {ct} v = plane[h * W + w];
+                        if (best < 0 || (bv == bv && (v > bv || v != v))) {{ best = h * W + w; bv = v; }}
+                    }}
+                }}
+                o[i * OW + j] = best;
+            }}
+    }}
+}}
+"""
+
+
 def _flash_source(name, ct, backward):
     """C of flash attention's per-block softmax step on the CPU (ops/attention.py), rows of
     scores s (rows, n) in place; n = (rows, n, rows per head block lq, first query i0, first
@@ -282,4 +340,53 @@ def cumsum_last(x, reverse=False):
         return None
     out = np.empty(x.shape, x.dtype)
     _call(lib, [out, x], [x.size // x.shape[-1], x.shape[-1]], x.size, kind)
+    return out
+
+
+def _int64_rows(*arrays):
+    return all(type(a) is np.ndarray and a.dtype == np.int64 and a.flags.c_contiguous for a in arrays)
+
+
+def gather_last(x, index):
+    """x[..., index] along the last dim row by row (gather with dim = -1, index of x's
+    leading shape), or None."""
+    if x.ndim == 0 or x.shape[:-1] != index.shape[:-1] or not c_eager.enabled() \
+            or not c_eager.takes(x) or not _int64_rows(index) or index.size < c_eager.MIN_ELEMENTS:
+        return None
+    lib = _load("gather", x.dtype.char, lambda name, ct: _gather_source(name, ct, False))
+    if lib is None:
+        return None
+    out = np.empty(index.shape, x.dtype)
+    _call(lib, [out, x, index], [index.size // max(index.shape[-1], 1), x.shape[-1], index.shape[-1]],
+          index.size, "gather")
+    return out
+
+
+def scatter_add_last(out, index, src):
+    """out[..., index] += src along the last dim, in place, in NumPy's add.at order (out,
+    index and src of one leading shape; src the index's shape); False where NumPy must."""
+    if out.ndim == 0 or out.shape[:-1] != index.shape[:-1] or src.shape != index.shape \
+            or not c_eager.enabled() or not c_eager.takes(out, src) or not _int64_rows(index) \
+            or index.size < c_eager.MIN_ELEMENTS:
+        return False
+    lib = _load("scatter_add", out.dtype.char, lambda name, ct: _gather_source(name, ct, True))
+    if lib is None:
+        return False
+    _call(lib, [out, src, index], [index.size // max(index.shape[-1], 1), out.shape[-1], index.shape[-1]],
+          index.size, "scatter_add")
+    return True
+
+
+def max_pool2d_index(x, kernel, stride, dilation, low_pads, out_size):
+    """Max pooling's winners of x (N, C, H, W) as flat h * W + w indices (N, C, OH, OW), or
+    None."""
+    if x.ndim != 4 or not c_eager.enabled() or not c_eager.takes(x):
+        return None
+    lib = _load("max_pool2d", x.dtype.char, _max_pool2d_source)
+    if lib is None:
+        return None
+    N, C, H, W = x.shape
+    out = np.empty((N, C) + tuple(out_size), np.int64)
+    _call(lib, [out, x], [N * C, H, W, *out_size, *kernel, *stride, *low_pads, *dilation],
+          x.size, "max_pool2d")
     return out

@@ -9,6 +9,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..messages import OpError
 from ..core.tensor import Tensor
+from ..kernels import c_rows as _c_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
 from .movement import _where, broadcast_shapes, norm_dim, pad as pad_, reshape
@@ -389,7 +390,8 @@ class _GatherOp(Function):
     @staticmethod
     def forward(ctx, x, index, dim):
         ctx.save_for_backward(index)
-        return x[_along_dim_key(_xp(x), index, dim)]
+        got = _c_rows.gather_last(x, index) if dim == x.ndim - 1 else None
+        return got if got is not None else x[_along_dim_key(_xp(x), index, dim)]
 
     @staticmethod
     def forward_into(out, x, index, dim):
@@ -417,6 +419,8 @@ class ScatterAdd(Function):
         if not copied:
             out[...] = x
         sl = tuple(slice(0, s) for s in index.shape)
+        if dim == x.ndim - 1 and _c_rows.scatter_add_last(out, index, src[sl]):
+            return out   # add.at's additions in one C pass (kernels/c_rows.py)
         _add_at(xp, out, _along_dim_key(xp, index, dim), src[sl])
         return out
 
