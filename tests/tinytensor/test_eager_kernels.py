@@ -42,7 +42,7 @@ CASES = {
     "silu": (("silu", "silu_backward"), F.silu, TF.silu, 1e-5, 1e-14),
     "gelu_tanh": (("gelu_tanh", "gelu_tanh_backward"), lambda x: F.gelu(x, approximate="tanh"),
                   lambda x: TF.gelu(x, approximate="tanh"), 1e-5, 1e-14),
-    "gelu": (("gelu_erf", "gelu_erf_backward"), F.gelu, TF.gelu, 1e-5, 1e-14),
+    "gelu": (("gelu_erf_cdf", "gelu_erf_backward_cdf"), F.gelu, TF.gelu, 1e-5, 1e-14),
     "erf": (("erf", "erf_backward"), lambda x: x.erf(), torch.erf, 1e-6, 1e-15),
     "exp": (("exp",), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
     "log": (("log",), lambda x: (x * x + 0.5).log(), lambda x: (x * x + 0.5).log(), 1e-6, 1e-15),
@@ -316,3 +316,23 @@ def test_gather_and_scatter_add_along_the_last_dim_run_c_in_add_at_order():
     ref = x.copy()
     np.add.at(ref, (np.arange(64)[:, None], index), src)
     assert np.array_equal(got[0], np.take_along_axis(x, index, 1)) and np.array_equal(got[1], ref)
+
+
+@needs_cc
+def test_exact_gelu_keeps_its_cdf_for_the_backward_and_a_compiled_step_gets_the_same_bits():
+    """Eager's forward returns the cdf with the GELU (rounded to float) and its backward
+    reads it; the compiled step computes the cdf afresh and rounds it the same way."""
+    x, g = _data(np.float32)
+    with tt.no_grad():
+        plain = F.gelu(tt.tensor(x)).numpy()   # no backward to come: the GELU alone
+    before = c_eager.calls.get("gelu_erf_backward_cdf", 0)
+    y, gx = _fwd_bwd(F.gelu, x, g)
+    assert c_eager.calls.get("gelu_erf_backward_cdf", 0) == before + 1
+    assert np.array_equal(plain, y)
+
+    def step(t, gt):
+        t.requires_grad_(True)
+        return tt.grad((F.gelu(t) * gt).sum(), [t])[0]
+    compiled = tt.compile(step, backend="c")
+    compiled(tt.tensor(x), tt.tensor(g))         # the capture's call
+    np.testing.assert_array_equal(compiled(tt.tensor(x), tt.tensor(g)).numpy(), gx)

@@ -39,6 +39,7 @@ from .tensor import Tensor
 
 class _Ctx:
     """The ctx handed to forward when no graph is recorded: saving is a no-op."""
+    records = False   # a forward may skip work only its backward would read
 
     def save_for_backward(self, *arrays):
         pass

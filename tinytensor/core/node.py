@@ -21,6 +21,7 @@ class Node:
     input produced by another op, the leaf Tensor itself, or None (no grad needed).
     in_meta[i] / out_meta[j] are (shape, dtype, device) of inputs / outputs.
     """
+    records = True   # as a ctx: what forward saves is kept (function.py `_Ctx` does not keep it)
 
     # defaults live on the class so that creating a node sets only what differs
     edges = ()

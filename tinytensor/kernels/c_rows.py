@@ -21,15 +21,20 @@ _lock = threading.Lock()
 _CT = {"f": "float", "d": "double"}
 
 
-def _elementwise_source(name, ct, n_in, expr):
-    """C of an elementwise kernel p0[j] = expr(x1[j], ...) over n[0] elements."""
-    params = ", ".join([f"{ct} *restrict p0"] + [f"const {ct} *restrict p{k}" for k in range(1, n_in + 1)])
-    loads = " ".join(f"const {ct} x{k} = p{k}[j];" for k in range(1, n_in + 1))
-    args = ", ".join(["(" + ct + " *)b[0]"] + [f"(const {ct} *)b[{k}]" for k in range(1, n_in + 1)])
+def _elementwise_source(name, ct, n_in, outs, let=""):
+    """C of an elementwise kernel over n[0] elements: outputs p0, p1, ... = outs (C
+    expressions of the inputs x1, x2, ... and of what `let` binds), inputs after them."""
+    n_out = len(outs)
+    params = ", ".join([f"{ct} *restrict p{k}" for k in range(n_out)]
+                       + [f"const {ct} *restrict p{n_out + k}" for k in range(n_in)])
+    loads = " ".join(f"const {ct} x{k + 1} = p{n_out + k}[j];" for k in range(n_in))
+    stores = " ".join(f"p{k}[j] = {e};" for k, e in enumerate(outs))
+    args = ", ".join([f"({ct} *)b[{k}]" for k in range(n_out)]
+                     + [f"(const {ct} *)b[{n_out + k}]" for k in range(n_in)])
     return f"""
 static inline __attribute__((always_inline)) void {name}_body({params}, const int64_t s0, int64_t part, int64_t parts) {{
     const int64_t lo = tt_part_start(s0, part, parts, 16), hi = tt_part_start(s0, part + 1, parts, 16);
-    for (int64_t j = lo; j < hi; j++) {{ {loads} p0[j] = {expr}; }}
+    for (int64_t j = lo; j < hi; j++) {{ {loads} {let} {stores} }}
 }}
 {_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
     {name}_body({args}, n[0], part, parts);
@@ -290,28 +295,43 @@ def _call(lib, arrays, sizes, work, name):
         lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
 
 
-# kind -> (inputs, C expression of x1 (x2): float form, double form): the functions the
-# codegen emits for the exact GELU, its slope and erf, so compiled and eager agree
-_EXPRS = {
-    "gelu_erf": (1, "tt_gelu_erff(x1)", "tt_gelu_erf(x1)"),
-    "gelu_erf_backward": (2, "x2 * tt_gelu_erf_slopef(x1)", "x2 * tt_gelu_erf_slope(x1)"),
-    "erf": (1, "tt_erff(x1)", "tt_erf(x1)"),
+# kind -> (inputs, {C type: (C binding, output expressions)}): the functions the codegen
+# emits for the exact GELU, its slope and erf, so compiled and eager agree. The exact
+# GELU's forward also returns its cdf (rounded to x's dtype), which its backward reads
+# instead of computing erfc again: tt_gelu_erf_slope_cdff rounds the cdf to float itself,
+# so a compiled step, which computes the cdf afresh, gets the same bits.
+_KINDS = {
+    "gelu_erf": (1, {"float": ("", ("tt_gelu_erff(x1)",)), "double": ("", ("tt_gelu_erf(x1)",))}),
+    "gelu_erf_cdf": (1, {"float": ("const double c = tt_gelu_cdf32((double)x1);",
+                                   ("tt_gelu_erf_cdff(x1, c)", "(float)c")),
+                         "double": ("const double c = tt_gelu_cdf(x1);", ("tt_gelu_erf_cdf(x1, c)", "c"))}),
+    "gelu_erf_backward": (2, {"float": ("", ("x2 * tt_gelu_erf_slopef(x1)",)),
+                              "double": ("", ("x2 * tt_gelu_erf_slope(x1)",))}),
+    "gelu_erf_backward_cdf": (3, {"float": ("", ("x3 * tt_gelu_erf_slope_cdff(x1, x2)",)),
+                                  "double": ("", ("x3 * tt_gelu_erf_slope_cdf(x1, x2)",))}),
+    "erf": (1, {"float": ("", ("tt_erff(x1)",)), "double": ("", ("tt_erf(x1)",))}),
 }
 
 
 def elementwise(kind, *arrays):
-    """The exact GELU ("gelu_erf"), its backward g * slope ("gelu_erf_backward", on (x, g))
-    or erf of arrays of one shape: the result, or None."""
+    """A kernel of _KINDS on arrays of one shape: the exact GELU ("gelu_erf"; "gelu_erf_cdf":
+    and its cdf), its backward g * slope ("gelu_erf_backward" on (x, g);
+    "gelu_erf_backward_cdf" on (x, cdf, g)) or erf: the result (a tuple where there are
+    several), or None."""
     a = arrays[0]
     if not c_eager.enabled() or not c_eager.takes(*arrays) or any(b.shape != a.shape for b in arrays):
         return None
-    n_in, f, d = _EXPRS[kind]
-    lib = _load(kind, a.dtype.char, lambda name, ct: _elementwise_source(name, ct, n_in, f if ct == "float" else d))
+    n_in, forms = _KINDS[kind]
+
+    def source(name, ct):
+        let, outs = forms[ct]
+        return _elementwise_source(name, ct, n_in, outs, let)
+    lib = _load(kind, a.dtype.char, source)
     if lib is None:
         return None
-    out = np.empty(a.shape, a.dtype)
-    _call(lib, [out, *arrays], [a.size], a.size, kind)
-    return out
+    outs = [np.empty(a.shape, a.dtype) for _ in forms["float"][1]]
+    _call(lib, [*outs, *arrays], [a.size], a.size, kind)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def topk_indices(x, k, largest):

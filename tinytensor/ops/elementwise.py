@@ -777,6 +777,11 @@ class Gelu(Function):
                 return t
             inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
             return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+        if ctx.records:   # the cdf too, which the backward then reads instead of an erfc
+            got = _c_rows.elementwise("gelu_erf_cdf", x)
+            if got is not None:
+                ctx.save_for_backward(x, got[1])
+                return got[0]
         got = _c_rows.elementwise("gelu_erf", x)
         if got is not None:
             return got
@@ -804,7 +809,9 @@ class Gelu(Function):
                 return slope
             return g * slope
         if ctx.attrs["approximate"] == "none":
-            got = _c_rows.elementwise("gelu_erf_backward", x, g)
+            saved = ctx.saved_arrays
+            got = (_c_rows.elementwise("gelu_erf_backward_cdf", x, saved[1], g) if len(saved) == 2
+                   else _c_rows.elementwise("gelu_erf_backward", x, g))
             if got is not None:
                 return got
         if xp is np and ctx.attrs["approximate"] == "none":

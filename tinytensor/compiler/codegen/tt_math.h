@@ -363,10 +363,12 @@ static inline double tt_gelu_cdf32(double x) { return tt_erfc32(tt_neg(x * TT_IN
 static inline float tt_gelu_erf_cdff(float x, double cdf) { return (float)((double)x * cdf); }
 static inline double tt_gelu_erf_cdf(double x, double cdf) { return x * cdf; }
 
+/* the cdf rounded to float first: eager's forward keeps that float for its backward
+ * (kernels/c_rows.py), so a kernel that computes the cdf afresh gets the same bits */
 static inline float tt_gelu_erf_slope_cdff(float x, double cdf) {
-    double xd = x, h = xd * xd * -0.5;
+    double xd = x, c = (double)(float)cdf, h = xd * xd * -0.5;
     h = h < -700.0 ? -700.0 : h;                    /* tt_exp32's range; exp(-700) x is 0 in float */
-    return (float)(cdf + xd * (tt_exp32(h) * TT_INV_SQRT_2PI));
+    return (float)(c + xd * (tt_exp32(h) * TT_INV_SQRT_2PI));
 }
 
 static inline double tt_gelu_erf_slope_cdf(double x, double cdf) {

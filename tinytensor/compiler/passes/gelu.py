@@ -63,13 +63,15 @@ class GeluFromCdf(Function):
 
 
 class GeluSlopeFromCdf(Function):
-    """cdf(x) + x pdf(x), rounded once to x's dtype: the exact GELU's slope (tt_gelu_erf_slope_cdf[f])."""
+    """cdf(x) (rounded to x's dtype first) + x pdf(x), rounded once to x's dtype: the exact GELU's
+    slope (tt_gelu_erf_slope_cdf[f])."""
     name = "gelu_erf_slope_from_cdf"
 
     @staticmethod
     def forward(ctx, x, cdf):
         xp = E._xp(x)
         xd = x.astype(np.float64)
+        cdf = cdf.astype(x.dtype).astype(np.float64)   # rounded first, as tt_gelu_erf_slope_cdff does
         return (cdf + xd * (xp.exp(xd * xd * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
 
