@@ -50,7 +50,7 @@ PRELUDE = """\
 #define tt_gelu_cdf(x) (erfc(-(x) * 0.7071067811865476) * 0.5)
 #define tt_gelu_erf_cdff(x, c) ((float)((double)(x) * (c)))
 #define tt_gelu_erf_cdf(x, c) ((x) * (c))
-#define tt_gelu_erf_slope_cdff(x, c) ((float)((c) + (double)(x) * (exp((double)(x) * (x) * -0.5) * 0.3989422804014327)))
+#define tt_gelu_erf_slope_cdff(x, c) ((float)((double)(float)(c) + (double)(x) * (exp((double)(x) * (x) * -0.5) * 0.3989422804014327)))
 #define tt_gelu_erf_slope_cdf(x, c) ((c) + (x) * (exp((x) * (x) * -0.5) * 0.3989422804014327))
 #define tt_gelu_erff(x) tt_gelu_erf_cdff(x, tt_gelu_cdf32((double)(x)))
 #define tt_gelu_erf(x) tt_gelu_erf_cdf(x, tt_gelu_cdf(x))
