@@ -257,8 +257,13 @@ def test_the_exact_gelu_and_its_slope_on_the_host_share_a_cdf_within_rounding(tm
     got = host_runner(fused, tmp_path)(inputs)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     # the capture's own gradient is the decomposed float32 slope (1 + erf loses digits for
-    # x << 0): against float64 instead, to float32's rounding
-    np.testing.assert_allclose(got[-1], _reference_grad(x.data.astype(np.float64)), rtol=3e-7, atol=1e-37)
+    # x << 0): against float64 instead, to float32's rounding of the slope's larger term
+    # (the cdf, rounded to float as eager keeps it: where the slope crosses 0, x ~ -0.75,
+    # that rounding is the error)
+    xd = x.data.astype(np.float64)
+    ref = _reference_grad(xd)
+    cdf_term = np.array([0.5 * math.erfc(-v / math.sqrt(2.0)) for v in xd]) * xd * xd
+    assert np.all(np.abs(got[-1] - ref) <= 3e-7 * (np.abs(ref) + cdf_term) + 1e-37)
 
 
 @pytest.mark.parametrize("name", ["mlp_step", "gpt_step"])
