@@ -55,8 +55,9 @@ def _update_running(op, running, stat, n, factor, unbiased, name):
         s = stat.detach().reshape(tuple(running.shape)).to(running.dtype)
         if unbiased:
             s = s * (n / (n - 1)) if n > 1 else s   # torch: n == 1 leaves the biased var
-        new = old * (1.0 - factor) + s * factor if isinstance(factor, numbers.Number) else \
-            old + (s - old) * factor.to(running.dtype)
+        if not isinstance(factor, numbers.Number):   # a 0-d tensor (momentum=None's 1/n)
+            factor = factor.to(running.dtype)
+        new = old * (1.0 - factor) + s * factor
         _write_buffer(op, running, new, old)
 
 
