@@ -1,0 +1,100 @@
+"""models.resnet.resnet18 against a torch ResNet-18 with the same weights, in float64: the
+logits, the loss, every parameter's gradient and every running statistic after a training
+step, then the logits and gradients in eval mode. The torch twin is written here, layer
+for layer as torchvision's (torchvision is not a dependency), so the state dict it loads
+from has torchvision's key names."""
+import numpy as np
+import pytest
+import torch
+import torch.nn as tnn
+
+import tinytensor as tt
+from models.resnet import resnet18
+
+
+class TorchBasicBlock(tnn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        self.conv1 = tnn.Conv2d(cin, width, 3, stride, 1, bias=False)
+        self.bn1 = tnn.BatchNorm2d(width)
+        self.relu = tnn.ReLU()
+        self.conv2 = tnn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = tnn.BatchNorm2d(width)
+        self.downsample = None
+        if stride != 1 or cin != width:
+            self.downsample = tnn.Sequential(tnn.Conv2d(cin, width, 1, stride, bias=False), tnn.BatchNorm2d(width))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + identity)
+
+
+class TorchResNet18(tnn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.conv1 = tnn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = tnn.BatchNorm2d(64)
+        self.relu = tnn.ReLU()
+        self.maxpool = tnn.MaxPool2d(3, 2, 1)
+        cin, stages = 64, []
+        for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            stages.append(tnn.Sequential(TorchBasicBlock(cin, width, stride), TorchBasicBlock(width, width, 1)))
+            cin = width
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = tnn.AdaptiveAvgPool2d((1, 1))
+        self.fc = tnn.Linear(512, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+@pytest.fixture(scope="module")
+def twins():
+    torch.manual_seed(0)
+    theirs = TorchResNet18(10).double()
+    with torch.no_grad():   # norms away from 1 and 0, so their parameters' gradients differ
+        for m in theirs.modules():
+            if isinstance(m, tnn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    ours = resnet18(num_classes=10, dtype=tt.float64)
+    assert list(ours.state_dict()) == list(theirs.state_dict())   # torchvision's names, in order
+    ours.load_state_dict(theirs.state_dict())
+    return ours, theirs
+
+
+def _step(ours, theirs, x, y):
+    lo = ours(tt.tensor(x))
+    lt = theirs(torch.tensor(x))
+    np.testing.assert_allclose(lo.detach().numpy(), lt.detach().numpy(), rtol=1e-10, atol=1e-11)
+    loss_o = tt.functional.cross_entropy(lo, tt.tensor(y))
+    loss_t = torch.nn.functional.cross_entropy(lt, torch.tensor(y))
+    loss_o.backward()
+    loss_t.backward()
+    named = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        q = named[name]
+        # against the gradient's own scale: twenty batch norms' backward subtract means, so an
+        # entry that cancels to ~1e-9 of its neighbours carries their rounding (a wrong
+        # formula is off by the scale itself)
+        scale = float(q.grad.abs().max())
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-9, atol=1e-9 * scale, err_msg=name)
+        p.grad, q.grad = None, None
+    theirs_state = theirs.state_dict()
+    for k, v in ours.state_dict().items():   # running statistics and num_batches_tracked
+        np.testing.assert_allclose(v.numpy(), theirs_state[k].numpy(), rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def test_resnet18_matches_torch_in_training_then_eval(twins):
+    ours, theirs = twins
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 32, 32))
+    y = np.array([3, 7])
+    ours.train(), theirs.train()
+    _step(ours, theirs, x, y)
+    assert ours.layer3[0].bn1.num_batches_tracked.item() == 1
+    ours.eval(), theirs.eval()
+    _step(ours, theirs, rng.standard_normal((1, 3, 32, 32)), np.array([5]))
