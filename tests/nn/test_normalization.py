@@ -9,6 +9,7 @@ import torch
 import nn
 import tinytensor as tt
 from tinytensor.compiler import CaptureError
+from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi, results
 
 
 def _copy_from_torch(ours, theirs):
@@ -170,3 +171,24 @@ def test_compile_refuses_running_statistics_passed_as_arguments():
     f = tt.compile(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True).sum(), backend="numpy")
     with pytest.raises(CaptureError, match=r"batch_norm updates running_mean .* in place"):
         f(tt.randn(2, 3), tt.zeros(3), tt.ones(3))
+
+
+@needs_mpi
+def test_sync_batch_norm_on_two_ranks_equals_batch_norm_on_the_whole_batch():
+    """tests/tinytensor/distributed/worker_syncbn.py: ranks holding 3 rows and 1 of a batch of 4,
+    two training steps and an eval step, against BatchNorm2d on all 4 rows in one process."""
+    ranks = results(mpiexec(["tests/tinytensor/distributed/worker_syncbn.py"]))
+    for r in (0, 1):
+        res = ranks[r]
+        assert res["converted"] == ["Conv2d", "SyncBatchNorm", "ReLU", "Conv2d", "SyncBatchNorm"]
+        assert res["num_batches_tracked"] == 2
+        for what in ("y", "x_grad", "param_grad", "state", "eval"):
+            assert res[what] < 1e-12, (r, what, res)
+
+
+def test_sync_batch_norm_without_a_process_group_is_batch_norm():
+    tt.manual_seed(0)
+    x = tt.randn(4, 3, 2, dtype=tt.float64)
+    a, b = nn.SyncBatchNorm(3, dtype=tt.float64), nn.BatchNorm1d(3, dtype=tt.float64)
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
+    np.testing.assert_array_equal(a.running_var.numpy(), b.running_var.numpy())

@@ -53,8 +53,10 @@ def _update_running(op, running, stat, n, factor, unbiased, name):
     with no_grad():
         old = _read_buffer(op, running, name)
         s = stat.detach().reshape(tuple(running.shape)).to(running.dtype)
-        if unbiased:
-            s = s * (n / (n - 1)) if n > 1 else s   # torch: n == 1 leaves the biased var
+        if unbiased and not isinstance(n, numbers.Number):   # a count over ranks, as a tensor
+            s = s * (n / (n - 1)).to(s.dtype)
+        elif unbiased and n > 1:   # torch: n == 1 leaves the biased var
+            s = s * (n / (n - 1))
         if not isinstance(factor, numbers.Number):   # a 0-d tensor (momentum=None's 1/n)
             factor = factor.to(running.dtype)
         new = old * (1.0 - factor) + s * factor
