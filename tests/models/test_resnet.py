@@ -1,8 +1,9 @@
 """models.resnet.resnet18 against a torch ResNet-18 with the same weights, in float64: the
 logits, the loss, every parameter's gradient and every running statistic after a training
-step, then the logits and gradients in eval mode. The torch twin is written here, layer
-for layer as torchvision's (torchvision is not a dependency), so the state dict it loads
-from has torchvision's key names."""
+step, then the logits and gradients in eval mode. The torch twin (tools/lib/torch_resnet.py,
+shared with `bench.py conv --resnet`) is written layer for layer as torchvision's
+(torchvision is not a dependency), so the state dict it loads from has torchvision's key
+names."""
 import numpy as np
 import pytest
 import torch
@@ -10,51 +11,13 @@ import torch.nn as tnn
 
 import tinytensor as tt
 from models.resnet import resnet18
-
-
-class TorchBasicBlock(tnn.Module):
-    def __init__(self, cin, width, stride):
-        super().__init__()
-        self.conv1 = tnn.Conv2d(cin, width, 3, stride, 1, bias=False)
-        self.bn1 = tnn.BatchNorm2d(width)
-        self.relu = tnn.ReLU()
-        self.conv2 = tnn.Conv2d(width, width, 3, 1, 1, bias=False)
-        self.bn2 = tnn.BatchNorm2d(width)
-        self.downsample = None
-        if stride != 1 or cin != width:
-            self.downsample = tnn.Sequential(tnn.Conv2d(cin, width, 1, stride, bias=False), tnn.BatchNorm2d(width))
-
-    def forward(self, x):
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        return self.relu(self.bn2(self.conv2(out)) + identity)
-
-
-class TorchResNet18(tnn.Module):
-    def __init__(self, num_classes):
-        super().__init__()
-        self.conv1 = tnn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = tnn.BatchNorm2d(64)
-        self.relu = tnn.ReLU()
-        self.maxpool = tnn.MaxPool2d(3, 2, 1)
-        cin, stages = 64, []
-        for width, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            stages.append(tnn.Sequential(TorchBasicBlock(cin, width, stride), TorchBasicBlock(width, width, 1)))
-            cin = width
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.avgpool = tnn.AdaptiveAvgPool2d((1, 1))
-        self.fc = tnn.Linear(512, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+from tools.lib.torch_resnet import torch_resnet18
 
 
 @pytest.fixture(scope="module")
 def twins():
     torch.manual_seed(0)
-    theirs = TorchResNet18(10).double()
+    theirs = torch_resnet18(10).double()
     with torch.no_grad():   # norms away from 1 and 0, so their parameters' gradients differ
         for m in theirs.modules():
             if isinstance(m, tnn.BatchNorm2d):
