@@ -19,6 +19,9 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "Insta
 
 class _NormBase(Module):
     """What batch and instance norm share: the affine parameters and the running statistics."""
+    # checkpoints saved before torch 0.4.1 (torchvision's first ResNet weights among them)
+    # have no num_batches_tracked: torch loads them and keeps the module's count, as here
+    _state_optional = ("num_batches_tracked",)
 
     def __init__(self, num_features, eps, momentum, affine, track_running_stats, device, dtype, bias):
         super().__init__()

@@ -115,6 +115,22 @@ def test_a_torch_checkpoint_loads_and_num_batches_tracked_is_int64():
     assert list(nn.BatchNorm1d(2, track_running_stats=False).state_dict()) == ["weight", "bias"]
 
 
+def test_a_checkpoint_without_num_batches_tracked_loads_and_keeps_the_count_as_in_torch():
+    old = {k: v for k, v in torch.nn.BatchNorm2d(4).state_dict().items() if k != "num_batches_tracked"}
+    theirs, ours = torch.nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+    theirs.num_batches_tracked.fill_(5)
+    with tt.no_grad():
+        ours.num_batches_tracked.fill_(5)
+    old["running_mean"] = torch.arange(4.0)
+    theirs.load_state_dict(old)   # torch: a missing num_batches_tracked keeps the module's
+    result = ours.load_state_dict(old)
+    assert result.missing_keys == [] and ours.num_batches_tracked.item() == theirs.num_batches_tracked.item() == 5
+    assert ours.running_mean.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match="missing: running_var"):
+        nn.BatchNorm2d(4).load_state_dict({"weight": torch.ones(4), "bias": torch.zeros(4),
+                                           "running_mean": torch.zeros(4)})
+
+
 def test_wrong_input_rank_names_the_layer_and_shape():
     with pytest.raises(ValueError, match=r"BatchNorm2d: expected 4D input, got input of shape \(2, 3, 4\)"):
         nn.BatchNorm2d(3)(tt.ones(2, 3, 4))
