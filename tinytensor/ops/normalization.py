@@ -80,12 +80,19 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     ("running_var", running_var)):
         _check_vector("batch_norm", what, t, c, x)
     dims = (0,) + tuple(range(2, x.ndim))
+    # the weight joins the per-channel scale (and, in eval, the mean the shift) before they
+    # meet the input: two full-size passes forward and backward fewer than scaling after
+    w = weight.reshape(shape) if weight is not None else None
     if training:
         n = x.numel() // c if c else 0
         if n <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                              f"got input of shape {tuple(x.shape)}{_where()}")
-        y, mu, var = _normalize(x, dims, eps)
+        mu = mean(x, dim=dims, keepdim=True)
+        xc = x - mu
+        var = mean(xc * xc, dim=dims, keepdim=True)
+        scale = rsqrt(var + eps)
+        y = xc * (scale if w is None else scale * w)
         _update_running("batch_norm", running_mean, mu, n, momentum, False, "running_mean")
         _update_running("batch_norm", running_var, var, n, momentum, True, "running_var")
     else:
@@ -94,8 +101,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"training=False{_where()}")
         rm = _read_buffer("batch_norm", running_mean, "running_mean").reshape(shape)
         rv = _read_buffer("batch_norm", running_var, "running_var").reshape(shape)
-        y = (x - rm) * rsqrt(rv + eps)
-    return _affine(y, weight, bias, shape)
+        scale = rsqrt(rv + eps)
+        scale = scale if w is None else scale * w
+        shift = rm * scale if bias is None else rm * scale - bias.reshape(shape)
+        return x * scale - shift     # per-channel terms first: two full-size passes
+    return y if bias is None else y + bias.reshape(shape)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
