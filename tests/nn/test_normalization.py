@@ -208,3 +208,17 @@ def test_sync_batch_norm_without_a_process_group_is_batch_norm():
     a, b = nn.SyncBatchNorm(3, dtype=tt.float64), nn.BatchNorm1d(3, dtype=tt.float64)
     np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
     np.testing.assert_array_equal(a.running_var.numpy(), b.running_var.numpy())
+
+
+def test_compiled_eval_reads_the_running_statistics_of_each_call():
+    """A closure's model in eval mode: its running statistics are read at every call (a
+    program input), not copied into the program as constants at the first."""
+    bn = nn.BatchNorm1d(3, dtype=tt.float64).eval()
+    fast = tt.compile(lambda x: bn(x) * 1.0, backend="numpy")
+    x = tt.tensor(np.arange(6.0).reshape(2, 3))
+    first = fast(x).numpy()
+    with tt.no_grad():
+        bn.running_mean.fill_(1.0)
+        bn.running_var.fill_(4.0)
+    np.testing.assert_allclose(fast(x).numpy(), bn(x).detach().numpy(), rtol=1e-12)
+    assert not np.allclose(first, fast(x).numpy())
