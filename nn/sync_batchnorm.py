@@ -9,7 +9,6 @@ process group, with one rank, or in eval mode it is BatchNorm.
 """
 import tinytensor as tt
 import tinytensor.distributed as dist
-import tinytensor.functional as F
 from tinytensor.distributed.differentiable import all_reduce_sum
 from tinytensor.ops.normalization import _affine, _channel_shape, _update_running
 
