@@ -61,3 +61,31 @@ def test_resnet18_matches_torch_in_training_then_eval(twins):
     assert ours.layer3[0].bn1.num_batches_tracked.item() == 1
     ours.eval(), theirs.eval()
     _step(ours, theirs, rng.standard_normal((1, 3, 32, 32)), np.array([5]))
+
+
+@pytest.mark.slow   # ~20 s on 2 loaded cores: capture of a ResNet-18 step (the small-model proof is in tests/nn/test_normalization.py)
+def test_compiled_resnet18_training_step_equals_eager_with_its_running_statistics():
+    def make():
+        tt.manual_seed(0)
+        return resnet18(num_classes=10, dtype=tt.float64)
+
+    import nn
+    eager, comp = make(), make()
+    opt_e = nn.optim.SGD(eager.parameters(), lr=0.01, momentum=0.9)
+    opt_c = nn.optim.SGD(comp.parameters(), lr=0.01, momentum=0.9)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = tt.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fast = tt.compile(step, backend="numpy")
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x, y = tt.tensor(rng.standard_normal((2, 3, 32, 32))), tt.tensor(rng.integers(0, 10, 2))
+        assert fast(comp, opt_c, x, y).item() == step(eager, opt_e, x, y).item()
+        for (k, a), b in zip(comp.state_dict().items(), eager.state_dict().values()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
+    assert comp.layer4[1].bn2.num_batches_tracked.item() == 3
