@@ -72,7 +72,7 @@ class _NormBase(Module):
         if nbt is None:
             return 0.0 if self.momentum is None else self.momentum
         with tt.no_grad():
-            src = _read_buffer(type(self).__name__, nbt, "num_batches_tracked")
+            src = _read_buffer(type(self).__name__, nbt, "num_batches_tracked", update=True)
             new = src + 1
             _write_buffer(type(self).__name__, nbt, new, src)
         if self.momentum is not None:

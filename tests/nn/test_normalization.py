@@ -187,6 +187,12 @@ def test_compile_refuses_running_statistics_passed_as_arguments():
     f = tt.compile(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True).sum(), backend="numpy")
     with pytest.raises(CaptureError, match=r"batch_norm updates running_mean .* in place"):
         f(tt.randn(2, 3), tt.zeros(3), tt.ones(3))
+    # reading them (eval) is fine: arguments are read afresh at every call
+    g = tt.compile(lambda x, rm, rv: F.batch_norm(x, rm, rv, training=False) * 1.0, backend="numpy")
+    x = tt.tensor(np.arange(6.0).reshape(2, 3))
+    for mean in (0.0, 2.0):
+        rm, rv = tt.full((3,), mean, dtype=tt.float64), tt.ones(3, dtype=tt.float64)
+        np.testing.assert_allclose(g(x, rm, rv).numpy(), F.batch_norm(x, rm, rv).numpy(), rtol=1e-12)
 
 
 @needs_mpi

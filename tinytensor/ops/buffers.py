@@ -8,31 +8,30 @@ replay and writes it into the same array; the old value is read as a program inp
 every call, never copied into the program as a constant. A buffer of a Module passed to
 the compiled function is such an input already; one the function reaches otherwise (a
 closure's model) is read afresh from its array at each call. A tensor passed as a plain
-argument (or computed by the step) is refused by name: the write would land in the first
-call's tensor.
+argument (or computed by the step) is refused by name when the op writes it (the write
+would land in the first call's tensor); reading one (eval) is an ordinary input. Left as is:
+a tensor made inside the step without an op (`tt.zeros(3)`) and updated there is read, like
+a closure's buffer, from the first call's array.
 """
 from ..core.grad_mode import STATE
 
 
-def _capture_source(op, t, name):
+def read(op, t, name, update=False):
+    """`t` as the op should read it: itself eagerly, a per-call input under capture.
+    update: the op will `write` t afterwards (refused for an argument or a step's result)."""
     cap = STATE.capture
-    if cap is None:
-        return None, t
-    if id(t) in cap.labels:              # a buffer of a Module among the arguments
-        return cap, t
-    if not cap.traced(t):                # a closure's buffer: read its array at every call
-        return cap, cap.input(lambda: t.data, name)
+    if cap is None or id(t) in cap.labels:   # eager, or a buffer of a Module among the arguments
+        return t
+    if not cap.traced(t):                    # a closure's buffer: read its array at every call
+        return cap.input(lambda: t.data, name)
+    if not update:                           # an argument read, not written: an input already
+        return t
     from ..compiler.capture import CaptureError, user_frame
     raise CaptureError(
         f"tt.compile: {cap.fn_name}: {op} updates {name} (shape {tuple(t.shape)}) in place, and "
         f"that tensor is an argument or a result of the step (at {user_frame()}); a replay "
         "would write into the first call's tensor. Keep running statistics in a Module's "
         "buffers (nn.BatchNorm2d) and pass the module, or update them outside")
-
-
-def read(op, t, name):
-    """`t` as the op should read it: itself eagerly, a per-call input under capture."""
-    return _capture_source(op, t, name)[1]
 
 
 def write(op, t, new, src):

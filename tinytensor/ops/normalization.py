@@ -51,7 +51,7 @@ def _update_running(op, running, stat, n, factor, unbiased, name):
     if running is None:
         return
     with no_grad():
-        old = _read_buffer(op, running, name)
+        old = _read_buffer(op, running, name, update=True)
         s = stat.detach().reshape(tuple(running.shape)).to(running.dtype)
         if unbiased and not isinstance(n, numbers.Number):   # a count over ranks, as a tensor
             s = s * (n / (n - 1)).to(s.dtype)
