@@ -9,5 +9,7 @@ from .generation import generate
 from .seq2seq import Seq2SeqCache, generate_seq2seq, shift_tokens_right
 from .hf import from_hf, save_hf
 from .text import Tokenizer
+from .resnet import ResNet, resnet18, resnet34, resnet50
+from .unet import UNet
 # each registers its architectures' HuggingFace layouts with from_hf / save_hf
 from . import gpt_hf, llama_hf, bert_hf, bart_hf, marian_hf, t5_hf  # noqa: F401

@@ -3,6 +3,8 @@ from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU, Softsign
 from .activations import CELU, ELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, ReLU6, Softmin
 from .feedforward import FeedForward
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)
+from .sync_batchnorm import SyncBatchNorm
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state

@@ -303,7 +303,11 @@ class Module:
         """Copy tensors in by name. Every missing, unexpected and mis-shaped key is reported
         at once; with strict=False missing and unexpected keys are returned, not raised."""
         own = self.state_dict()
-        missing = [k for k in own if k not in state_dict]
+        # entries older checkpoints lack (BatchNorm's num_batches_tracked before torch 0.4.1):
+        # a module names them in _state_optional; missing, they keep their value, as in torch
+        optional = {f"{mname}.{k}" if mname else k for mname, m in self.named_modules()
+                    for k in getattr(m, "_state_optional", ())}
+        missing = [k for k in own if k not in state_dict and k not in optional]
         unexpected = [k for k in state_dict if k not in own]
         wrong = [(k, tuple(own[k].shape), tuple(_shape_of(state_dict[k])))
                  for k in own if k in state_dict and tuple(own[k].shape) != tuple(_shape_of(state_dict[k]))]

@@ -10,6 +10,7 @@ from .ops.movement import pad
 from .ops.interpolate import interpolate
 from .ops.nn import dropout, linear
 from .ops.norms import layer_norm, rms_norm
+from .ops.normalization import batch_norm, group_norm, instance_norm, local_response_norm
 from .ops.softmax import log_softmax, softmax
 from .ops.activations import (celu, elu, hardsigmoid, hardswish, hardtanh, logsigmoid, mish,
                               relu6, selu, softmin)
@@ -41,3 +42,4 @@ __all__ += ["binary_cross_entropy", "cosine_similarity", "huber_loss", "kl_div",
             "normalize", "smooth_l1_loss"]
 __all__ += ["fold", "unfold"]
 __all__ += ["interpolate"]
+__all__ += ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]

@@ -7,6 +7,7 @@
     python tools/bench.py compile [--markdown]                        # generated C vs eager
     python tools/bench.py dist [--markdown]                           # 1 vs 2 MPI processes (DDP)
     python tools/bench.py conv [--markdown]                           # convolutions and pooling, fwd+bwd
+    python tools/bench.py conv --resnet [--compiled] [--rounds 3]     # a ResNet-18 training step vs torch
     python tools/bench.py ops [--markdown]                            # one hot op each, fwd+bwd, worst first
 
 Both libraries get the same number of threads (NumPy's BLAS through the environment,
@@ -48,6 +49,14 @@ def parser(suite=None):
             ap.add_argument("--model", choices=("gpt2", "nanogpt"), default="gpt2",
                             help="gpt2: models.GPT against transformers' GPT-2; nanogpt: a nanoGPT "
                                  "iteration, eager and compiled, against torch (default: %(default)s)")
+        if suite == "conv":
+            ap.add_argument("--resnet", action="store_true",
+                            help="time a ResNet-18 training step (models.resnet) against torch instead")
+            ap.add_argument("--compiled", action="store_true", help="with --resnet: tt.compile's step too")
+            ap.add_argument("--batch", type=int, default=8, help="with --resnet: batch size (default: %(default)s)")
+            ap.add_argument("--size", type=int, default=64, help="with --resnet: image side (default: %(default)s)")
+            ap.add_argument("--rounds", type=int, default=3,
+                            help="with --resnet: separate measurements, for the ratio's range (default: %(default)s)")
         if suite == "ops":
             ap.add_argument("--only", default="",
                             help="comma-separated substrings: time only the cases whose name has one")
@@ -168,8 +177,16 @@ def compile_(args):
 
 
 def conv(args):
-    _torch_threads(args.threads)
-    rows = _measure(args, bench_conv.conv_cases(), 66, "8.1f")
+    torch = _torch_threads(args.threads)
+    if args.resnet:
+        print(f"CPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each "
+              f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}); torch {torch.__version__}; "
+              f"median of {args.repeat} steps per round", flush=True)
+        bench_conv.run_resnet(args.repeat, args.batch, args.size, args.rounds, args.compiled, args.markdown)
+        return
+    import itertools
+    cases = itertools.chain(bench_conv.conv_cases(), bench_conv.batch_norm_cases())
+    rows = _measure(args, cases, 66, "8.1f")
     if args.markdown:
         _table(rows, 1)
 

@@ -57,3 +57,100 @@ def conv_cases():
            *steps(lambda a: F.max_pool2d(a, 3, 2, 1), lambda a: TF.max_pool2d(a, 3, 2, 1), [x], [xt]))
     yield ("avg_pool2d 2x2 N=8 C=64 32x32, fwd+bwd",
            *steps(lambda a: F.avg_pool2d(a, 2), lambda a: TF.avg_pool2d(a, 2), [x], [xt]))
+
+
+def batch_norm_cases():
+    """BatchNorm2d training forward + backward (input, weight, bias) at two ResNet sizes."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as TF
+    import tinytensor as tt
+    import tinytensor.functional as F
+
+    rng = np.random.default_rng(1)
+    for n, c, hw in ((8, 64, 32), (32, 256, 8)):
+        a = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+        w = rng.uniform(0.5, 1.5, c).astype(np.float32)
+        ins = [tt.tensor(v, requires_grad=True) for v in (a, w, w * 0.1)]
+        tins = [torch.tensor(v, requires_grad=True) for v in (a, w, w * 0.1)]
+        np.testing.assert_allclose(F.batch_norm(ins[0], None, None, ins[1], ins[2], True).detach().numpy(),
+                                   TF.batch_norm(tins[0], None, None, tins[1], tins[2], True).detach().numpy(),
+                                   rtol=1e-3, atol=1e-3)
+
+        def step(f, xs, m, c=c):
+            def run():
+                for t in xs:
+                    t.grad = None
+                (f(xs[0], m.zeros(c), m.ones(c), xs[1], xs[2], True) ** 2).sum().backward()
+            return run
+        yield (f"batch_norm train N={n} C={c} {hw}x{hw}, fwd+bwd (with running stats)",
+               step(F.batch_norm, ins, tt), step(TF.batch_norm, tins, torch))
+
+
+def run_resnet(repeat, batch=8, size=64, rounds=3, compiled=False, markdown=False):
+    """ResNet-18 training steps (forward, cross-entropy, backward, SGD with momentum) in
+    float32, models.resnet.resnet18 against the torch twin with the same weights, timed
+    alternately in the same process; `rounds` separate measurements of `repeat` steps each,
+    so the ratio's spread between rounds is printed beside its median."""
+    import time
+
+    import numpy as np
+    import torch
+
+    import nn
+    import tinytensor as tt
+    from models.resnet import resnet18
+    from tools.lib.torch_resnet import torch_resnet18
+    from tools.lib.timing import median_n
+
+    torch.manual_seed(0)
+    theirs = torch_resnet18(100)
+    ours = resnet18(num_classes=100)
+    ours.load_state_dict(theirs.state_dict())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    y = rng.integers(0, 100, batch)
+    xt, yt, xo, yo = torch.tensor(x), torch.tensor(y), tt.tensor(x), tt.tensor(y)
+    opt_t = torch.optim.SGD(theirs.parameters(), lr=0.01, momentum=0.9)
+    opt_o = nn.optim.SGD(ours.parameters(), lr=0.01, momentum=0.9)
+
+    def step_ours(model, opt, a, b):
+        opt.zero_grad()
+        loss = tt.functional.cross_entropy(model(a), b)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def step_torch():
+        opt_t.zero_grad()
+        loss = torch.nn.functional.cross_entropy(theirs(xt), yt)
+        loss.backward()
+        opt_t.step()
+        return loss
+
+    first = float(step_ours(ours, opt_o, xo, yo).item()), float(step_torch().item())
+    assert abs(first[0] - first[1]) < 1e-3 * abs(first[1]), f"first losses differ: {first}"
+    fns, names = [lambda: step_ours(ours, opt_o, xo, yo), step_torch], ["eager", "torch"]
+    if compiled:
+        fast = tt.compile(step_ours)
+        t = time.perf_counter()
+        fast(ours, opt_o, xo, yo)
+        print(f"tt.compile: first call (capture + C compile) {time.perf_counter() - t:.1f} s", flush=True)
+        fns.insert(1, lambda: fast(ours, opt_o, xo, yo))
+        names.insert(1, "compiled")
+    per_round = [median_n(fns, repeat, settle=1) for _ in range(rounds)]
+    med = [sorted(r[k] for r in per_round)[len(per_round) // 2] for k in range(len(fns))]
+    ratios = [[r[k] / r[-1] for r in per_round] for k in range(len(fns) - 1)]
+    head = f"ResNet-18 training step, N={batch} 3x{size}x{size}, float32, SGD momentum"
+    if markdown:
+        print(f"| {head} | " + " | ".join(f"{n} (ms)" for n in names) + " | "
+              + " | ".join(f"{n} / torch (range)" for n in names[:-1]) + " |")
+        print("|---|" + "---:|" * (2 * len(names) - 1))
+        print("| median of rounds | " + " | ".join(f"{m * 1e3:.1f}" for m in med) + " | "
+              + " | ".join(f"{np.median(r):.2f} ({min(r):.2f}-{max(r):.2f})" for r in ratios) + " |")
+    else:
+        print(head)
+        for k, n in enumerate(names):
+            extra = "" if k == len(names) - 1 else (f"   ratio {np.median(ratios[k]):.2f} "
+                                                     f"(rounds {min(ratios[k]):.2f}-{max(ratios[k]):.2f})")
+            print(f"  {n:9s} {med[k] * 1e3:9.1f} ms{extra}", flush=True)
