@@ -70,6 +70,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     updated in place with `momentum` (a float, or a 0-d tensor: nn.BatchNorm's 1/n for
     momentum=None); eval: the running statistics."""
     x = input
+    if momentum is None or isinstance(momentum, bool):   # torch: a float (None is nn.BatchNorm's)
+        raise TypeError(f"batch_norm: momentum must be a float or a 0-d tensor, got {momentum!r}"
+                        f" (momentum=None, the cumulative average, is nn.BatchNorm's){_where()}")
     if x.numel() == 0:   # torch: an empty batch gives an empty result, the stats untouched
         return _affine(x * 1.0, weight, bias, _channel_shape(x)) if x.ndim >= 2 else x * 1.0
     if x.ndim < 2:
