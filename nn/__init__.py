@@ -3,6 +3,7 @@ from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU, Softsign
 from .activations import CELU, ELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, ReLU6, Softmin
 from .feedforward import FeedForward
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
@@ -16,5 +17,6 @@ from .clip import clip_grad_norm_, clip_grad_value_
 from .checkpoint import CheckpointError, load, save
 from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
 from . import parallel
+from . import utils
 from .recompute import recompute
 from .amp import GradScaler
