@@ -419,7 +419,7 @@ class _CaptureTape(Tape):
         (or an argument / parameter) read into Python would be frozen into the program."""
         if id(t) not in self._producer and id(t) not in self.known:
             return  # a constant made from Python numbers: reading it back is harmless
-        where = user_frame()
+        where = user_frame(skip=_LIBRARY_DIRS)   # the user's line, not nn/'s reader
         raise CaptureError(
             f"tt.compile: {self.fn_name} reads a tensor's value into Python ({what}) at {where}; "
             "a compiled program cannot replay Python that depends on tensor values (the value "
