@@ -17,6 +17,7 @@ import warnings
 
 import tinytensor as tt
 import tinytensor.functional as F
+from tinytensor.ops.split_parts import split_parts
 
 from . import init
 from .module import Module, Parameter
@@ -33,6 +34,12 @@ def _project(x, weight, bias):
     return F.linear(x, weight, bias)
 
 
+def _gates(z, n):
+    """z (B, n * H) as its n gates, one op (a chunk is a slice per gate, each with a backward
+    of z's whole size)."""
+    return split_parts(z, (z.shape[-1] // n,) * n, z.ndim - 1)
+
+
 # --------------------------------------------------------------------------- one step
 # xp: the input projection x @ w_ih.T + b_ih of this step, (B, gates * H)
 
@@ -42,7 +49,7 @@ def rnn_step(xp, h, w_hh, b_hh, relu):
 
 
 def lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
-    i, f, g, o = (xp + _project(h, w_hh, b_hh)).chunk(4, -1)
+    i, f, g, o = _gates(xp + _project(h, w_hh, b_hh), 4)
     c = tt.sigmoid(f) * c + tt.sigmoid(i) * tt.tanh(g)
     h = tt.sigmoid(o) * tt.tanh(c)
     if w_hr is not None:                         # proj_size: h = W_hr h, (B, proj_size)
@@ -51,8 +58,8 @@ def lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
 
 
 def gru_step(xp, h, w_hh, b_hh):
-    xr, xz, xn = xp.chunk(3, -1)
-    hr, hz, hn = _project(h, w_hh, b_hh).chunk(3, -1)
+    xr, xz, xn = _gates(xp, 3)
+    hr, hz, hn = _gates(_project(h, w_hh, b_hh), 3)
     r = tt.sigmoid(xr + hr)
     z = tt.sigmoid(xz + hz)
     n = tt.tanh(xn + r * hn)                     # torch's GRU: r gates W_hn h + b_hn
@@ -239,14 +246,13 @@ class RNNBase(Module):
         b_ih, b_hh = (weights[2], weights[3]) if self.bias else (None, None)
         w_hr = weights[-1] if self.proj_size else None
         xp = _project(data, w_ih, b_ih)              # (N, gates * H): every step's input at once
-        offsets = [0]
-        for bs in batch_sizes:
-            offsets.append(offsets[-1] + bs)
+        # one piece per step in one op: its backward is one concatenation, not T slices of N rows
+        xs = (xp,) if len(batch_sizes) == 1 else split_parts(xp, batch_sizes, 0)
         T, B = len(batch_sizes), batch_sizes[0]
         lstm, relu = self.mode == "LSTM", self.mode == "RNN_RELU"
 
         def step(t, h, c):
-            x_t = xp if T == 1 else xp[offsets[t]:offsets[t + 1]]
+            x_t = xs[t]
             if lstm:
                 return lstm_step(x_t, h, c, w_hh, b_hh, w_hr)
             if self.mode == "GRU":
