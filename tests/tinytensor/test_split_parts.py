@@ -56,3 +56,17 @@ def test_compiled_replay_follows_each_input():
         x, xe = tt.tensor(a, requires_grad=True), tt.tensor(a, requires_grad=True)
         np.testing.assert_allclose(float(f(x)), float(step(xe)), rtol=1e-12)
         np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-12)
+
+
+def test_capture_keeps_the_pieces_of_a_multi_output_op_it_is_recording():
+    """A long chain of split_parts only: the capture's release of unreachable arrays
+    (compiler/capture.py) runs at some split's own recording, when its pieces are on their
+    way to the caller and held by nothing else yet; they must not be released there."""
+    def step(x):
+        for _ in range(150):
+            x = split_parts(x, (1, x.shape[0] - 1), 0)[1]
+        return x.sum()
+    a = RNG.standard_normal((160, 2))
+    f = tt.compile(step, backend="numpy")
+    for _ in range(2):
+        np.testing.assert_allclose(float(f(tt.tensor(a))), float(step(tt.tensor(a))), rtol=1e-12)

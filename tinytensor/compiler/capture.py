@@ -353,10 +353,13 @@ class _CaptureTape(Tape):
             uses = self._uses
             for t in node.inputs:
                 uses[id(t)] = uses.get(id(t), 0) + 1
-            self._live += results
             self._fresh += sum(t.data.nbytes for t in results)
-            if self._fresh >= RELEASE_BYTES or len(self._live) >= 2 * self._kept + RELEASE_BATCH:
+            if self._fresh >= RELEASE_BYTES or len(self._live) + len(results) >= 2 * self._kept + RELEASE_BATCH:
                 self._release()
+            # only now: this op's results are on their way to the caller, and a multi-output
+            # op's are held by nothing but the tape's list yet (a single output also by a
+            # local of Function.apply), so a release here would take them from the step
+            self._live += results
 
     def _release(self):
         """Give up the arrays of the recorded results that nothing outside the capture can
