@@ -17,6 +17,7 @@ import warnings
 
 import tinytensor as tt
 import tinytensor.functional as F
+from tinytensor.ops.recurrent import lstm_cell, use_fused
 from tinytensor.ops.split_parts import split_parts
 
 from . import init
@@ -49,9 +50,13 @@ def rnn_step(xp, h, w_hh, b_hh, relu):
 
 
 def lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
-    i, f, g, o = _gates(xp + _project(h, w_hh, b_hh), 4)
-    c = tt.sigmoid(f) * c + tt.sigmoid(i) * tt.tanh(g)
-    h = tt.sigmoid(o) * tt.tanh(c)
+    z = xp + _project(h, w_hh, b_hh)             # (B, 4H)
+    if use_fused():                              # eager: the gates as one op (ops/recurrent.py)
+        h, c = lstm_cell(z, c)
+    else:                                        # the reference, which tt.compile fuses itself
+        i, f, g, o = _gates(z, 4)
+        c = tt.sigmoid(f) * c + tt.sigmoid(i) * tt.tanh(g)
+        h = tt.sigmoid(o) * tt.tanh(c)
     if w_hr is not None:                         # proj_size: h = W_hr h, (B, proj_size)
         h = _project(h, w_hr, None)
     return h, c

@@ -105,6 +105,20 @@ def test_module_matches_torch(name, make, inputs, prepare):
     _compare(ours, theirs, inputs, prepare=prepare)
 
 
+@pytest.mark.parametrize("fusion", [True, False])
+def test_fused_lstm_cell_and_reference_ops_both_match_torch(fusion):
+    """Eager LSTMs take the fused cell (one lstm_cell node per step, tinytensor/ops/recurrent.py)
+    with fusion on and the ten reference ops with it off (as tt.compile records): both equal
+    torch, gradients included."""
+    with tt.kernels.use_fusion(fusion):
+        with tt.record() as tape:
+            _compare(nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2), torch.nn.LSTM(3, 4, 2, bidirectional=True,
+                     proj_size=2), [_x(3, 2, 3), _x(4, 2, 2), _x(4, 2, 4)], prepare=_state_args)
+    names = [node.name for node in tape.nodes]
+    assert names.count("lstm_cell") == (3 * 4 if fusion else 0)
+    assert ("sigmoid" in names) != fusion
+
+
 CELL_CASES = [
     ("rnncell tanh", both("RNNCell", 3, 4), [_x(2, 3), _x(2, 4)], "h"),
     ("rnncell relu no hx", both("RNNCell", 3, 4, nonlinearity="relu"), [_x(2, 3)], None),

@@ -2,8 +2,9 @@
 on the CPU, float32, forward + backward (input and every parameter), same weights. The
 sizes are PyTorch's word_language_model defaults (batch 20, 200 embedding and hidden units,
 35 steps of backpropagation through time); the one-step case isolates what each time step
-costs (the recurrent matmul, the gates and their backward), which is what a fused cell
-could save; the compiled case is the same 35-step step through tt.compile."""
+costs (the recurrent matmul, the gates and their backward); the fusion-off case runs the
+cell as its ten reference ops instead of the fused cell (tinytensor/ops/recurrent.py); the
+compiled case is the same 35-step step through tt.compile."""
 
 
 def rnn_cases(compiled=True):
@@ -46,6 +47,11 @@ def rnn_cases(compiled=True):
     for T, what in ((35, "35 steps (word LM: B=20, H=200)"), (1, "1 step (B=20, H=200)")):
         tt_step, th_step, (m, x, fn) = pair(T, 20, 200)
         yield (f"LSTM 2 layers, {what}, fwd+bwd", tt_step, th_step)
+        if T == 35:   # the fused cell's gain: the same step on the reference ops
+            def reference_step(tt_step=tt_step):
+                with tt.kernels.use_fusion(False):
+                    tt_step()
+            yield (f"LSTM 2 layers, {what}, fwd+bwd, reference cell (fusion off)", reference_step, th_step)
         if compiled and T == 35:
             f = tt.compile(fn)
 
