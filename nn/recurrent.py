@@ -17,7 +17,7 @@ import warnings
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.ops.recurrent import lstm_cell, use_fused
+from tinytensor.ops.recurrent import gru_cell, lstm_cell, use_fused
 from tinytensor.ops.split_parts import split_parts
 
 from . import init
@@ -63,8 +63,11 @@ def lstm_step(xp, h, c, w_hh, b_hh, w_hr=None):
 
 
 def gru_step(xp, h, w_hh, b_hh):
+    hp = _project(h, w_hh, b_hh)                 # (B, 3H)
+    if use_fused():                              # eager: the gates as one op (ops/recurrent.py)
+        return gru_cell(xp, hp, h)
     xr, xz, xn = _gates(xp, 3)
-    hr, hz, hn = _gates(_project(h, w_hh, b_hh), 3)
+    hr, hz, hn = _gates(hp, 3)
     r = tt.sigmoid(xr + hr)
     z = tt.sigmoid(xz + hz)
     n = tt.tanh(xn + r * hn)                     # torch's GRU: r gates W_hn h + b_hn

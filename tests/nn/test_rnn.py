@@ -106,16 +106,19 @@ def test_module_matches_torch(name, make, inputs, prepare):
 
 
 @pytest.mark.parametrize("fusion", [True, False])
-def test_fused_lstm_cell_and_reference_ops_both_match_torch(fusion):
-    """Eager LSTMs take the fused cell (one lstm_cell node per step, tinytensor/ops/recurrent.py)
-    with fusion on and the ten reference ops with it off (as tt.compile records): both equal
-    torch, gradients included."""
+def test_fused_cells_and_reference_ops_both_match_torch(fusion):
+    """Eager LSTMs and GRUs take the fused cell (one lstm_cell / gru_cell node per step,
+    tinytensor/ops/recurrent.py) with fusion on and the reference ops with it off (as
+    tt.compile records): both equal torch, gradients included."""
     with tt.kernels.use_fusion(fusion):
         with tt.record() as tape:
             _compare(nn.LSTM(3, 4, 2, bidirectional=True, proj_size=2), torch.nn.LSTM(3, 4, 2, bidirectional=True,
                      proj_size=2), [_x(3, 2, 3), _x(4, 2, 2), _x(4, 2, 4)], prepare=_state_args)
+            _compare(nn.GRU(3, 4, bidirectional=True), torch.nn.GRU(3, 4, bidirectional=True),
+                     [_x(3, 2, 3), _x(2, 2, 4)], prepare=_state_args)
     names = [node.name for node in tape.nodes]
     assert names.count("lstm_cell") == (3 * 4 if fusion else 0)
+    assert names.count("gru_cell") == (3 * 2 if fusion else 0)
     assert ("sigmoid" in names) != fusion
 
 
@@ -198,9 +201,11 @@ def test_dropout_in_training_draws_a_mask():
     np.testing.assert_array_equal(m(x)[0].detach().numpy(), m(x)[0].detach().numpy())
 
 
-def test_double_backward_matches_torch():
-    """The gradient is itself differentiable (the step is ops): d/dW of <dL/dx, v>."""
-    ours, theirs = nn.LSTM(2, 3), torch.nn.LSTM(2, 3)
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+def test_double_backward_matches_torch(mode):
+    """The gradient is itself differentiable (the fused cells' backward is in ops too): d/dW
+    of <dL/dx, v>."""
+    ours, theirs = getattr(nn, mode)(2, 3), getattr(torch.nn, mode)(2, 3)
     _copy(ours, theirs)
     x, v = _x(3, 2, 2), _x(3, 2, 2)
     xo, xt = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)

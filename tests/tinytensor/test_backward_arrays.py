@@ -9,7 +9,7 @@ import pytest
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.core.function import Function
-from tinytensor.ops.recurrent import lstm_cell
+from tinytensor.ops.recurrent import gru_cell, lstm_cell
 
 RNG = np.random.default_rng(0)
 
@@ -45,6 +45,7 @@ SAMPLES = {
     "Tanh": lambda: _t((3, 4)).tanh(),
     "Sigmoid": lambda: _t((3, 4)).sigmoid(),
     "LstmCell": lambda: lstm_cell(_t((3, 8)), _t((3, 2))),
+    "GruCell": lambda: gru_cell(_t((3, 6)), _t((3, 6)), _t((3, 2))),
     "Erf": lambda: _t((3, 4)).erf(),
     "Silu": lambda: F.silu(_t((3, 4))),
     "Abs": lambda: _t((3, 4)).abs(),

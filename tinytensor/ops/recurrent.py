@@ -1,9 +1,12 @@
-"""The fused LSTM cell: the gates and state update of one step as ONE op.
+"""The fused LSTM and GRU cells: the gates and state update of one step as ONE op.
 
     (z, c) -> (h', c'),  z = x W_ih^T + b_ih + h W_hh^T + b_hh  (B, 4H), gates i, f, g, o
     c' = sigmoid(f) * c + sigmoid(i) * tanh(g),   h' = sigmoid(o) * tanh(c')
 
-The reference is the same formula in ten recorded ops (nn/recurrent.py, `lstm_step`). Per
+    GRU: (xp, hp, h) -> h',  xp = x W_ih^T + b_ih, hp = h W_hh^T + b_hh  (B, 3H), gates r, z, n
+    r = sigmoid(xr + hr), z = sigmoid(xz + hz), n = tanh(xn + r * hn),  h' = n + z * (h - n)
+
+The reference is the same formula in ten recorded ops (nn/recurrent.py, `lstm_step`, `gru_step`). Per
 time step that is ten tape nodes forward and ten backward, and at a language model's sizes
 (batch 20, 200 units) their bookkeeping costs more than their arithmetic; one node does the
 arithmetic in a few NumPy passes and its first-order backward on arrays. `backward` is the
@@ -75,3 +78,55 @@ def lstm_cell(z, c):
     if z.ndim != 2 or c.ndim != 2 or z.shape[0] != c.shape[0] or z.shape[1] != 4 * c.shape[1]:
         raise ValueError(f"lstm_cell: expected z (B, 4H) and c (B, H), got {tuple(z.shape)} and {tuple(c.shape)}")
     return LstmCell.apply(z, c)
+
+
+class GruCell(Function):
+    name = "gru_cell"
+    fusion = "fused"
+
+    @staticmethod
+    def forward(ctx, xp_, hp, h):
+        xp = _xp(h)
+        H = h.shape[-1]
+        rz = _sigmoid(xp, xp_[:, :2 * H] + hp[:, :2 * H])
+        r, z = rz[:, :H], rz[:, H:]
+        hn = hp[:, 2 * H:]
+        n = xp.tanh(xp_[:, 2 * H:] + r * hn)
+        out = h - n
+        out *= z
+        out += n
+        ctx.save_for_backward(xp_, hp, h, r, z, n)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp_, hp, h = ctx.saved_tensor(0), ctx.saved_tensor(1), ctx.saved_tensor(2)
+        H = h.shape[-1]
+        d = h.ndim - 1
+        xr, xz, xn = split_parts(xp_, (H,) * 3, d)
+        hr, hz, hn = split_parts(hp, (H,) * 3, d)
+        r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+        n = tanh(xn + r * hn)
+        dn = g * (1.0 - z) * (1.0 - n * n)        # through tanh, at its pre-activation
+        dr = dn * hn * (r * (1.0 - r))
+        dz = g * (h - n) * (z * (1.0 - z))
+        return cat([dr, dz, dn], d), cat([dr, dz, dn * r], d), g * z
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        hp, h, r, z, n = (ctx.saved_array(k) for k in range(1, 6))
+        xp = _xp(h)
+        H = h.shape[-1]
+        dn = g * (1.0 - z) * (1.0 - n * n)
+        dr = dn * hp[:, 2 * H:] * (r * (1.0 - r))
+        dz = g * (h - n) * (z * (1.0 - z))
+        return xp.concatenate([dr, dz, dn], axis=-1), xp.concatenate([dr, dz, dn * r], axis=-1), g * z
+
+
+def gru_cell(xp, hp, h):
+    """h' of a GRU step from its input and hidden projections xp, hp (B, 3H) and state h (B, H)."""
+    if (h.ndim != 2 or xp.shape != hp.shape or xp.ndim != 2 or xp.shape[0] != h.shape[0]
+            or xp.shape[1] != 3 * h.shape[1]):
+        raise ValueError(f"gru_cell: expected xp and hp (B, 3H) and h (B, H), got {tuple(xp.shape)}, "
+                         f"{tuple(hp.shape)} and {tuple(h.shape)}")
+    return GruCell.apply(xp, hp, h)
