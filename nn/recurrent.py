@@ -5,9 +5,11 @@ torch's init, uniform(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), so a torch sta
 loads as it is and the outputs match.
 
 A layer is a Python loop over time of tinytensor ops: the input projection of every step is
-one matmul up front, then each step adds the recurrent matmul and applies the gates. So
+one matmul up front, cut into its steps by one op (split_parts), then each step adds the
+recurrent matmul and applies the gates: in eager mode as one fused op per step
+(tinytensor/ops/recurrent.py, its backward in ops too), else as the reference ops. So
 autodiff (higher orders too) needs nothing of its own, and tt.compile records the unrolled
-loop: the sequence length is part of the input's shape, so another length captures another
+loop of reference ops, which it fuses itself: the sequence length is part of the input's shape, so another length captures another
 program. Sequences of different lengths (a PackedSequence) run as torch runs them: at step
 t only the first batch_sizes[t] rows (the sequences still running, longest first) step;
 the others keep their state, which is their final state.
@@ -21,14 +23,11 @@ from tinytensor.ops.recurrent import gru_cell, lstm_cell, use_fused
 from tinytensor.ops.split_parts import split_parts
 
 from . import init
+from .layers import _uniform
 from .module import Module, Parameter
 from .utils.rnn import PackedSequence, batch_sizes_of
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
-
-
-def _uniform(shape, bound, device, dtype):
-    return (tt.rand(*shape, device=device, dtype=dtype) * 2.0 - 1.0) * bound
 
 
 def _project(x, weight, bias):
