@@ -107,7 +107,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
                              f"has shape {tuple(s.shape)} (sequence 0: {tuple(sequences[0].shape)})")
     lengths = [s.shape[0] for s in sequences]
     T, B = max(lengths), len(sequences)
-    first, filler = sequences[0], None
+    first = sequences[0]
     filler = tt.full((1,) + rest, padding_value, dtype=first.dtype, device=first.device)
     flat = tt.cat(sequences + [filler], 0)       # (sum L + 1, *): the last row pads
     pad_row = sum(lengths)
