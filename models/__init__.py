@@ -4,6 +4,7 @@ from .llama import Llama, LlamaConfig
 from .bert import BERT, BertConfig, mask_tokens
 from .bart import BART, BartConfig, Marian, MarianConfig
 from .t5 import T5, T5Config
+from .lstm_lm import LSTMLanguageModel
 from .transformer import Transformer, TransformerConfig, paper_optimizer
 from .generation import generate
 from .seq2seq import Seq2SeqCache, generate_seq2seq, shift_tokens_right

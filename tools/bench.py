@@ -9,6 +9,7 @@
     python tools/bench.py conv [--markdown]                           # convolutions and pooling, fwd+bwd
     python tools/bench.py conv --resnet [--compiled] [--rounds 3]     # a ResNet-18 training step vs torch
     python tools/bench.py ops [--markdown]                            # one hot op each, fwd+bwd, worst first
+    python tools/bench.py rnn [--markdown]                            # a 2-layer LSTM, fwd+bwd, eager and compiled
 
 Both libraries get the same number of threads (NumPy's BLAS through the environment,
 torch through set_num_threads). Each case reports the median of several timed runs
@@ -22,12 +23,14 @@ import sys
 
 from tools.lib import bench_compile, bench_dist, bench_engine, bench_kernels, bench_train
 from tools.lib import bench_conv, bench_nanogpt, bench_ops
+from tools.lib import bench_rnn
 from tools.lib.timing import median_times, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
           "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
 SUITES["conv"] = (bench_conv.__doc__, 7)
 SUITES["ops"] = (bench_ops.__doc__, 7)
+SUITES["rnn"] = (bench_rnn.__doc__, 7)
 
 
 def parser(suite=None):
@@ -70,13 +73,13 @@ def main(argv=None):
     suite = argv[0] if argv[:1] and not argv[0].startswith("-") else None
     if suite is not None and suite not in SUITES:
         parser().error(f"unknown suite {suite!r}; choose kernels, train, dist, "
-                      "compile, conv or ops (or none: the engine)")
+                      "compile, conv, ops or rnn (or none: the engine)")
     args = parser(suite).parse_args(argv[1:] if suite else argv)
     if args.threads < 1 or args.repeat < 1:
         parser(suite).error("--threads and --repeat must be at least 1")
     set_threads(args.threads)  # before NumPy is imported
     {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv,
-     "ops": ops}[suite](args)
+     "ops": ops, "rnn": rnn}[suite](args)
 
 
 def _torch_threads(n):
@@ -189,6 +192,16 @@ def conv(args):
     rows = _measure(args, cases, 66, "8.1f")
     if args.markdown:
         _table(rows, 1)
+
+
+def rnn(args):
+    import numpy as np
+    torch = _torch_threads(args.threads)
+    print(f"CPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each; "
+          f"median of {args.repeat}; numpy {np.__version__}, torch {torch.__version__}", flush=True)
+    rows = _measure(args, bench_rnn.rnn_cases(), 60, "8.2f")
+    if args.markdown:
+        _table(rows, 2)
 
 
 def ops(args):

@@ -9,6 +9,7 @@ import pytest
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.core.function import Function
+from tinytensor.ops.recurrent import gru_cell, lstm_cell
 
 RNG = np.random.default_rng(0)
 
@@ -43,6 +44,8 @@ SAMPLES = {
     "Cos": lambda: _t((3, 4)).cos(),
     "Tanh": lambda: _t((3, 4)).tanh(),
     "Sigmoid": lambda: _t((3, 4)).sigmoid(),
+    "LstmCell": lambda: lstm_cell(_t((3, 8)), _t((3, 2))),
+    "GruCell": lambda: gru_cell(_t((3, 6)), _t((3, 6)), _t((3, 2))),
     "Erf": lambda: _t((3, 4)).erf(),
     "Silu": lambda: F.silu(_t((3, 4))),
     "Abs": lambda: _t((3, 4)).abs(),
@@ -179,12 +182,13 @@ def test_backward_arrays_equals_backward(cls):
         # ops, which the fused ones would otherwise replace)
         with tt.kernels.use_fusion(getattr(cls, "fusion", None) == "fused"):
             out = make()
-        node = out.grad_fn
+        outs = out if isinstance(out, tuple) else (out,)   # a multi-output op: a gradient each
+        node = outs[0].grad_fn
         assert node is not None and node.fn is cls, f"sample for {cls.__name__} ran {node}"
-        g = RNG.standard_normal(out.shape).astype(out.data.dtype)
+        gs = [RNG.standard_normal(o.shape).astype(o.data.dtype) for o in outs]
         with tt.no_grad():
-            slow = cls.backward(node, tt.tensor(g, dtype=out.dtype))
-        fast = cls.backward_arrays(node, g)
+            slow = cls.backward(node, *[tt.tensor(g, dtype=o.dtype) for g, o in zip(gs, outs)])
+        fast = cls.backward_arrays(node, *gs)
         slow = slow if isinstance(slow, tuple) else (slow,)
         fast = fast if isinstance(fast, tuple) else (fast,)
         assert len(slow) == len(fast)

@@ -22,6 +22,7 @@ _LINEAR = {
     "mul": None, "matmul": None, "neg": (0,), "div": (0,), "reshape": (0,), "permute": (0,),
     "expand": (0,), "sum": (0,), "sum_to": (0,), "transpose": (0,), "squeeze": (0,),
     "unsqueeze": (0,), "contiguous": (0,), "broadcast_to": (0,), "mean": (0,), "flip": (0,),
+    "getitem": (0,),   # a selection of its input's elements (the index is no input: attr_inputs)
 }
 
 

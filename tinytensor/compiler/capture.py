@@ -353,10 +353,13 @@ class _CaptureTape(Tape):
             uses = self._uses
             for t in node.inputs:
                 uses[id(t)] = uses.get(id(t), 0) + 1
-            self._live += results
             self._fresh += sum(t.data.nbytes for t in results)
-            if self._fresh >= RELEASE_BYTES or len(self._live) >= 2 * self._kept + RELEASE_BATCH:
+            if self._fresh >= RELEASE_BYTES or len(self._live) + len(results) >= 2 * self._kept + RELEASE_BATCH:
                 self._release()
+            # only now: this op's results are on their way to the caller, and a multi-output
+            # op's are held by nothing but the tape's list yet (a single output also by a
+            # local of Function.apply), so a release here would take them from the step
+            self._live += results
 
     def _release(self):
         """Give up the arrays of the recorded results that nothing outside the capture can
@@ -419,7 +422,7 @@ class _CaptureTape(Tape):
         (or an argument / parameter) read into Python would be frozen into the program."""
         if id(t) not in self._producer and id(t) not in self.known:
             return  # a constant made from Python numbers: reading it back is harmless
-        where = user_frame()
+        where = user_frame(skip=_LIBRARY_DIRS)   # the user's line, not nn/'s reader
         raise CaptureError(
             f"tt.compile: {self.fn_name} reads a tensor's value into Python ({what}) at {where}; "
             "a compiled program cannot replay Python that depends on tensor values (the value "

@@ -1,0 +1,2 @@
+"""nn.utils, as torch.nn.utils: `rnn` (padding and packing variable-length sequences)."""
+from . import rnn
