@@ -1,8 +1,11 @@
 """nn: modules, Transformer building blocks, losses, optimizers, schedules, checkpoints."""
 from .module import Module, ModuleDict, ModuleList, Parameter, Sequential
+from .containers import ParameterDict, ParameterList
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, SiLU, Softsign
 from .activations import CELU, ELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid, Mish, ReLU6, Softmin
+from .activations import LeakyReLU, LogSoftmax, Sigmoid, Softmax, Softmax2d, Softplus, Tanh
 from .feedforward import FeedForward
+from .shape_layers import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, Flatten, Fold, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, Unflatten, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
