@@ -9,6 +9,7 @@ from .shape_layers import (CircularPad1d, CircularPad2d, CircularPad3d, Constant
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .attention import KVCache, MultiHeadAttention, convert_torch_mha_state
+from .multihead import MultiheadAttention
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss

@@ -24,6 +24,7 @@ from .ops.shape_ops import col2im as fold, im2col as unfold
 # torch.nn.functional's signatures (inplace=, softmax's implicit dim) over the ops above
 from .ops.functional_torch import (leaky_relu, leaky_relu_, log_softmax, relu, relu_, silu,
                                    softmax)
+from .ops.mha import multi_head_attention_forward
 
 def embedding(input, weight, padding_idx=None):
     """torch.nn.functional.embedding(input, weight): rows of weight for integer ids."""
@@ -44,4 +45,4 @@ __all__ += ["binary_cross_entropy", "cosine_similarity", "huber_loss", "kl_div",
             "normalize", "smooth_l1_loss"]
 __all__ += ["fold", "unfold"]
 __all__ += ["interpolate"]
-__all__ += ["relu_", "leaky_relu_"]
+__all__ += ["relu_", "leaky_relu_", "multi_head_attention_forward"]
