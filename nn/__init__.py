@@ -18,7 +18,7 @@ from . import optim
 from . import schedules
 from .clip import clip_grad_norm_, clip_grad_value_
 from .checkpoint import CheckpointError, load, save
-from .transformer import TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
+from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
 from . import parallel
 from .recompute import recompute
 from .amp import GradScaler

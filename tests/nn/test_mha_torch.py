@@ -109,3 +109,55 @@ def test_functional_and_errors_as_torch():
         ours(tt.tensor(q), tt.tensor(q), tt.tensor(q), key_padding_mask=tt.zeros(3, 4, dtype=tt.bool))
     with pytest.raises(ValueError, match="divisible"):
         nn.MultiheadAttention(5, 2)
+
+
+# ---------------------------------------------------------------------- nn.Transformer
+def _transformer_pair(batch_first, norm_first, activation):
+    kw = dict(d_model=4, nhead=2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=6,
+              dropout=0.0, batch_first=batch_first, norm_first=norm_first)
+    theirs = torch.nn.Transformer(**kw, activation=activation, dtype=torch.float64)
+    ours = nn.Transformer(**kw, activation=activation if isinstance(activation, str) else F.gelu,
+                          dtype=tt.float64)
+    ours.load_state_dict(theirs.state_dict())  # torch's names, loaded as they are
+    return ours, theirs
+
+
+@pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("batch_first,norm_first,activation,train",
+                         [(False, False, "relu", False), (True, True, "gelu", True),
+                          (False, True, torch.nn.functional.gelu, True)])
+def test_transformer_matches_torch(batch_first, norm_first, activation, train):
+    ours, theirs = _transformer_pair(batch_first, norm_first, activation)
+    ours.train(train), theirs.train(train)
+    N, S, T = 2, 4, 3
+    src = RNG.standard_normal((N, S, 4) if batch_first else (S, N, 4))
+    tgt = RNG.standard_normal((N, T, 4) if batch_first else (T, N, 4))
+    pad = np.zeros((N, S), bool)
+    pad[1, -1] = True
+
+    def run(model, lib):
+        x, y = (lib.tensor(a, requires_grad=True) for a in (src, tgt))
+        mask = type(model).generate_square_subsequent_mask(T, dtype=lib.float64)
+        out = model(x, y, tgt_mask=mask, src_key_padding_mask=lib.tensor(pad),
+                    memory_key_padding_mask=lib.tensor(pad), tgt_is_causal=True)
+        (out * lib.tensor(np.sin(np.arange(out.numel())).reshape(tuple(out.shape)))).sum().backward()
+        return out.detach().numpy(), x.grad.numpy(), y.grad.numpy()
+
+    for got, want in zip(run(ours, tt), run(theirs, torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+    want_grads = nn.convert_torch_transformer_state({k: p.grad for k, p in theirs.named_parameters()})
+    for k, p in ours.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), want_grads[k], rtol=1e-8, atol=1e-11, err_msg=k)
+
+
+def test_transformer_init_and_mask_as_torch():
+    m = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+                       dim_feedforward=16)
+    w = m.encoder.layers[0].ffn.fc1.weight
+    bound = (6 / (8 + 16)) ** 0.5  # xavier_uniform_, as torch's _reset_parameters
+    assert 0.7 * bound < float(w.abs().max()) <= bound
+    np.testing.assert_array_equal(nn.Transformer.generate_square_subsequent_mask(3).numpy(),
+                                  torch.nn.Transformer.generate_square_subsequent_mask(3).numpy())
+    with pytest.raises(RuntimeError, match="d_model=8"):
+        m(tt.zeros(2, 3, 4), tt.zeros(2, 3, 4))
