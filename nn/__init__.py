@@ -14,6 +14,7 @@ from .positions import (LearnedPositionalEmbedding, RelativePositionBias, Rotary
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from . import init
+from . import utils
 from . import optim
 from . import schedules
 from .clip import clip_grad_norm_, clip_grad_value_
