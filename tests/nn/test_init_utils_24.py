@@ -248,3 +248,59 @@ def test_skip_init_and_lazy_submodules():
     assert nn.utils.parametrize.register_parametrization is not None
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         nn.utils.nope
+
+
+# ---------------------------------------------------------------------- fusion, memory format
+def _bn_twin(n):
+    theirs = torch.nn.BatchNorm2d(n, dtype=torch.float64)
+    with torch.no_grad():
+        for t in (theirs.running_mean, theirs.weight, theirs.bias):
+            t.copy_(torch.tensor(RNG.standard_normal(n)))
+        theirs.running_var.copy_(torch.tensor(RNG.uniform(0.5, 2.0, n)))
+    ours = nn.Module()  # any module with torch's batch-norm attribute names
+    for name in ("running_mean", "running_var"):
+        ours.register_buffer(name, tt.tensor(getattr(theirs, name).numpy()))
+    ours.weight = nn.Parameter(tt.tensor(theirs.weight.detach().numpy()))
+    ours.bias = nn.Parameter(tt.tensor(theirs.bias.detach().numpy()))
+    ours.eps = theirs.eps
+    return ours.eval(), theirs.eval()
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_fuse_conv_bn_as_torch(transpose):
+    cls, tcls = ("ConvTranspose2d", "ConvTranspose2d") if transpose else ("Conv2d", "Conv2d")
+    theirs = getattr(torch.nn, tcls)(2, 3, 2, dtype=torch.float64).eval()
+    ours = getattr(nn, cls)(2, 3, 2, dtype=tt.float64).eval()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    bn, tbn = _bn_twin(3)
+    fused = nn.utils.fuse_conv_bn_eval(ours, bn, transpose=transpose)
+    x = RNG.standard_normal((1, 2, 4, 4))
+    want = tbn(theirs(torch.tensor(x))).detach().numpy()
+    np.testing.assert_allclose(fused(tt.tensor(x)).detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    tw = torch.nn.utils.fuse_conv_bn_eval(theirs, tbn, transpose=transpose)
+    np.testing.assert_allclose(fused.weight.detach().numpy(), tw.weight.detach().numpy(), rtol=1e-12)
+    assert ours.weight is not fused.weight  # a copy; the original layer is untouched
+    with pytest.raises(AssertionError, match="eval"):
+        nn.utils.fuse_conv_bn_eval(ours.train(), bn)
+
+
+def test_fuse_linear_bn_as_torch():
+    theirs = torch.nn.Linear(4, 3, dtype=torch.float64).eval()
+    ours = nn.Linear(4, 3, dtype=tt.float64).eval()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    bn, tbn = _bn_twin(3)
+    fused = nn.utils.fuse_linear_bn_eval(ours, bn)
+    tfused = torch.nn.utils.fuse_linear_bn_eval(theirs, tbn)
+    for k, v in tfused.state_dict().items():
+        np.testing.assert_allclose(fused.state_dict()[k].numpy(), v.numpy(), rtol=1e-12)
+
+
+def test_convert_conv_weight_memory_format_keeps_values_and_parameter():
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ReLU(), nn.Conv2d(3, 2, 1))
+    w = model[0].weight
+    before = w.detach().numpy().copy()
+    nn.utils.convert_conv2d_weight_memory_format(model, tt.channels_last)
+    assert model[0].weight is w
+    np.testing.assert_array_equal(w.detach().numpy(), before)
+    strides = np.asarray(w.data.strides) // w.data.itemsize
+    assert strides[1] == 1  # channels last: the channel stride is the smallest
