@@ -161,3 +161,26 @@ def test_transformer_init_and_mask_as_torch():
                                   torch.nn.Transformer.generate_square_subsequent_mask(3).numpy())
     with pytest.raises(RuntimeError, match="d_model=8"):
         m(tt.zeros(2, 3, 4), tt.zeros(2, 3, 4))
+
+
+def test_compiled_multihead_attention_follows_each_calls_mask():
+    """nn.MultiheadAttention through tt.compile: the key padding mask and inputs of each call
+    are used (nothing frozen from the first), values and gradients as eager."""
+    ours, _ = _pair(dict(embed_dim=4, num_heads=2))
+
+    def f(q, pad):
+        out, w = ours(q, q, q, key_padding_mask=pad)
+        loss = (out * out).sum() + (w * w).sum()
+        loss.backward()
+        return loss, ours.in_proj_weight.grad
+
+    g = tt.compile(f, backend="numpy")
+    for seed, row in ((1, [False, False, True]), (2, [True, False, False])):
+        q = tt.tensor(np.random.default_rng(seed).standard_normal((3, 2, 4)))
+        pad = tt.tensor([[False] * 3, row])
+        got = [t.detach().numpy().copy() for t in g(q, pad)]
+        ours.zero_grad()
+        want = [t.detach().numpy().copy() for t in f(q, pad)]
+        ours.zero_grad()
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-10)
