@@ -22,8 +22,8 @@ from .ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg
 
 from .ops.shape_ops import col2im as fold, im2col as unfold
 # torch.nn.functional's signatures (inplace=, softmax's implicit dim) over the ops above
-from .ops.functional_torch import (leaky_relu, leaky_relu_, log_softmax, relu, relu_, silu,
-                                   softmax)
+from .ops.functional_torch import (dropout, leaky_relu, leaky_relu_, log_softmax, relu, relu_,
+                                   silu, softmax)
 from .ops.mha import multi_head_attention_forward
 
 def embedding(input, weight, padding_idx=None):

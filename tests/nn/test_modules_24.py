@@ -60,6 +60,21 @@ def test_inplace_flag_matches_torch(name, args):
         theirs(torch.tensor(X2, requires_grad=True))
 
 
+def test_dropout_inplace_as_torch():
+    x = tt.tensor(X2)
+    out = nn.Dropout(0.5, inplace=True)(x)
+    assert out is x and repr(nn.Dropout(0.5, inplace=True)) == repr(torch.nn.Dropout(0.5, inplace=True))
+    assert set(np.round(x.numpy()[x.numpy() != 0] / X2[x.numpy() != 0], 12)) == {2.0}  # survivors x2
+    leaf = tt.tensor(X2, requires_grad=True)
+    h = leaf * 1.0
+    nn.Dropout(0.5, inplace=True)(h).sum().backward()  # the gradient follows the mask
+    np.testing.assert_array_equal(leaf.grad.numpy(), np.where(h.detach().numpy() != 0, 2.0, 0.0))
+    with pytest.raises(RuntimeError, match="leaf"):
+        nn.Dropout(0.5, inplace=True)(leaf)
+    y = tt.tensor(X2)
+    assert nn.Dropout(0.5, inplace=True).eval()(y) is y and np.array_equal(y.numpy(), X2)
+
+
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax", "softmin"])
 @pytest.mark.parametrize("shape", [(4,), (2, 3), (2, 3, 4), (2, 3, 2, 2)])
 def test_implicit_softmax_dim_as_torch(fn, shape):

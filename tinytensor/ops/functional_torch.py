@@ -1,5 +1,5 @@
 """torch.nn.functional's signatures for ops tinytensor has under its own: the `inplace=`
-flags of relu, leaky_relu and silu, and the implicit `dim` of softmax, log_softmax and
+flags of relu, leaky_relu, silu and dropout, and the implicit `dim` of softmax, log_softmax and
 softmin (torch's legacy rule, with its warning, instead of the last axis).
 
 `tt.relu`, `tt.softmax` and the Tensor methods keep torch.relu's and torch.softmax's own
@@ -10,10 +10,11 @@ import warnings
 from .elementwise import leaky_relu as _leaky_relu, relu as _relu, silu as _silu
 from .activations import implicit_softmax_dim
 from .inplace import apply_inplace
+from .nn import dropout as _dropout
 from .softmax import log_softmax as _log_softmax, softmax as _softmax
 
-__all__ = ["relu", "relu_", "leaky_relu", "leaky_relu_", "silu", "softmax", "log_softmax",
-           "implicit_softmax_dim"]
+__all__ = ["relu", "relu_", "leaky_relu", "leaky_relu_", "silu", "dropout", "softmax",
+           "log_softmax"]
 
 
 def relu(input, inplace=False):
@@ -35,6 +36,13 @@ def leaky_relu_(input, negative_slope=0.01):
 
 def silu(input, inplace=False):
     return apply_inplace(input, "silu_", _silu) if inplace else _silu(input)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    fn = lambda t: _dropout(t, p, training)  # noqa: E731
+    if inplace and training and p > 0:
+        return apply_inplace(input, "dropout_", fn)
+    return fn(input)
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
