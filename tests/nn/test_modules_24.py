@@ -218,3 +218,69 @@ def test_module_list_and_dict_editing_as_torch():
     assert _names(d) == ["c.weight", "c.bias"]
     d.clear()
     assert len(d) == 0 and _names(d) == []
+
+
+# ---------------------------------------------------------------------- over the rest of F
+def _needs(*names):
+    missing = [n for n in names if not hasattr(F, n)]
+    return pytest.mark.skipif(bool(missing), reason=f"F.{', F.'.join(missing)} not on this branch "
+                              "(issue 24's functional ops)")
+
+
+X3 = RNG.standard_normal((2, 4, 3))
+MORE = [
+    ("GLU", (), X2, "glu"), ("GLU", (1,), X3, "glu"), ("Hardshrink", (), X2, "hardshrink"),
+    ("Softshrink", (0.7,), X2, "softshrink"), ("Tanhshrink", (), X2, "tanhshrink"),
+    ("Threshold", (0.1, 20.0), X2, "threshold"), ("PReLU", (), X3, "prelu"),
+    ("PReLU", (4, 0.1), X3, "prelu"), ("RReLU", (0.1, 0.3), X2, "rrelu"),
+    ("PixelShuffle", (2,), RNG.standard_normal((1, 8, 2, 3)), "pixel_shuffle"),
+    ("PixelUnshuffle", (2,), RNG.standard_normal((1, 2, 4, 6)), "pixel_unshuffle"),
+    ("ChannelShuffle", (2,), X4[:, :2], "channel_shuffle"),
+]
+for _d in ("Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"):
+    MORE.append((_d, (0.3,), X4 if _d != "Dropout1d" else X3,
+                 {"Dropout1d": "dropout1d", "Dropout2d": "dropout2d", "Dropout3d": "dropout3d",
+                  "AlphaDropout": "alpha_dropout", "FeatureAlphaDropout": "feature_alpha_dropout"}[_d]))
+
+
+@pytest.mark.parametrize("name,args,x,fn", MORE, ids=[f"{c[0]}{c[1]}" for c in MORE])
+def test_module_over_functional_matches_torch(name, args, x, fn):
+    if not hasattr(F, fn):
+        pytest.skip(f"F.{fn} is not on this branch (issue 24's functional ops)")
+    ours, theirs = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+    ours.eval(), theirs.eval()  # dropouts and RReLU are deterministic in eval
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _same(ours, theirs, x)
+    if "Dropout" in name:  # in training whole channels (or elements) are dropped and rescaled
+        out = ours.train()(tt.tensor(x)).numpy()
+        assert out.shape == x.shape and not np.allclose(out, x)
+
+
+@_needs("pairwise_distance", "bilinear")
+def test_pairwise_distance_and_bilinear_match_torch():
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    for p, keep in ((2.0, False), (1.0, True)):
+        ours, theirs = nn.PairwiseDistance(p, keepdim=keep), torch.nn.PairwiseDistance(p, keepdim=keep)
+        np.testing.assert_allclose(ours(tt.tensor(a), tt.tensor(b)).numpy(),
+                                   theirs(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-12)
+    theirs = torch.nn.Bilinear(4, 4, 2, dtype=torch.float64)
+    ours = nn.Bilinear(4, 4, 2, dtype=tt.float64)
+    assert repr(ours).split("  #")[0] == repr(theirs)
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    np.testing.assert_allclose(ours(tt.tensor(a), tt.tensor(b)).detach().numpy(),
+                               theirs(torch.tensor(a), torch.tensor(b)).detach().numpy(), rtol=1e-12)
+
+
+def test_nll_loss_module_matches_torch():
+    logp = np.log(np.random.default_rng(3).dirichlet(np.ones(4), size=5))
+    target = np.array([0, 3, 1, 3, -100])
+    w = np.array([0.5, 1.0, 2.0, 1.5])
+    for kw in ({}, {"reduction": "sum"}, {"reduction": "none"}):
+        ours, theirs = nn.NLLLoss(tt.tensor(w), **kw), torch.nn.NLLLoss(torch.tensor(w), **kw)
+        assert list(ours.state_dict()) == list(theirs.state_dict()) == ["weight"]
+        x, tx = tt.tensor(logp, requires_grad=True), torch.tensor(logp, requires_grad=True)
+        got, want = ours(x, tt.tensor(target)), theirs(tx, torch.tensor(target))
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+        got.sum().backward(), want.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
