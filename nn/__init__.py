@@ -13,8 +13,6 @@ from .multihead import MultiheadAttention
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias, RotaryEmbedding, SinusoidalPositionalEmbedding, alibi_bias, alibi_slopes, apply_rope, relative_position_bucket, rope_cos_sin, sinusoidal_positions)
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
-from .loss_modules import (CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, MarginRankingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
-from .more_modules import (AlphaDropout, Bilinear, ChannelShuffle, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout, GLU, Hardshrink, NLLLoss, PReLU, PairwiseDistance, PixelShuffle, PixelUnshuffle, RReLU, Softshrink, Tanhshrink, Threshold)
 from . import init
 from . import utils
 from . import optim
