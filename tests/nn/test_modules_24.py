@@ -272,6 +272,7 @@ def test_pairwise_distance_and_bilinear_match_torch():
                                theirs(torch.tensor(a), torch.tensor(b)).detach().numpy(), rtol=1e-12)
 
 
+@pytest.mark.skipif(not hasattr(nn, "NLLLoss"), reason="nn.NLLLoss is on branch f24")
 def test_nll_loss_module_matches_torch():
     logp = np.log(np.random.default_rng(3).dirichlet(np.ones(4), size=5))
     target = np.array([0, 3, 1, 3, -100])
@@ -339,12 +340,3 @@ def test_loss_module_matches_torch(name, kw):
         results.append((out.detach().numpy(), ts[0].grad.numpy()))
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-
-
-def test_loss_modules_refuse_torch_deprecated_arguments():
-    with pytest.raises(ValueError, match="MarginRankingLoss: size_average and reduce are deprecated"):
-        nn.MarginRankingLoss(size_average=True)
-    with pytest.raises(ValueError, match="MultiMarginLoss: only p == 1 and p == 2"):
-        nn.MultiMarginLoss(p=3)
-    with pytest.raises(ValueError, match="reduction must be one of"):
-        nn.SoftMarginLoss(reduction="avg")
