@@ -459,9 +459,10 @@ class _ModuleSequence(Module):
         return self.extend(other)
 
     def __add__(self, other):
-        if not isinstance(other, type(self)):
-            raise TypeError(f"{type(self).__name__} + {type(other).__name__}: both sides must be "
-                            f"{type(self).__name__}s")
+        # as torch: a Sequential adds only a Sequential; a ModuleList any iterable of modules
+        if isinstance(self, Sequential) and not isinstance(other, Sequential):
+            raise ValueError(f"Sequential + {type(other).__name__}: the add operator supports "
+                             "only objects of Sequential class")
         return type(self)._from_slice(self, [(None, m) for m in list(self) + list(other)])
 
 

@@ -211,6 +211,9 @@ def test_module_list_and_dict_editing_as_torch():
     del ours[0]
     assert [m.out_features for m in ours] == [5, 2, 6] and _names(ours)[0] == "0.weight"
     assert isinstance(ours[::2], nn.ModuleList) and len(ours + ours) == 6
+    assert [m.out_features for m in ours + [_lin(7)]][-1] == 8  # any iterable, as torch
+    with pytest.raises(ValueError, match="only objects of Sequential class"):
+        nn.Sequential(_lin(0)) + [_lin(1)]
     d = nn.ModuleDict([("a", _lin(0)), ("b", _lin(1))])
     d.update({"c": _lin(2)})
     assert d.pop("a").out_features == 1 and list(d) == ["b", "c"]
