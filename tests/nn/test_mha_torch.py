@@ -83,8 +83,10 @@ def test_unbatched_and_init_as_torch():
     cfg = dict(embed_dim=4, num_heads=2)
     ours, theirs = _pair(cfg)
     xs = _inputs(cfg, batched=False)
-    for got, want in zip(_run(ours, tt, xs, {}, {}), _run(theirs, torch, xs, {}, {})):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    for masks in ({}, {"key_padding_mask": np.array([False, True, False, False])}):
+        for got, want in zip(_run(ours, tt, xs, masks, {}), _run(theirs, torch, xs, masks, {})):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        ours.zero_grad(), theirs.zero_grad()
     fresh = nn.MultiheadAttention(8, 2, add_bias_kv=True)
     assert float(fresh.in_proj_bias.abs().sum()) == 0 and float(fresh.out_proj.bias.abs().sum()) == 0
     bound = (6 / (8 + 24)) ** 0.5  # xavier_uniform_ over (3E, E)
