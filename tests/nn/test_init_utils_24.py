@@ -304,3 +304,29 @@ def test_convert_conv_weight_memory_format_keeps_values_and_parameter():
     np.testing.assert_array_equal(w.detach().numpy(), before)
     strides = np.asarray(w.data.strides) // w.data.itemsize
     assert strides[1] == 1  # channels last: the channel stride is the smallest
+
+
+ORTH = [("matrix_exp", (4, 4)), ("cayley", (4, 4)), ("householder", (5, 3)), (None, (3, 5)),
+        ("matrix_exp", (5, 3)), ("cayley", (3, 5)), (None, (4, 4))]
+
+
+@pytest.mark.skipif(not hasattr(getattr(tt, "linalg", None), "matrix_exp"),
+                    reason="needs tt.linalg (issue 23's namespace, branch l23)")
+@pytest.mark.parametrize("orth_map,shape", ORTH, ids=[f"{m}-{s}" for m, s in ORTH])
+def test_orthogonal_parametrization_as_torch(orth_map, shape):
+    theirs = torch.nn.Linear(shape[1], shape[0], dtype=torch.float64)
+    ours = nn.Linear(shape[1], shape[0], dtype=tt.float64)
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    torch.nn.utils.parametrizations.orthogonal(theirs, orthogonal_map=orth_map)
+    nn.utils.parametrizations.orthogonal(ours, orthogonal_map=orth_map)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    w = ours.weight.detach().numpy()
+    small = w @ w.T if shape[0] <= shape[1] else w.T @ w
+    np.testing.assert_allclose(small, np.eye(min(shape)), atol=1e-12)
+    # torch's base completes a non-square weight with random columns: load it, then all agree
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    with torch.no_grad():  # move off the starting point so the map's gradient is not trivial
+        theirs.parametrizations.weight.original.add_(
+            torch.tensor(0.1 * RNG.standard_normal(shape)))
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    _compare(ours, theirs, RNG.standard_normal((2, shape[1])), True)
