@@ -15,6 +15,8 @@ Loading torch.nn.MultiheadAttention weights: torch packs q, k, v into `in_proj_w
 (3E, E) and `in_proj_bias` (3E,); here they are q_proj/k_proj/v_proj (rows [0:E], [E:2E],
 [2E:3E]). `mha.load_torch_mha_state(torch_mha.state_dict())` splits them, and
 `convert_torch_mha_state` does it for any state_dict (keys keep their prefixes).
+`nn.MultiheadAttention` (nn/multihead.py) is torch's spelling with torch's packed layout;
+both share the mask merge and weights path of tinytensor/ops/mha.py.
 """
 import math
 
