@@ -72,7 +72,7 @@ class Transformer(Seq2SeqGenerateMixin, nn.Module):
         self.embed_scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
         self.dropout = nn.Dropout(c.dropout)
         common = dict(dropout=c.dropout, activation="relu", layer_norm_eps=c.layer_norm_eps,
-                      norm_first=False)
+                      norm_first=False, batch_first=True)
         self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(
             c.d_model, c.encoder_attention_heads, c.encoder_ffn_dim, **common), c.encoder_layers)
         self.decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(

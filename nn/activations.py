@@ -82,6 +82,8 @@ class LogSigmoid(Module):
 
 
 class Softmin(Module):
+    """dim=None takes torch's implicit dim, with its warning."""
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -91,3 +93,59 @@ class Softmin(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Tanh(Module):
+    def forward(self, x):
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x):
+        return F.sigmoid(x)
+
+
+class LeakyReLU(_Inplace):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Softmax(Softmin):
+    """dim=None takes torch's implicit dim, with its warning (see F.softmax)."""
+
+    def forward(self, x):
+        return F.softmax(x, self.dim, _stacklevel=5)
+
+
+class LogSoftmax(Softmin):
+    def forward(self, x):
+        return F.log_softmax(x, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """softmax over the channels of a (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, x):
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expects a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
+                             f"got shape {tuple(x.shape)}")
+        return F.softmax(x, -3)

@@ -15,6 +15,8 @@ Loading torch.nn.MultiheadAttention weights: torch packs q, k, v into `in_proj_w
 (3E, E) and `in_proj_bias` (3E,); here they are q_proj/k_proj/v_proj (rows [0:E], [E:2E],
 [2E:3E]). `mha.load_torch_mha_state(torch_mha.state_dict())` splits them, and
 `convert_torch_mha_state` does it for any state_dict (keys keep their prefixes).
+`nn.MultiheadAttention` (nn/multihead.py) is torch's spelling with torch's packed layout;
+both share the mask merge and weights path of tinytensor/ops/mha.py.
 """
 import math
 
@@ -23,6 +25,7 @@ import numpy as np
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.autograd import STATE
+from tinytensor.ops.mha import attention_with_weights, merge_attention_masks
 
 from .layers import Linear
 from .module import Module
@@ -132,7 +135,7 @@ class MultiHeadAttention(Module):
         scale = 1.0 / math.sqrt(hs) if self.scale is None else self.scale
         weights = None
         if need_weights:
-            out, weights = _attention_with_weights(q, k, v, mask, causal, dropout_p, scale)
+            out, weights = attention_with_weights(q, k, v, mask, causal, dropout_p, scale)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                  is_causal=causal, scale=scale,
@@ -144,50 +147,8 @@ class MultiHeadAttention(Module):
 
     # ------------------------------------------------------------------ masks
     def _merge_masks(self, attn_mask, key_padding_mask, is_causal, B, L, S, past, like):
-        """One mask for scaled_dot_product_attention: bool (True = may attend) when every
-        part is bool, else additive float; or (None, True) for the plain causal case."""
-        if is_causal and attn_mask is None and key_padding_mask is None and past == 0:
-            return None, True
-        allowed, additive = [], []
-        if attn_mask is not None:
-            m = _as_tensor(attn_mask, like)
-            if m.ndim == 2 and tuple(m.shape) == (L, S):
-                m = m.reshape(1, 1, L, S)
-            elif m.ndim == 3 and tuple(m.shape) == (B * self.num_heads, L, S):
-                m = m.reshape(B, self.num_heads, L, S)
-            elif m.ndim != 4 or tt.broadcast_shapes(tuple(m.shape), (B, self.num_heads, L, S)) \
-                    != (B, self.num_heads, L, S):
-                raise ValueError(
-                    f"MultiHeadAttention: attn_mask shape {tuple(m.shape)} does not fit queries "
-                    f"(B={B}, L={L}) and keys (S={S}) with {self.num_heads} heads; expected "
-                    f"({L}, {S}), ({B * self.num_heads}, {L}, {S}) or 4-D broadcasting to "
-                    f"({B}, {self.num_heads}, {L}, {S}){_where()}")
-            (allowed if m.dtype is tt.bool else additive).append(
-                tt.logical_not(m) if m.dtype is tt.bool else m)
-        if key_padding_mask is not None:
-            m = _as_tensor(key_padding_mask, like)
-            if tuple(m.shape) != (B, S):
-                raise ValueError(f"MultiHeadAttention: key_padding_mask shape {tuple(m.shape)} "
-                                 f"should be (batch, keys) = ({B}, {S}){_where()}")
-            m = m.reshape(B, 1, 1, S)
-            (allowed if m.dtype is tt.bool else additive).append(
-                tt.logical_not(m) if m.dtype is tt.bool else m)
-        if is_causal:
-            # bottom-right aligned once `past` keys are cached: query i sits at position past + i
-            # tensor ops, not NumPy's tril: under tt.compile(dynamic=True) L, S and past are
-            # sizes the program follows
-            allowed.append(tt.ones(L, S, dtype=tt.bool, device=like.device).tril(past))
-        if not allowed and not additive:
-            return None, False
-        mask = None
-        for a in allowed:
-            mask = a if mask is None else tt.logical_and(mask, a)
-        if additive:
-            if mask is not None:  # bool parts become 0 / -inf
-                mask = tt.where(mask, 0.0, float("-inf")).to(like.dtype)
-            for a in additive:
-                mask = a if mask is None else mask + a
-        return mask, False
+        return merge_attention_masks(attn_mask, key_padding_mask, is_causal, B, self.num_heads,
+                                     L, S, past, like, "MultiHeadAttention")
 
     def _check_inputs(self, query, key, value):
         shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
@@ -209,41 +170,6 @@ class MultiHeadAttention(Module):
     def extra_repr(self):
         kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{kv}, dropout={self.dropout}"
-
-
-def _as_tensor(m, like):
-    return m if isinstance(m, tt.Tensor) else tt.as_tensor(np.asarray(m), device=like.device)
-
-
-def _attention_with_weights(q, k, v, mask, causal, dropout_p, scale):
-    """The explicit path: returns (out (B, nh, L, hs), probs (B, nh, L, S)). Rows with no
-    visible key give zeros, as in scaled_dot_product_attention."""
-    nh, nkv = q.shape[1], k.shape[1]
-    if nkv != nh:  # each kv head serves nh // nkv consecutive query heads
-        B, _, S, hs = k.shape
-        k = k.unsqueeze(2).expand(B, nkv, nh // nkv, S, hs).reshape(B, nh, S, hs)
-        v = v.unsqueeze(2).expand(B, nkv, nh // nkv, S, v.shape[-1]).reshape(B, nh, S, v.shape[-1])
-    L, S = q.shape[-2], k.shape[-2]
-    if causal:
-        mask = tt.ones(L, S, dtype=tt.bool, device=q.device).tril()   # (see _merge_masks)
-    scores = (q @ k.mT) * scale  # (B, nh, L, S)
-    live = None
-    if mask is not None:
-        # the rows that see a key, with ops: a compiled replay finds each call's dead rows
-        if mask.dtype is tt.bool:
-            live = mask.any(dim=-1, keepdim=True)
-            scores = tt.where(mask, scores, float("-inf"))
-        else:
-            live = tt.isfinite(mask).any(dim=-1, keepdim=True)
-            scores = scores + mask
-    # eager skips the guard when every row is live (one read of the small mask); a capture
-    # keeps it, since a replay's mask may have a dead row where this one has none
-    if live is not None and (STATE.capture is not None or not bool(live.all())):
-        probs = tt.where(live, F.softmax(tt.where(live, scores, 0.0), dim=-1), 0.0)
-    else:
-        probs = F.softmax(scores, dim=-1)  # (B, nh, L, S)
-    probs = F.dropout(probs, dropout_p, training=dropout_p > 0)
-    return probs @ v, probs
 
 
 # ---------------------------------------------------------------------- torch state_dicts

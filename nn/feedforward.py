@@ -26,12 +26,12 @@ class FeedForward(Module):
     def __init__(self, d_model, d_ff, activation="relu", dropout=0.0, bias=True,
                  device=None, dtype=None):
         super().__init__()
-        if activation not in _ACTIVATIONS:
+        if not callable(activation) and activation not in _ACTIVATIONS:
             raise ValueError(f"FeedForward: activation must be one of {sorted(_ACTIVATIONS)}, "
                              f"got {plain(activation)!r}")
         self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
         self.dropout = dropout
-        self.gated = activation in _GATED
+        self.gated = not callable(activation) and activation in _GATED
         kw = dict(bias=bias, device=device, dtype=dtype)
         if self.gated:
             self.gate_proj = Linear(d_model, d_ff, **kw)
@@ -45,7 +45,7 @@ class FeedForward(Module):
         if x.shape[-1] != self.d_model:
             raise ValueError(f"FeedForward: input shape {tuple(x.shape)} does not end in "
                              f"d_model={self.d_model}")
-        act = _ACTIVATIONS[self.activation]
+        act = self.activation if callable(self.activation) else _ACTIVATIONS[self.activation]
         if self.gated:
             h = act(self.gate_proj(x)) * self.up_proj(x)  # (..., d_ff)
         else:
@@ -54,5 +54,9 @@ class FeedForward(Module):
         return (self.down_proj if self.gated else self.fc2)(h)  # (..., d_model)
 
     def extra_repr(self):
-        return (f"d_model={self.d_model}, d_ff={self.d_ff}, activation='{self.activation}', "
+        return (f"d_model={self.d_model}, d_ff={self.d_ff}, activation={self._act_name()}, "
                 f"dropout={self.dropout}")
+
+    def _act_name(self):
+        a = self.activation
+        return repr(a) if isinstance(a, str) else getattr(a, "__name__", type(a).__name__)

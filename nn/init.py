@@ -17,7 +17,7 @@ from tinytensor.autograd import plain
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "zeros_", "ones_", "constant_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
-           "trunc_normal_"]
+           "trunc_normal_", "eye_", "dirac_", "orthogonal_", "sparse_"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -210,3 +210,77 @@ def _exponential_proposal(dev, n, lo, alpha):
     z = lo - xp.log1p(-_random.uniform(dev, (n,), tt.float64)) / alpha
     u = _random.uniform(dev, (n,), tt.float64)
     return z, u <= xp.exp(-(z - alpha) ** 2 / 2.0)
+
+
+# ---------------------------------------------------------------------- structured inits
+def eye_(tensor):
+    """The identity matrix in a 2-D tensor (ones on the diagonal of a non-square one)."""
+    _check(tensor, "eye_")
+    if tensor.ndim != 2:
+        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape "
+                         f"{tuple(tensor.shape)}")
+    xp = tensor.device.xp
+    return _write(tensor, xp.eye(*tensor.shape, dtype=tensor.data.dtype))
+
+
+def dirac_(tensor, groups=1):
+    """A convolution weight (out, in, *kernel) that passes its input through: for each of
+    the `groups`, output channel d of the group copies input channel d at the kernel's
+    centre; the channels beyond min(out per group, in) stay zero."""
+    _check(tensor, "dirac_")
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got "
+                         f"shape {tuple(tensor.shape)}")
+    out_ch = int(tensor.shape[0])
+    if groups < 1 or out_ch % groups:
+        raise ValueError(f"dirac_: dim 0 ({out_ch}) must be divisible by groups ({groups})")
+    per_group = out_ch // groups
+    n = min(per_group, int(tensor.shape[1]))
+    xp = tensor.device.xp
+    w = xp.zeros(tuple(tensor.shape), dtype=tensor.data.dtype)
+    d = xp.arange(n)
+    rows = (xp.arange(groups)[:, None] * per_group + d[None, :]).reshape(-1)
+    cols = xp.tile(d, groups)
+    centre = tuple(int(k) // 2 for k in tensor.shape[2:])
+    w[(rows, cols) + centre] = 1
+    return _write(tensor, w)
+
+
+def orthogonal_(tensor, gain=1.0):
+    """A (semi-)orthogonal matrix (Saxe et al., 2013), from the QR decomposition of a
+    Gaussian draw with the signs of R's diagonal folded into Q (so Q is uniformly
+    distributed), scaled by `gain`; dims after the first are flattened, as torch."""
+    _require_float(tensor, "orthogonal_")
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are supported, "
+                         f"got shape {tuple(tensor.shape)}")
+    if tensor.numel() == 0:
+        return tensor
+    rows = int(tensor.shape[0])
+    cols = tensor.numel() // rows
+    xp = tensor.device.xp
+    a = _random.normal(tensor.device, (rows, cols), tt.float64)
+    if rows < cols:
+        a = a.T
+    q, r = xp.linalg.qr(a)
+    q = q * xp.sign(xp.diag(r))[None, :]
+    if rows < cols:
+        q = q.T
+    return _write(tensor, (q * gain).reshape(tuple(tensor.shape)))
+
+
+def sparse_(tensor, sparsity, std=0.01):
+    """N(0, std^2) entries with ceil(sparsity * rows) of every column set to zero, the rows
+    drawn at random per column (Martens, 2010)."""
+    _require_float(tensor, "sparse_")
+    if tensor.ndim != 2:
+        raise ValueError(f"sparse_: only tensors with 2 dimensions are supported, got shape "
+                         f"{tuple(tensor.shape)}")
+    rows, cols = (int(s) for s in tensor.shape)
+    zeros_per_col = int(math.ceil(sparsity * rows))
+    xp = tensor.device.xp
+    w = _random.normal(tensor.device, (rows, cols), _draw_dtype(tensor)) * std
+    # a random permutation of the rows per column: the rank of a uniform draw
+    ranks = xp.argsort(xp.argsort(_random.uniform(tensor.device, (rows, cols), tt.float64),
+                                  axis=0), axis=0)
+    return _write(tensor, xp.where(ranks < zeros_per_col, 0.0, w))

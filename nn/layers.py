@@ -99,22 +99,29 @@ class RMSNorm(_Norm):
 
 
 class Dropout(Module):
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x):
-        return F.relu(x)
+        return F.relu(x, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):
@@ -129,9 +136,9 @@ class GELU(Module):
         return f"approximate='{self.approximate}'"
 
 
-class SiLU(Module):
+class SiLU(ReLU):
     def forward(self, x):
-        return F.silu(x)
+        return F.silu(x, inplace=self.inplace)
 
 
 class Softsign(Module):
@@ -140,5 +147,8 @@ class Softsign(Module):
 
 
 class Identity(Module):
+    def __init__(self, *args, **kwargs):  # as torch: any arguments, all ignored
+        super().__init__()
+
     def forward(self, x):
         return x

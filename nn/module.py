@@ -393,19 +393,87 @@ class _Handle:
 
 
 class _ModuleSequence(Module):
-    """Indexing, len() and iteration over the submodules in order (Sequential, ModuleList);
-    a slice is handed to `_from_slice` as (name, module) pairs."""
+    """Indexing, len() and iteration over the submodules in order (Sequential, ModuleList),
+    and torch's list editing: setting, deleting (the rest renumbered 0..n-1, as torch),
+    append, insert, extend, pop, + and +=. A slice is handed to `_from_slice` as
+    (name, module) pairs."""
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self._from_slice(list(self._modules.items())[i])
-        return list(self._modules.values())[i]
+        return self._modules[self._key(i)]
+
+    def _key(self, i):
+        n = len(self._modules)
+        i = _index(i)
+        if not -n <= i < n:
+            raise IndexError(f"{type(self).__name__}: index {i} is out of range for {n} modules")
+        return list(self._modules)[i % n]
+
+    def __setitem__(self, i, module):
+        setattr(self, self._key(i), module)
+
+    def __delitem__(self, i):
+        if isinstance(i, slice):
+            for k in list(self._modules)[i]:
+                del self._modules[k]
+        else:
+            del self._modules[self._key(i)]
+        self._renumber(list(self._modules.values()))
+
+    def _renumber(self, modules):
+        self._modules.clear()
+        for j, m in enumerate(modules):
+            self._modules[str(j)] = m
+            if not m._scope_name:
+                object.__setattr__(m, "_scope_name", str(j))
+        object.__setattr__(self, "_names_valid", False)
 
     def __len__(self):
         return len(self._modules)
 
     def __iter__(self):
         return iter(self._modules.values())
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in list(modules):  # list(): `seq.extend(seq)` must not loop on itself
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        """Insert before `index` (torch's list.insert rule for out-of-range indices)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}.insert: expects a Module, got "
+                            f"{type(module).__name__}")
+        modules = list(self._modules.values())
+        modules.insert(_index(index), module)
+        self._renumber(modules)
+        return self
+
+    def pop(self, key):
+        m = self[key]
+        del self[key]
+        return m
+
+    def __iadd__(self, other):
+        return self.extend(other)
+
+    def __add__(self, other):
+        # as torch: a Sequential adds only a Sequential; a ModuleList any iterable of modules
+        if isinstance(self, Sequential) and not isinstance(other, Sequential):
+            raise ValueError(f"Sequential + {type(other).__name__}: the add operator supports "
+                             "only objects of Sequential class")
+        return type(self)._from_slice(self, [(None, m) for m in list(self) + list(other)])
+
+
+def _index(i):
+    if not hasattr(i, "__index__"):
+        raise TypeError(f"module index must be an int or a slice, got {type(i).__name__}")
+    return i.__index__()
 
 
 class Sequential(_ModuleSequence):
@@ -423,7 +491,10 @@ class Sequential(_ModuleSequence):
             x = m(x)
         return x
 
-    def _from_slice(self, items):  # as torch: a slice is a Sequential (callable), not a list
+    def _from_slice(self, items):
+        # as torch: a slice is a Sequential (callable) keeping the names; a sum renumbers
+        if any(k is None for k, _ in items):
+            return Sequential(*[m for _, m in items])
         return Sequential(dict(items))
 
 
@@ -433,15 +504,6 @@ class ModuleList(_ModuleSequence):
         for m in modules:
             self.append(m)
 
-    def append(self, module):
-        setattr(self, str(len(self._modules)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
-
     def _from_slice(self, items):
         return ModuleList(m for _, m in items)
 
@@ -449,14 +511,18 @@ class ModuleList(_ModuleSequence):
 class ModuleDict(Module):
     def __init__(self, modules=None):
         super().__init__()
-        for name, m in (modules or {}).items():
-            setattr(self, name, m)
+        if modules is not None:
+            self.update(modules)
 
     def __getitem__(self, name):
         return self._modules[name]
 
     def __setitem__(self, name, module):
         setattr(self, name, module)
+
+    def __delitem__(self, name):
+        del self._modules[name]
+        object.__setattr__(self, "_names_valid", False)
 
     def __contains__(self, name):
         return name in self._modules
@@ -475,3 +541,21 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
+
+    def pop(self, name):
+        m = self._modules[name]
+        del self[name]
+        return m
+
+    def clear(self):
+        self._modules.clear()
+        object.__setattr__(self, "_names_valid", False)
+
+    def update(self, modules):
+        """From a mapping or from (name, module) pairs, in order."""
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for j, pair in enumerate(pairs):
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict.update: element #{j} should have 2 elements (name, "
+                                 f"module), has {len(pair)}")
+            self[pair[0]] = pair[1]

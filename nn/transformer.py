@@ -1,4 +1,5 @@
-"""Transformer encoder/decoder layers and stacks, as torch.nn.Transformer* (batch_first by default).
+"""Transformer encoder/decoder layers and stacks, as torch.nn.Transformer* (torch's defaults:
+batch_first=False, so ported torch code that feeds (T, N, E) gets what torch computes).
 
   post-norm (norm_first=False, the 2017 paper):  x = norm(x + sublayer(x))
   pre-norm  (norm_first=True, GPT-2 and later):  x = x + sublayer(norm(x))
@@ -18,6 +19,7 @@ from .layers import Dropout, LayerNorm
 from .module import Module, ModuleList
 
 _RENAMES = {"linear1": "ffn.fc1", "linear2": "ffn.fc2", "multihead_attn": "cross_attn"}
+_TORCH_LEAVES = ("in_proj_weight", "in_proj_bias", "q_proj_weight")
 
 
 def convert_torch_transformer_state(state_dict):
@@ -50,12 +52,21 @@ class _TorchLoadable:
 
     def load_torch_state_dict(self, state_dict, strict=True):
         """Load the state_dict of the corresponding torch.nn module."""
-        return self.load_state_dict(convert_torch_transformer_state(state_dict), strict=strict)
+        return Module.load_state_dict(self, convert_torch_transformer_state(state_dict),
+                                      strict=strict)
+
+    def load_state_dict(self, state_dict, strict=True):
+        """A state dict in this module's names, or in torch's (recognised by its packed
+        `in_proj_weight` / `linear1` keys), which is renamed first."""
+        if any(k.rpartition(".")[2] in _TORCH_LEAVES or ".linear1." in f".{k}"
+               for k in state_dict):
+            return self.load_torch_state_dict(state_dict, strict=strict)
+        return Module.load_state_dict(self, state_dict, strict=strict)
 
 
 class TransformerEncoderLayer(_TorchLoadable, Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  num_kv_heads=None, device=None, dtype=None):
         config = dict(locals())
         super().__init__()
@@ -80,7 +91,7 @@ class TransformerDecoderLayer(_TorchLoadable, Module):
     cache: None or a pair (KVCache(), KVCache(static=True)) for incremental decoding."""
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=True, norm_first=False, bias=True,
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  num_kv_heads=None, device=None, dtype=None):
         config = dict(locals())
         super().__init__()
@@ -128,7 +139,8 @@ class _Stack(_TorchLoadable, Module):
 
 
 class TransformerEncoder(_Stack):
-    def __init__(self, encoder_layer, num_layers, norm=None):  # torch's argument names
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):  # torch's arguments; there are no nested tensors here
         super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=False):
@@ -161,3 +173,56 @@ class TransformerDecoder(_Stack):
                       tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal,
                       cache=None if cache is None else cache[i])
         return x if self.norm is None else self.norm(x)
+
+
+class Transformer(_TorchLoadable, Module):
+    """torch.nn.Transformer: an encoder stack and a decoder stack, each with a final
+    LayerNorm, every weight matrix Xavier-uniform initialised as torch does. Its
+    constructor is torch's, batch_first=False included (the (T, N, E) layout); pass
+    batch_first=True for (N, T, E)."""
+
+    def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                 dim_feedforward=2048, dropout=0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
+                 bias=True, device=None, dtype=None):
+        super().__init__()
+        kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                  layer_norm_eps=layer_norm_eps, batch_first=batch_first, norm_first=norm_first,
+                  bias=bias, device=device, dtype=dtype)
+        norm = dict(eps=layer_norm_eps, bias=bias, device=device, dtype=dtype)
+        self.encoder = custom_encoder if custom_encoder is not None else TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, **kw), num_encoder_layers,
+            LayerNorm(d_model, **norm))
+        self.decoder = custom_decoder if custom_decoder is not None else TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, **kw), num_decoder_layers,
+            LayerNorm(d_model, **norm))
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        from . import init
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal=False):
+        batch = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch] != tgt.shape[batch]:
+            raise RuntimeError(f"Transformer: the batch number of src {tuple(src.shape)} and tgt "
+                               f"{tuple(tgt.shape)} must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError(f"Transformer: the feature number of src {tuple(src.shape)} and "
+                               f"tgt {tuple(tgt.shape)} must be equal to d_model={self.d_model}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=bool(src_is_causal))
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """(sz, sz) float mask: -inf above the diagonal (a later position), 0 elsewhere."""
+        import tinytensor as tt
+        allowed = tt.ones(sz, sz, dtype=tt.bool, device=device).tril()
+        return tt.where(allowed, 0.0, float("-inf")).to(dtype or tt.get_default_dtype())

@@ -22,6 +22,10 @@ from .ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg
                           max_unpool2d, max_unpool3d)
 
 from .ops.shape_ops import col2im as fold, im2col as unfold
+# torch.nn.functional's signatures (inplace=, softmax's implicit dim) over the ops above
+from .ops.functional_torch import (dropout, leaky_relu, leaky_relu_, log_softmax, relu, relu_,
+                                   silu, softmax)
+from .ops.mha import multi_head_attention_forward
 
 def embedding(input, weight, padding_idx=None):
     """torch.nn.functional.embedding(input, weight): rows of weight for integer ids."""
@@ -43,3 +47,4 @@ __all__ += ["binary_cross_entropy", "cosine_similarity", "huber_loss", "kl_div",
 __all__ += ["fold", "unfold"]
 __all__ += ["interpolate"]
 __all__ += ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
+__all__ += ["relu_", "leaky_relu_", "multi_head_attention_forward"]

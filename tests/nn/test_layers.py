@@ -168,7 +168,7 @@ def test_reprs():
     assert repr(nn.Linear(3, 2)) == "Linear(in_features=3, out_features=2, bias=True)  # 8 params"
     assert "padding_idx=0" in repr(nn.Embedding(4, 2, padding_idx=0))
     assert repr(nn.GELU("tanh")) == "GELU(approximate='tanh')"
-    assert repr(nn.Dropout(0.1)) == "Dropout(p=0.1)"
+    assert repr(nn.Dropout(0.1)) == "Dropout(p=0.1, inplace=False)"  # as torch
     assert "(3,), eps=1e-05" in repr(nn.LayerNorm(3))
 
 

@@ -21,7 +21,7 @@ class Reverser(nn.Module):
         self.src_emb, self.tgt_emb = nn.Embedding(VOCAB, D), nn.Embedding(VOCAB, D)
         self.src_pos = nn.LearnedPositionalEmbedding(MAX, D)
         self.tgt_pos = nn.LearnedPositionalEmbedding(OUT, D)
-        kw = dict(dim_feedforward=64, dropout=0.0, norm_first=True)
+        kw = dict(dim_feedforward=64, dropout=0.0, norm_first=True, batch_first=True)
         self.encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, 4, **kw), 2, norm=nn.LayerNorm(D))
         self.decoder = nn.TransformerDecoder(nn.TransformerDecoderLayer(D, 4, **kw), 2, norm=nn.LayerNorm(D))
         self.head = nn.Linear(D, VOCAB)

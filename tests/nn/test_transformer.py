@@ -85,7 +85,7 @@ def test_stacks_vs_torch(norm_first):
 
 def test_load_torch_state_dict():
     th = torch.nn.TransformerDecoderLayer(D, H, FF, batch_first=True)
-    ours = nn.TransformerDecoderLayer(D, H, FF)
+    ours = nn.TransformerDecoderLayer(D, H, FF, batch_first=True)
     ours.load_torch_state_dict(th.state_dict())
     np.testing.assert_array_equal(ours.cross_attn.q_proj.weight.detach().numpy(),
                                   th.multihead_attn.in_proj_weight.detach().numpy()[:D])
@@ -93,14 +93,14 @@ def test_load_torch_state_dict():
 
 
 def test_layers_are_independent():
-    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, FF), 3)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, FF, batch_first=True), 3)
     w = [layer.self_attn.q_proj.weight for layer in enc.layers]
     assert len({id(p) for p in w}) == 3 and not np.allclose(w[0].detach().numpy(), w[1].detach().numpy())
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_cache_matches_full(norm_first):
-    kw = dict(dim_feedforward=FF, dropout=0.0, norm_first=norm_first)
+    kw = dict(dim_feedforward=FF, dropout=0.0, norm_first=norm_first, batch_first=True)
     dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, num_kv_heads=1, dtype=F64, **kw), 2,
                                 norm=nn.LayerNorm(D, dtype=F64)).eval()
     x, mem = tt.tensor(randn(B, T, D)), tt.tensor(randn(B, S, D))
@@ -117,6 +117,6 @@ def test_decoder_cache_matches_full(norm_first):
 
 
 def test_gated_ffn_layer_runs():
-    layer = nn.TransformerEncoderLayer(D, H, FF, activation="swiglu", norm_first=True)
+    layer = nn.TransformerEncoderLayer(D, H, FF, activation="swiglu", norm_first=True, batch_first=True)
     assert {"ffn.gate_proj.weight", "ffn.up_proj.weight", "ffn.down_proj.weight"} <= set(layer.state_dict())
     assert layer(tt.randn(B, T, D)).shape == (B, T, D)

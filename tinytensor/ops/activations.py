@@ -240,13 +240,20 @@ def logsigmoid(input):
     return Logsigmoid.apply(float_operand(input, "logsigmoid"))
 
 
+def implicit_softmax_dim(name, ndim, stacklevel):
+    """torch's choice when softmax/log_softmax/softmin get no `dim`: 0 for 0-, 1- and 3-d
+    inputs (a 3-d input was taken as unbatched C, H, W), else 1; with torch's warning.
+    `stacklevel` counts from this function (1), as in torch's _get_softmax_dim."""
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", UserWarning, stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-input, dim); without dim, torch's legacy choice (0 for 0-, 1- and 3-d
     inputs, else 1) with its deprecation warning."""
     if dim is None:
-        warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the "
-                      "call to include dim=X as an argument.", UserWarning, stacklevel=_stacklevel)
-        dim = 0 if input.ndim in (0, 1, 3) else 1
+        dim = implicit_softmax_dim("softmin", input.ndim, _stacklevel)
     if dtype is not None:
         input = input.to(dtype)
     return neg(input).softmax(dim)  # softmax lies above this family: through the method

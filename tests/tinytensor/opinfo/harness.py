@@ -38,6 +38,9 @@ UNVALUED = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty
 # ... and single samples of other ops that draw random numbers
 RANDOM_SAMPLES = {
     "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0) > 0,
+    # (query, key, value, E, heads, in_proj_w, in_proj_b, bias_k, bias_v, add_zero_attn, dropout_p)
+    "nn.functional.multi_head_attention_forward":
+        lambda s: s.args[9] > 0 and s.kwargs.get("training", True),
 }
 # OpInfo entries whose `op` is a lambda that reorders torch's arguments: the same on our side
 ADAPTERS = {
