@@ -1,0 +1,12 @@
+"""`tt.linalg`: torch.linalg's names. The ops live by family in tinytensor/ops/ (linalg.py:
+matmul and einsum; linalg_solve.py: det, inv, solve, triangular systems, Cholesky;
+linalg_decomp.py: svd, eigh, qr and what is built on them; linalg_norms.py; linalg_misc.py:
+matrix_exp, cross, vecdot, vander); this module only gathers them under torch's names."""
+from .ops.linalg import matmul  # noqa: F401
+from .ops.linalg_decomp import (eigh, eigvalsh, lstsq, matrix_rank, pinv, qr, svd,  # noqa: F401
+                                svdvals)
+from .ops.linalg_misc import cross, diagonal, matrix_exp, vander, vecdot  # noqa: F401
+from .ops.linalg_norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
+from .ops.linalg_solve import (cholesky, cholesky_ex, det, inv, inv_ex, matrix_power,  # noqa: F401
+                               multi_dot, slogdet, solve, solve_ex, solve_triangular, tensorinv,
+                               tensorsolve)
