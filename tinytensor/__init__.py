@@ -73,6 +73,7 @@ from .ops.linalg_solve import (det, slogdet, logdet, inverse, cholesky_top as ch
                                cholesky_solve, cholesky_inverse, triangular_solve, matrix_power)
 from .ops.linalg_decomp import pinverse, svd_top as svd, qr_top as qr
 from .ops.linalg_misc import matrix_exp, cross_top as cross
+from .ops.linalg_lu import lu_top as lu, lu_solve_top as lu_solve, lu_unpack
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
