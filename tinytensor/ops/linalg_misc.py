@@ -65,7 +65,7 @@ def cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along `dim`, broadcasting the other dims."""
     op = "linalg.cross"
     a, b = float_operand(input, op), same_dtype(float_operand(input, op), float_operand(other, op))
-    if a.ndim != b.ndim:
+    if a.ndim != b.ndim:  # torch does not add leading dims here
         raise OpError(f"{op}: input and other must have the same number of dimensions, got "
                       f"shapes {tuple(a.shape)} and {tuple(b.shape)}{_where()}")
     d = norm_dim(dim, a.ndim, op)

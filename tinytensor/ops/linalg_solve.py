@@ -222,11 +222,12 @@ def _solve(A, B, left, check, op):
         if vector:
             return _solve(A.mT, B, True, check, op)
         return _solve(A.mT, B.mT, True, check, op).mT
+    given = tuple(B.shape)
     if vector:
         B = unsqueeze(B, -1)
     n = A.shape[-1]
     if B.shape[-2] != n:
-        raise OpError(f"{op}: A of shape {tuple(A.shape)} and B of shape {tuple(B.shape)} do "
+        raise OpError(f"{op}: A of shape {tuple(A.shape)} and B of shape {given} do "
                       f"not fit (B needs {n} rows){_where()}")
     try:
         batch = broadcast_shapes(A.shape[:-2], B.shape[:-2], op=op)

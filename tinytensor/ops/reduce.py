@@ -431,8 +431,9 @@ class Norm(Function):
     def backward(ctx, g):
         x, dims, out_k, g_k = _saved_back(ctx, g)
         p, shape = ctx.attrs["p"], x.shape
-        if p == 0:  # a count: flat almost everywhere, no gradient (None: zero, as torch's)
-            return None
+        if p == 0:  # a count: flat almost everywhere, a zero gradient (not g * 0: nan at inf)
+            from ..creation import zeros
+            return zeros(*shape, dtype=x.dtype, device=x.device)
         if p == 1:
             return g_k * sign(x)
         if p in (float("inf"), -float("inf")):
