@@ -3,8 +3,8 @@ matmul and einsum; linalg_solve.py: det, inv, solve, triangular systems, Cholesk
 linalg_decomp.py: svd, eigh, qr and what is built on them; linalg_norms.py; linalg_misc.py:
 matrix_exp, cross, vecdot, vander); this module only gathers them under torch's names."""
 from .ops.linalg import matmul  # noqa: F401
-from .ops.linalg_decomp import (eigh, eigvalsh, lstsq, matrix_rank, pinv, qr, svd,  # noqa: F401
-                                svdvals)
+from .ops.linalg_decomp import (eigh, eigvalsh, householder_product, lstsq, matrix_rank,  # noqa: F401
+                                pinv, qr, svd, svdvals)
 from .ops.linalg_misc import cross, diagonal, matrix_exp, vander, vecdot  # noqa: F401
 from .ops.linalg_norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
 from .ops.linalg_solve import (cholesky, cholesky_ex, det, inv, inv_ex, matrix_power,  # noqa: F401

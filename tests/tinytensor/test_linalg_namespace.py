@@ -128,6 +128,15 @@ CASES = {
     "lu_solve_adjoint_right": (lambda m, a, b: m.linalg.lu_solve(*m.linalg.lu_factor(a), b.mT, left=False, adjoint=True), [A, B]),
     "lu_solve_top": (lambda m, a, b: m.lu_solve(b, *m.linalg.lu_factor(a)), [A, B]),
     "matrix_rank": (lambda m, a: m.linalg.matrix_rank(a @ a.mT), [WIDE]),
+    "householder_product": (lambda m, a, t: m.linalg.householder_product(a, t), [TALL, (2, 2)]),
+    "geqrf": (lambda m, a: m.geqrf(a), [TALL], {"grad": False}),
+    "ormqr": (lambda m, a, t, c: m.ormqr(a, t, c), [TALL, (2, 3), (2, 5, 2)]),
+    "ormqr_right_t": (lambda m, a, t, c: m.ormqr(a, t, c, left=False, transpose=True), [TALL, (2, 3), (2, 4, 5)]),
+    # an exactly low-rank A: U S V^T and S do not depend on the random sketch
+    "svd_lowrank": (lambda m, a, b: (lambda u, s, v: (u * s.unsqueeze(-2) @ v.mT, s))(*m.svd_lowrank(a @ b.mT, q=3)),
+                    [(2, 5, 2), (2, 4, 2)], {"grad": False}),
+    "pca_lowrank": (lambda m, a, b: (lambda u, s, v: (u * s.unsqueeze(-2) @ v.mT, s))(*m.pca_lowrank(a @ b.mT, q=2)),
+                    [(5, 2), (6, 2)], {"grad": False}),
 }
 
 

@@ -335,3 +335,114 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if vector:
         X = X[..., 0]
     return X, residuals, rank, S
+
+
+# ---------------------------------------------------------------- Householder (geqrf's format)
+class Geqrf(Function):
+    """(a, tau) of LAPACK geqrf: R on and above the diagonal, the Householder vectors below
+    it. torch gives it no derivative; neither does tinytensor (use linalg.qr)."""
+    name = "geqrf"
+
+    @staticmethod
+    def forward(ctx, A):
+        xp = _xp(A)
+        if A.size == 0:
+            return A.copy(), xp.zeros(A.shape[:-2] + (min(A.shape[-2:]),), dtype=A.dtype)
+        h, tau = xp.linalg.qr(A, mode="raw")  # h is the Fortran-order result: transposed
+        return xp.ascontiguousarray(h.swapaxes(-1, -2)).astype(A.dtype, copy=False), tau.astype(A.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, ga, gtau):
+        raise OpError("geqrf: the derivative of geqrf is not implemented (torch neither); "
+                      "differentiate linalg.qr instead")
+
+
+def geqrf(A):
+    return Geqrf.apply(matrices(A, "geqrf"))
+
+
+def householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th column
+    of A below the diagonal and 1 on it (LAPACK orgqr). Built from ops, one reflector at a
+    time, so its gradients (and theirs) are those of the products."""
+    op = "linalg.householder_product"
+    A = matrices(A, op)
+    tau = same_dtype(A, tau)
+    m, n = A.shape[-2:]
+    k = tau.shape[-1]
+    if n > m or k > n:
+        raise OpError(f"{op}: expected A of shape (*, m, n) with m >= n >= k = tau.shape[-1], got "
+                      f"A {tuple(A.shape)} and tau {tuple(tau.shape)}{_where()}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise OpError(f"{op}: the batch dimensions of A {tuple(A.shape)} and tau "
+                      f"{tuple(tau.shape)} must be equal{_where()}")
+    V = tril(A, -1) + eye(m, n, dtype=A.dtype, device=A.device)  # (*, m, n) unit lower
+    Q = eye(m, n, dtype=A.dtype, device=A.device)
+    for i in range(k - 1, -1, -1):  # Q = H_i Q from the last reflector back
+        v = V[..., :, i:i + 1]                                     # (*, m, 1)
+        Q = Q - unsqueeze(unsqueeze(tau[..., i], -1), -1) * matmul(v, matmul(v.mT, Q))
+    return Q
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """Q other (other Q when not left; Q^T when transpose), Q = H_1 ... H_k of (input, tau)
+    as geqrf gives them: the whole m x m Q, from the reflectors padded with tau = 0."""
+    op = "ormqr"
+    input = matrices(input, op)
+    m, k = input.shape[-2], tau.shape[-1]
+    from ..creation import zeros
+    if input.shape[-1] < m:
+        pad = zeros(*input.shape[:-1], m - input.shape[-1], dtype=input.dtype, device=input.device)
+        input = cat([input, pad], -1)
+    tau = same_dtype(input, tau)
+    if k < m:
+        tau = cat([tau, zeros(*tau.shape[:-1], m - k, dtype=tau.dtype, device=tau.device)], -1)
+    Q = householder_product(input[..., :, :m], tau)
+    if transpose:
+        Q = Q.mT
+    return matmul(Q, other) if left else matmul(other, Q)
+
+
+# ---------------------------------------------------------------- randomized low-rank SVD
+def _approximate_basis(A, q, niter, generator=None):
+    """An orthonormal (*, m, q) basis whose span holds most of A's range (Halko et al. 2009,
+    algorithm 4.4): a Gaussian sketch, then niter power iterations, each re-orthonormalized."""
+    from ..creation import randn
+    R = randn(A.shape[-1], q, dtype=A.dtype, device=A.device)
+    Q = qr(matmul(A, R))[0]
+    for _ in range(niter):
+        Q = qr(matmul(A.mT, Q))[0]
+        Q = qr(matmul(A, Q))[0]
+    return Q
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """(U, S, V) of rank q approximating A (minus M), as torch.svd_lowrank: a random sketch
+    (tt's generator, so the vectors' signs differ from torch's; U S V^T does not)."""
+    op = "svd_lowrank"
+    A = matrices(A, op)
+    if M is not None:
+        A = A - same_dtype(A, M)
+    m, n = A.shape[-2:]
+    q = 6 if q is None else q
+    if m < n or n > q:  # sketch the transpose, so the small SVD is of a q x m matrix
+        Q = _approximate_basis(A.mT, q, niter)
+        U, S, Vh = svd(matmul(A, Q), full_matrices=False)
+        return U, S, matmul(Q, Vh.mT)
+    Q = _approximate_basis(A, q, niter)
+    U, S, Vh = svd(matmul(Q.mT, A), full_matrices=False)
+    return matmul(Q, U), S, Vh.mT
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """svd_lowrank of A with its column means removed (when center), q = min(6, m, n)."""
+    op = "pca_lowrank"
+    A = matrices(A, op)
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not 0 <= q <= min(m, n):
+        raise OpError(f"{op}: q(={q}) must be non-negative integer and not greater than "
+                      f"min(m, n)={min(m, n)}")
+    if center:
+        A = A - A.mean(-2, keepdim=True)
+    return svd_lowrank(A, q, niter)

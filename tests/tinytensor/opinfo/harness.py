@@ -53,6 +53,8 @@ VARIANT_METHODS = {("normal", "in_place"): "normal_"}
 VARIANT_ADAPTERS = {
     ("linalg.pinv", "singular"): lambda a, b: tt.linalg.pinv(a @ b.mT),
     ("linalg.lstsq", "grad_oriented"): lambda a, b, driver: tt.linalg.lstsq(a, b, driver=driver)[:2],
+    ("svd_lowrank", ""): lambda a, b, **k: tt.svd_lowrank(a @ b.mT, **k),
+    ("pca_lowrank", ""): lambda a, b, **k: tt.pca_lowrank(a @ b.mT, **k),
 }
 NAMED_METHODS = {"uniform": "uniform_", "exponential": "exponential_", "geometric": "geometric_",
                  "cauchy": "cauchy_", "log_normal": "log_normal_"}
