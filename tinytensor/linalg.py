@@ -11,3 +11,4 @@ from .ops.linalg_solve import (cholesky, cholesky_ex, det, inv, inv_ex, matrix_p
                                multi_dot, slogdet, solve, solve_ex, solve_triangular, tensorinv,
                                tensorsolve)
 from .ops.linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve  # noqa: F401
+from .ops.linalg_ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: F401

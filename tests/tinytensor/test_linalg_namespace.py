@@ -257,3 +257,32 @@ def test_norm_backward_of_p_zero_is_zero_not_nan():
     x = tt.tensor([[0.0, float("inf"), 2.0]], requires_grad=True)
     tt.linalg.vector_norm(x, 0).backward()
     assert x.grad.tolist() == [[0.0, 0.0, 0.0]]
+
+
+# ---------------------------------------------------------------- LDL^T (Bunch-Kaufman)
+def test_ldl_factor_and_solve_match_lapack_pivot_for_pivot():
+    r = np.random.default_rng(5)
+    for trial in range(24):
+        n = 1 + trial % 7
+        a = r.standard_normal((3, n, n))
+        a = a + a.mT
+        if trial % 2:
+            a[..., np.arange(n), np.arange(n)] *= 0.01  # small diagonals: 2x2 pivot blocks
+        b = r.standard_normal((3, n, 2))
+        LD, piv, info = tt.linalg.ldl_factor_ex(tt.tensor(a))
+        LDt, pivt, infot = torch.linalg.ldl_factor_ex(torch.tensor(a))
+        assert piv.tolist() == pivt.tolist() and info.tolist() == infot.tolist()
+        np.testing.assert_allclose(LD.numpy(), LDt.numpy(), atol=1e-12)
+        X = tt.linalg.ldl_solve(LD, piv, tt.tensor(b))
+        np.testing.assert_allclose(X.numpy(), torch.linalg.ldl_solve(LDt, pivt, torch.tensor(b)).numpy(),
+                                   atol=1e-10)
+    zero = np.zeros((2, 2))
+    assert tt.linalg.ldl_factor_ex(tt.tensor(zero))[2].item() == torch.linalg.ldl_factor_ex(torch.tensor(zero))[2].item()
+
+
+def test_ldl_pivots_are_recomputed_by_a_compiled_function():
+    g = tt.compile(lambda a: tt.linalg.ldl_factor(a))
+    for a in (np.array([[0.01, 2.0], [2.0, 0.01]]), np.array([[4.0, 1.0], [1.0, 3.0]])):
+        got, want = g(tt.tensor(a)), torch.linalg.ldl_factor(torch.tensor(a))
+        assert got[1].tolist() == want[1].tolist()
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), atol=1e-12)
