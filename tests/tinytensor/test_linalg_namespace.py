@@ -286,3 +286,14 @@ def test_ldl_pivots_are_recomputed_by_a_compiled_function():
         got, want = g(tt.tensor(a)), torch.linalg.ldl_factor(torch.tensor(a))
         assert got[1].tolist() == want[1].tolist()
         np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), atol=1e-12)
+
+
+def test_tensor_methods_are_the_top_level_functions():
+    a = np.random.default_rng(1).standard_normal((3, 3)) + 3 * np.eye(3)
+    x, t = tt.tensor(a), torch.tensor(a)
+    for name, args in [("det", ()), ("logdet", ()), ("slogdet", ()), ("inverse", ()), ("matrix_power", (3,)),
+                       ("matrix_exp", ()), ("pinverse", ()), ("geqrf", ()), ("qr", ()), ("lu", ())]:
+        for got, want in zip(*(r if isinstance(r, tuple) else (r,) for r in (getattr(x, name)(*args), getattr(t, name)(*args)))):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(x.norm("nuc").numpy(), t.norm("nuc").numpy(), atol=1e-12)
+    np.testing.assert_allclose(x.cross(x.flip(0), dim=1).numpy(), t.cross(t.flip(0), dim=1).numpy(), atol=1e-12)
