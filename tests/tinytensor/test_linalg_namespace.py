@@ -297,3 +297,15 @@ def test_tensor_methods_are_the_top_level_functions():
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12, err_msg=name)
     np.testing.assert_allclose(x.norm("nuc").numpy(), t.norm("nuc").numpy(), atol=1e-12)
     np.testing.assert_allclose(x.cross(x.flip(0), dim=1).numpy(), t.cross(t.flip(0), dim=1).numpy(), atol=1e-12)
+
+
+def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix():
+    # torch 2.13 returns zeros there (its solve-based formula multiplies by det = 0); the
+    # derivative of det is the cofactor matrix, finite differences agree
+    for a in (np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]]), np.diag([2.0, 0, 0])):
+        x = tt.tensor(a, requires_grad=True)
+        assert tt.testing.gradcheck(lambda t: tt.linalg.det(t), [x])
+        tt.linalg.det(x).backward()
+        cof = np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+                         for j in range(len(a))] for i in range(len(a))])
+        np.testing.assert_allclose(x.grad.numpy(), cof, atol=1e-12)

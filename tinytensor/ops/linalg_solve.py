@@ -86,9 +86,35 @@ class Det(Function):
     @staticmethod
     def backward(ctx, g):
         (A,) = ctx.saved_tensors
-        out = Det.apply(A)
-        # d det = det * tr(A^-1 dA): adj(A)^T = det * A^-T
-        return unsqueeze(unsqueeze(g * out, -1), -1) * Inv.apply(A, check=False).mT
+        # d det = <cof(A), dA>; the cofactor matrix is a Function of its own, so that it is
+        # right at singular A too (where det * A^-T is 0 * inf)
+        return unsqueeze(unsqueeze(g, -1), -1) * Cofactor.apply(A)
+
+
+class Cofactor(Function):
+    """The cofactor matrix adj(A)^T from the SVD: sign * U diag(prod_{j != i} s_j) V^T, finite
+    for singular A. Its backward is the invertible case's, det (<gC, A^-T> A^-T - A^-T gC^T A^-T)."""
+    name = "linalg_cofactor"
+
+    @staticmethod
+    def forward(ctx, A):
+        xp = _xp(A)
+        ctx.save_for_backward(A)
+        U, S, Vh = xp.linalg.svd(A)
+        ones = xp.ones(S.shape[:-1] + (1,), dtype=S.dtype)
+        before = xp.concatenate([ones, xp.cumprod(S[..., :-1], axis=-1)], axis=-1)
+        after = xp.flip(xp.concatenate([ones, xp.cumprod(xp.flip(S, -1)[..., :-1], axis=-1)], axis=-1), -1)
+        sign = xp.linalg.det(U) * xp.linalg.det(Vh)
+        C = sign[..., None, None] * ((U * (before * after)[..., None, :]) @ Vh)
+        return C.astype(A.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, gC):
+        (A,) = ctx.saved_tensors
+        d = unsqueeze(unsqueeze(Det.apply(A), -1), -1)
+        Yt = Inv.apply(A, check=False).mT
+        inner = unsqueeze(unsqueeze((gC * Yt).sum((-2, -1)), -1), -1)
+        return d * (inner * Yt - matmul(matmul(Yt, gC.mT), Yt))
 
 
 class Slogdet(Function):
