@@ -104,6 +104,8 @@ CASES = {
     "svd_reduced": (lambda m, a: (lambda u, s, vh: (u * u, s, vh * vh))(*m.linalg.svd(a, full_matrices=False)), [TALL]),
     "svd_wide": (lambda m, a: (lambda u, s, vh: (u * u, s, vh * vh))(*m.linalg.svd(a, full_matrices=False)), [WIDE]),
     "svd_full_square": (lambda m, a: (lambda u, s, vh: (u @ u.mT, s, (vh[..., :2, :] ** 2)))(*m.linalg.svd(a)), [A]),
+    "svd_full_tall": (lambda m, a: (lambda u, s, vh: (u[..., :3] ** 2, s, vh ** 2))(*m.linalg.svd(a)), [TALL]),
+    "svd_full_wide": (lambda m, a: (lambda u, s, vh: (u ** 2, s, vh[..., :3, :] ** 2))(*m.linalg.svd(a)), [WIDE]),
     "svdvals": (lambda m, a: m.linalg.svdvals(a), [WIDE]),
     "svd_top": (lambda m, a: (lambda u, s, v: (u * u, s, v * v))(*m.svd(a)), [TALL]),
     "eigh": (lambda m, a: (lambda l, v: (l, v * v))(*m.linalg.eigh(sym(m, a))), [A]),
