@@ -347,15 +347,17 @@ class Cholesky(Function):
         xp = _xp(A)
         try:
             L = xp.linalg.cholesky(A)
+            if xp is not np and check and bool(xp.isnan(L).any()):  # CuPy returns nan instead
+                raise np.linalg.LinAlgError
         except np.linalg.LinAlgError:
             if check:
-                bad, order = _cholesky_failure(xp, A)
+                bad, order = _cholesky_failure(np, A if xp is np else A.get())
                 raise OpError(f"linalg.cholesky: the factorization could not be completed "
                               f"because the input of shape {A.shape[-2:]} (batch element {bad}) "
                               f"is not positive-definite (the leading minor of order {order} "
                               f"is not positive-definite){_where()}") from None
             L = _per_matrix(xp, A, xp.linalg.cholesky)
-        if xp is not np:  # CuPy does not raise: torch's error needs the check anyway
+        if xp is not np:  # only the lower triangle is L
             L = xp.tril(L)
         ctx.save_for_backward(L)
         return L
