@@ -311,3 +311,25 @@ def test_det_gradient_at_singular_matrices_is_the_cofactor_matrix():
         cof = np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
                          for j in range(len(a))] for i in range(len(a))])
         np.testing.assert_allclose(x.grad.numpy(), cof, atol=1e-12)
+
+
+def _step(a, b):
+    eye = tt.eye(3, dtype=a.dtype)
+    loss = (tt.linalg.solve(a, b).sum() + tt.linalg.det(a).sum() + tt.linalg.svdvals(a).sum()
+            + tt.linalg.matrix_exp(a).sum() + tt.linalg.cholesky(a @ a.mT + 3 * eye).sum()
+            + tt.linalg.lu_factor(a)[0].sum())
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("backend", ["numpy", "c"])
+def test_a_compiled_step_through_linalg_ops_equals_eager(backend):
+    g = tt.compile(_step, backend=backend)
+    r = np.random.default_rng(2)
+    for _ in range(2):
+        a, b = r.standard_normal((2, 3, 3)), r.standard_normal((2, 3, 2))
+        eager = [tt.tensor(a, requires_grad=True), tt.tensor(b, requires_grad=True)]
+        compiled = [tt.tensor(a, requires_grad=True), tt.tensor(b, requires_grad=True)]
+        np.testing.assert_allclose(g(*compiled).item(), _step(*eager).item(), rtol=1e-12)
+        for x, y in zip(compiled, eager):
+            np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-12, atol=1e-12)
