@@ -333,3 +333,12 @@ def test_a_compiled_step_through_linalg_ops_equals_eager(backend):
         np.testing.assert_allclose(g(*compiled).item(), _step(*eager).item(), rtol=1e-12)
         for x, y in zip(compiled, eager):
             np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_singular_values_and_eigenvalues_alone_have_finite_gradients_at_ties():
+    # only S (or L) is used: the vectors' terms, which divide by s_i^2 - s_j^2, are left out
+    for name in ("svdvals", "eigvalsh"):
+        x, t = tt.tensor(np.eye(3), requires_grad=True), torch.tensor(np.eye(3), requires_grad=True)
+        (getattr(tt.linalg, name)(x) * tt.tensor([1.0, 2.0, 3.0])).sum().backward()
+        (getattr(torch.linalg, name)(t) * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-12)
