@@ -342,3 +342,11 @@ def test_singular_values_and_eigenvalues_alone_have_finite_gradients_at_ties():
         (getattr(tt.linalg, name)(x) * tt.tensor([1.0, 2.0, 3.0])).sum().backward()
         (getattr(torch.linalg, name)(t) * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-12)
+
+
+def test_linalg_norms_refuse_integer_input_as_torch():
+    with pytest.raises(tt.OpError, match="linalg.vector_norm: expected a floating point tensor"):
+        tt.linalg.vector_norm(tt.tensor([3, 4]))
+    with pytest.raises(RuntimeError):
+        torch.linalg.vector_norm(torch.tensor([3, 4]))
+    assert tt.linalg.vector_norm(tt.tensor([3, 4]), dtype=tt.float64).item() == 5.0

@@ -4,7 +4,7 @@ and cond. Gradients come from the ops they are built of (Norm, amax/amin, the SV
 import numbers
 
 from ..messages import OpError, plain
-from .elementwise import abs_ as absolute, cast, float_operand
+from .elementwise import abs_ as absolute, cast
 from .linalg_decomp import svdvals
 from .linalg_solve import inv, square
 from .movement import _where, movedim, norm_dim, squeeze, unsqueeze
@@ -12,8 +12,11 @@ from .reduce import amax, amin, norm as _vector_norm, sum as sum_
 
 
 def _dtype(x, dtype, op):
-    x = float_operand(x, op)
-    return cast(x, dtype) if dtype is not None else x
+    if dtype is not None:
+        return cast(x, dtype)
+    if not (x.dtype.name.startswith("float") or x.dtype.name == "bfloat16"):
+        raise OpError(f"{op}: expected a floating point tensor as input, got {x.dtype.name}")
+    return x
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
@@ -84,7 +87,7 @@ def cond(A, p=None):
     """The condition number ||A|| ||A^-1|| in the norm p: for None/2/-2 the ratio of extreme
     singular values (any shape), for the others the product of the two matrix norms."""
     op = "linalg.cond"
-    A = float_operand(A, op)
+    A = _dtype(A, None, op)
     if A.ndim < 2:
         raise OpError(f"{op}: A must have at least 2 dimensions, got shape {tuple(A.shape)}{_where()}")
     if p in (None, 2, -2):
