@@ -7,7 +7,7 @@ from .ops.linalg_decomp import (eigh, eigvalsh, householder_product, lstsq, matr
                                 pinv, qr, svd, svdvals)
 from .ops.linalg_misc import cross, diagonal, matrix_exp, vander, vecdot  # noqa: F401
 from .ops.linalg_norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
-from .ops.linalg_solve import (cholesky, cholesky_ex, det, inv, inv_ex, matrix_power,  # noqa: F401
+from .ops.linalg_solve import (LinAlgError, cholesky, cholesky_ex, det, inv, inv_ex, matrix_power,  # noqa: F401
                                multi_dot, slogdet, solve, solve_ex, solve_triangular, tensorinv,
                                tensorsolve)
 from .ops.linalg_lu import lu, lu_factor, lu_factor_ex, lu_solve  # noqa: F401

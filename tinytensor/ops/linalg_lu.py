@@ -10,7 +10,7 @@ from ..core.function import Function
 from ..creation import eye, zeros
 from ..messages import OpError
 from .linalg import matmul
-from .linalg_solve import lu_arrays, matrices, same_dtype, solve_triangular
+from .linalg_solve import LinAlgError, lu_arrays, matrices, same_dtype, solve_triangular
 from .movement import _where, cat, tril, triu
 
 
@@ -110,7 +110,7 @@ class CheckInfo(Function):
     def forward(ctx, info, op):
         if info.size and bool((info != 0).any()):
             k = int(info.reshape(-1)[int(np.argmax(info.reshape(-1) != 0))])
-            raise OpError(f"{op}: U[{k},{k}] is zero and using it on lu_solve would result in a "
+            raise LinAlgError(f"{op}: U[{k},{k}] is zero and using it on lu_solve would result in a "
                           f"division by zero. If you still want to perform the factorization, "
                           f"consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
         return info

@@ -18,6 +18,11 @@ def _xp(a):
     return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
+class LinAlgError(RuntimeError):
+    """A singular or non-positive-definite input (torch.linalg.LinAlgError, a RuntimeError):
+    raised inside the op's forward, so a compiled function checks every call's input."""
+
+
 def square(A, op):
     """A as a float tensor of square matrices (*, n, n), or an error naming op and shape."""
     A = float_operand(A, op)
@@ -159,7 +164,7 @@ class Inv(Function):
             out = xp.linalg.inv(A)
         except np.linalg.LinAlgError:
             if check:
-                raise OpError(f"linalg.inv: the matrix of shape {A.shape[-2:]} (batch element "
+                raise LinAlgError(f"linalg.inv: the matrix of shape {A.shape[-2:]} (batch element "
                               f"{_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular: the inversion "
                               f"could not be completed{_where()}") from None
             out = _per_matrix(xp, A, xp.linalg.inv)
@@ -220,7 +225,7 @@ class Solve(Function):
             X = xp.linalg.solve(A, B)
         except np.linalg.LinAlgError:
             if check:
-                raise OpError(f"linalg.solve: the solver failed because the input matrix of "
+                raise LinAlgError(f"linalg.solve: the solver failed because the input matrix of "
                               f"shape {A.shape[-2:]} (batch element "
                               f"{_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular{_where()}") from None
             X = xp.full(B.shape, np.nan, dtype=B.dtype)
@@ -352,7 +357,7 @@ class Cholesky(Function):
         except np.linalg.LinAlgError:
             if check:
                 bad, order = _cholesky_failure(np, A if xp is np else A.get())
-                raise OpError(f"linalg.cholesky: the factorization could not be completed "
+                raise LinAlgError(f"linalg.cholesky: the factorization could not be completed "
                               f"because the input of shape {A.shape[-2:]} (batch element {bad}) "
                               f"is not positive-definite (the leading minor of order {order} "
                               f"is not positive-definite){_where()}") from None
