@@ -11,10 +11,9 @@ from ..core.function import Function
 from ..creation import eye
 from ..messages import OpError
 from .diagonal import diag_embed
-from .elementwise import where
 from .linalg import matmul
 from .linalg_solve import matrices, same_dtype, solve_triangular, square
-from .movement import _where, cat, tril, triu, unsqueeze
+from .movement import _where, cat, tril, unsqueeze
 
 
 def _xp(a):
@@ -93,7 +92,6 @@ def svd_top(A, some=True, compute_uv=True):
     U, S, Vh = Svd.apply(A, full_matrices=not some)
     if not compute_uv:
         from ..creation import zeros
-        m, n = A.shape[-2:]
         return (zeros(*U.shape, dtype=A.dtype, device=A.device), S,
                 zeros(*Vh.mT.shape, dtype=A.dtype, device=A.device))
     return U, S, Vh.mT
@@ -196,16 +194,6 @@ def qr_top(A, some=True):
 
 
 # ---------------------------------------------------------------- built on the SVD
-class Rank(Function):
-    """How many singular values exceed the tolerance: a recorded op (int64), re-run on each
-    call of a compiled function."""
-    name = "matrix_rank"
-
-    @staticmethod
-    def forward(ctx, S, tol):
-        return (S > tol).sum(axis=-1).astype(np.int64)
-
-
 def _eps(dtype):
     return float(np.finfo(np.float32 if dtype.name == "float32" else np.float64).eps)
 

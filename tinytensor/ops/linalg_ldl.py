@@ -181,14 +181,8 @@ class LdlSolve(Function):
                       "(torch neither)")
 
 
-def _hermitian(hermitian, op):
-    if hermitian:  # tinytensor's dtypes are real: hermitian is symmetric, the same factorization
-        return
-
-
 def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
-    op = "linalg.ldl_factor_ex"
-    _hermitian(hermitian, op)
+    op = "linalg.ldl_factor_ex"  # hermitian: the same for real dtypes (symmetric)
     LD, piv, info = LdlFactor.apply(square(A, op))
     if check_errors:
         from .linalg_lu import CheckInfo

@@ -11,7 +11,6 @@ from ..messages import OpError
 from .elementwise import cast, float_operand, where
 from .linalg import matmul
 from .movement import _where, broadcast_shapes, expand, squeeze, tril, triu, unsqueeze
-from .diagonal import diagonal, diag_embed
 
 
 def _xp(a):
@@ -519,11 +518,3 @@ def tensorsolve(A, B, dims=None):
                       f"not fit{_where()}")
     return solve(A.reshape(n, m), B.reshape(n)).reshape(*cols)
 
-
-def diag_scale(v):
-    """diag_embed(v) for a (*, n) tensor; here so callers need not know diagonal.py."""
-    return diag_embed(v)
-
-
-def trace_last(A):
-    return diagonal(A, 0, -2, -1).sum(-1)
