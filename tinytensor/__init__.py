@@ -68,6 +68,13 @@ from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trap
                                corrcoef, renorm, equal)
 from .ops.histograms import bincount, histc, histogram, histogramdd
 from . import masked
+from . import linalg
+from .ops.linalg_solve import (det, slogdet, logdet, inverse, cholesky_top as cholesky,
+                               cholesky_solve, cholesky_inverse, triangular_solve, matrix_power)
+from .ops.linalg_decomp import (pinverse, svd_top as svd, qr_top as qr, geqrf, ormqr, svd_lowrank,
+                                pca_lowrank)
+from .ops.linalg_misc import matrix_exp, cross_top as cross
+from .ops.linalg_lu import lu_top as lu, lu_solve_top as lu_solve, lu_unpack
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

@@ -243,8 +243,9 @@ NUMPY_ARGS = [
     ("permute_count", lambda: x(3, 2).permute(i(0)), ValueError, "got 1 dims (0,)"),
     ("permute_repeat", lambda: x(3, 2).permute(i(0), i(0)), ValueError, "dims (0, 0) are not"),
     ("roll", lambda: x(4, 3).roll((i(1), i(2)), (i(0),)), ValueError, "for 1 dims (0,)"),
-    ("norm_p", lambda: x(4, 3).norm(p=f(-1.0)), ValueError, "got -1.0"),
-    ("norm_p_float32", lambda: x(4, 3).norm(p=np.float32(-2.0)), ValueError, "got -2.0"),
+    # p <= 0 is a norm now (torch's): a string p and a matrix order are the wrong values
+    ("norm_p", lambda: x(4, 3).norm(p=np.str_("foo")), ValueError, "got 'foo'"),
+    ("norm_p_float32", lambda: tt.linalg.matrix_norm(x(4, 3), np.float32(3.0)), ValueError, "order 3.0 is"),
     ("layer_norm", lambda: F.layer_norm(x(2, 3), (i(4),)), ValueError, "normalized_shape (4,)"),
     ("rms_norm", lambda: F.rms_norm(x(2, 3), (i(4),)), ValueError, "normalized_shape (4,)"),
     ("LayerNorm", lambda: nn.LayerNorm((i(4),))(x(2, 3)), ValueError, "normalized_shape (4,)"),

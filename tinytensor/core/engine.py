@@ -344,7 +344,8 @@ def _call_backward(node, grads, fast):
                 check_anomaly(node, result, "backward")
             return result
         make = Tensor._make
-        grads = [make(g, m[2], False) for g, m in zip(grads, node.out_meta)]
+        # an absent gradient of a materialize_grads=False op stays None, not a Tensor of None
+        grads = [None if g is None else make(g, m[2], False) for g, m in zip(grads, node.out_meta)]
     if STATE.anomaly:
         # the ops inside a backward are checked as that backward's result below, so a NaN
         # is reported against the op being differentiated, not against e.g. a `div` in it

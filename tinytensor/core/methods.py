@@ -104,6 +104,11 @@ class TensorMethods:
     aminmax, count_nonzero, msort = _ops("aminmax count_nonzero msort")
     diff, cov, corrcoef, renorm, renorm_, equal = _ops("diff cov corrcoef renorm renorm_ equal")
     bincount, histc, histogram = _ops("bincount histc histogram")
+    det, logdet, slogdet, inverse, matrix_power, matrix_exp, pinverse = _ops(
+        "det logdet slogdet inverse matrix_power matrix_exp pinverse")
+    cholesky, cholesky_solve, cholesky_inverse, triangular_solve, lu, lu_solve = _ops(
+        "cholesky cholesky_solve cholesky_inverse triangular_solve lu lu_solve")
+    svd, qr, geqrf, ormqr, cross = _ops("svd qr geqrf ormqr cross")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
         "reshape flatten unflatten squeeze unsqueeze")

@@ -45,4 +45,10 @@ from .distributions import *  # noqa: F401,F403  (uses inplace, movement)
 from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
 from .series_stats import *  # noqa: F401,F403  (uses reduce, linalg, cumulative)
 from .histograms import *  # noqa: F401,F403
+# torch's top-level linear algebra names, for the Tensor methods (tt.linalg has the rest)
+from .linalg_solve import (det, slogdet, logdet, inverse, cholesky_top as cholesky,  # noqa: F401
+                           cholesky_solve, cholesky_inverse, triangular_solve, matrix_power)
+from .linalg_decomp import pinverse, svd_top as svd, qr_top as qr, geqrf, ormqr  # noqa: F401
+from .linalg_misc import matrix_exp, cross_top as cross  # noqa: F401
+from .linalg_lu import lu_top as lu, lu_solve_top as lu_solve  # noqa: F401
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

@@ -15,8 +15,8 @@ from ..core.grad_mode import STATE
 from ..core.primitives import summand
 from ..core.tensor import Tensor
 from ..kernels import c_rows as _c_rows
-from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, maximum,
-                          minimum, mul, sign, where)
+from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, isnan,
+                          maximum, minimum, mul, sign, where)
 from .indexing import gather
 from .movement import _where, expand, flip, norm_dim, norm_dims, reshape
 
@@ -404,19 +404,27 @@ def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
 
 
 class Norm(Function):
+    """The vector p-norm over `dims` for every p torch defines: inf / -inf (largest /
+    smallest |x|), 0 (the count of nonzero entries), negative p and 0 < p < 1 included."""
+
     @staticmethod
     def forward(ctx, x, p, dims, keepdim):
         xp = _xp(x)
         a = xp.abs(x)
         if p == float("inf"):
             out = a.max(axis=dims, keepdims=keepdim)
+        elif p == -float("inf"):
+            out = a.min(axis=dims, keepdims=keepdim)
+        elif p == 0:
+            out = (x != 0).sum(axis=dims, keepdims=keepdim)
         elif p == 1:
             out = a.sum(axis=dims, keepdims=keepdim)
         elif p == 2:
             out = xp.sqrt((x * x).sum(axis=dims, keepdims=keepdim))
         else:
-            out = ((a ** p).sum(axis=dims, keepdims=keepdim)) ** (1.0 / p)
-        out = out.astype(x.dtype, copy=False)
+            with np.errstate(divide="ignore"):  # p < 0: a zero entry makes the norm 0, as torch
+                out = ((a ** p).sum(axis=dims, keepdims=keepdim)) ** (1.0 / p)
+        out = xp.asarray(out).astype(x.dtype, copy=False)
         ctx.save_for_backward(x, out)
         return out
 
@@ -424,13 +432,20 @@ class Norm(Function):
     def backward(ctx, g):
         x, dims, out_k, g_k = _saved_back(ctx, g)
         p, shape = ctx.attrs["p"], x.shape
+        if p == 0:  # a count: flat almost everywhere, a zero gradient (not g * 0: nan at inf)
+            from ..creation import zeros
+            return zeros(*shape, dtype=x.dtype, device=x.device)
         if p == 1:
             return g_k * sign(x)
-        if p == float("inf"):
+        if p in (float("inf"), -float("inf")):
             a = absolute(x)
-            hit = eq(a, out_k)
+            hit = eq(a, out_k) | isnan(a)  # torch spreads the gradient over ties and nans
             count = _expand_back(sum(hit, dim=dims, keepdim=True), shape, dims, True)
             return g_k * sign(x) * hit / count
+        if p < 1:  # torch's form: |x|^(p-1) is taken as 0 at x = 0, the norm's power in front
+            zero = eq(x, 0)
+            a = where(zero, 1.0, absolute(x))
+            return where(zero, 0.0, sign(x) * a ** (p - 1)) * g_k * out_k ** (1 - p)
         safe = where(eq(out_k, 0), 1.0, out_k)  # the norm's gradient at 0 is taken as 0
         if p == 2:
             return where(eq(out_k, 0), 0.0, g_k * x / safe)
@@ -438,13 +453,23 @@ class Norm(Function):
         return where(eq(out_k, 0), 0.0, g_k * sign(x) * a ** (p - 1) / safe ** (p - 1))
 
 
-def norm(x, p=2, dim=None, keepdim=False, axis=None, keepdims=None):
+def norm(x, p="fro", dim=None, keepdim=False, out=None, dtype=None, axis=None, keepdims=None):
+    """torch.norm: a vector p-norm over `dim` (all entries by default) for a number p, the
+    Frobenius norm for 'fro', the nuclear norm of the matrices over two dims for 'nuc'."""
+    if out is not None:
+        raise TypeError("norm: out= is not supported (tinytensor ops return new tensors)")
+    if dtype is not None:
+        x = cast(x, dtype)
+    if p == "nuc":
+        from .linalg_norms import matrix_norm  # linalg builds on reductions, not the other way
+        dim = (-2, -1) if dim is None and axis is None else (axis if dim is None else dim)
+        return matrix_norm(x, "nuc", dim, keepdim if keepdims is None else keepdims)
     if p in ("fro", None):
         p = 2
     if p == "inf":
         p = float("inf")
-    if not isinstance(p, numbers.Real) or p <= 0:  # numbers.Real: also np.float32(3)
-        raise ValueError(f"norm: p must be a positive number, inf or 'fro', got {plain(p)!r}")
+    if not isinstance(p, numbers.Real) or isinstance(p, bool):  # numbers.Real: also np.float32(3)
+        raise ValueError(f"norm: p must be a number, inf, 'fro' or 'nuc', got {plain(p)!r}")
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "norm")
     if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:  # in float32, as torch
         return cast(norm(cast(x, "float32"), p, dims, keepdim), x.dtype)

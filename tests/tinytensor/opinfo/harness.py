@@ -52,6 +52,13 @@ ADAPTERS = {
 # OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
 # "in_place" variant is Tensor.normal_, "uniform" is Tensor.uniform_): resolved to it
 VARIANT_METHODS = {("normal", "in_place"): "normal_"}
+# variants whose `op` is a lambda around the named op: the same lambda on our side
+VARIANT_ADAPTERS = {
+    ("linalg.pinv", "singular"): lambda a, b: tt.linalg.pinv(a @ b.mT),
+    ("linalg.lstsq", "grad_oriented"): lambda a, b, driver: tt.linalg.lstsq(a, b, driver=driver)[:2],
+    ("svd_lowrank", ""): lambda a, b, **k: tt.svd_lowrank(a @ b.mT, **k),
+    ("pca_lowrank", ""): lambda a, b, **k: tt.pca_lowrank(a @ b.mT, **k),
+}
 NAMED_METHODS = {"uniform": "uniform_", "exponential": "exponential_", "geometric": "geometric_",
                  "cauchy": "cauchy_", "log_normal": "log_normal_"}
 
@@ -351,6 +358,8 @@ def check_op(name, fn=None, variant="", dtype="float64", grad=True, cap=None, ma
     if fn is None and (name, variant) in VARIANT_METHODS:
         method = VARIANT_METHODS[name, variant]
         fn = lambda x, *a, **k: getattr(x, method)(*a, **k)  # noqa: E731
+    if fn is None and (name, variant) in VARIANT_ADAPTERS and tinytensor_function(name) is not None:
+        fn = VARIANT_ADAPTERS[name, variant]
     fn = fn or tinytensor_function(name)
     if fn is None:
         raise AssertionError(f"tinytensor has no {name}")

@@ -30,10 +30,14 @@ KNOWN_FAILURES = {
     ("div", "trunc_rounding"): "23: div of two Python numbers",
     ("where", ""): "23: a complex Python scalar",
     ("linspace", "tensor_overload", "float64"): "23: tensor endpoint computed in its dtype",
-    ("norm", ""): "23: p <= 0",
-    ("norm", "nuc"): "23: nuclear norm",
-    ("norm", "inf"): "23: -inf norm",
-    ("nn.functional.normalize", ""): "23: p <= 0",
+    # the signs of singular and eigenvectors are LAPACK's choice: NumPy's LAPACK (OpenBLAS) and
+    # torch's (MKL) pick the other sign on some samples; tests/tinytensor/test_linalg_decomp.py
+    # checks values up to sign and gauge-invariant gradients against torch
+    ("linalg.svd", ""): "23: vector signs on 16 of 216 samples (wide matrices)",
+    ("svd", ""): "23: vector signs on 16 of 216 samples (wide matrices)",
+    ("linalg.eigh", ""): "23: eigenvector signs with UPLO='U' (3 of 8 samples)",
+    ("svd_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
+    ("pca_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
     ("round", "decimals_0"): "23: round(decimals=)",
     ("round", "decimals_3"): "23: round(decimals=)",
     ("round", "decimals_neg_3"): "23: round(decimals=)",
