@@ -104,6 +104,10 @@ class TensorMethods:
     aminmax, count_nonzero, msort = _ops("aminmax count_nonzero msort")
     diff, cov, corrcoef, renorm, renorm_, equal = _ops("diff cov corrcoef renorm renorm_ equal")
     bincount, histc, histogram = _ops("bincount histc histogram")
+    addmm, baddbmm, addbmm, addmv, addr, addcmul, addcdiv = _ops(
+        "addmm baddbmm addbmm addmv addr addcmul addcdiv")
+    dot, vdot, inner, outer, ger, mv, kron, trace, dist = _ops(
+        "dot vdot inner outer ger mv kron trace dist")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
         "reshape flatten unflatten squeeze unsqueeze")

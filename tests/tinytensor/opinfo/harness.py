@@ -125,8 +125,8 @@ def _to_tt(x, memo):
     """A torch sample argument as tinytensor takes it; `memo` maps each torch tensor's id
     to (it, its tinytensor twin), so a tensor passed twice is one tensor here too."""
     if isinstance(x, torch.Tensor):
-        if id(x) not in memo:
-            memo[id(x)] = (x, tt.tensor(x.detach().cpu().numpy(), requires_grad=x.requires_grad))
+        if id(x) not in memo:   # _np: torch has no NumPy bfloat16, ml_dtypes' array is one
+            memo[id(x)] = (x, tt.tensor(_np(x), requires_grad=x.requires_grad))
         return memo[id(x)][1]
     if isinstance(x, torch.dtype):
         return getattr(tt, str(x).removeprefix("torch."))

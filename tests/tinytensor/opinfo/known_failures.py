@@ -44,6 +44,10 @@ KNOWN_FAILURES = {
     ("nn.functional.celu", ""): "23: gradient at nan",
     ("nn.functional.selu", ""): "23: gradient at nan",
     ("nn.functional.softsign", ""): "23: gradient at nan",
+    ("addcmul", ""): "23: complex128 operands in OpInfo's reference inputs (real dtypes only until "
+                     "complex lands); every real sample is checked in test_products.py",
+    ("addcdiv", ""): "23: complex128 operands, as addcmul; and torch's own gradient of a float32 "
+                     "tensor2 beside a bfloat16 tensor1 is 1e-3 off (test_products.py checks it exactly)",
     # issue 24: layers
     ("nn.functional.avg_pool1d", ""): "24: empty batch",
     ("nn.functional.avg_pool3d", ""): "24: empty batch",
