@@ -14,10 +14,10 @@ from ..core.tensor import Tensor
 from ..dtypes import promote
 from ..messages import OpError, plain
 from .diagonal import diagonal
-from .elementwise import (abs_, add, cast, div, mul, ne, pow, sqrt, where)
+from .elementwise import abs_, add, cast, div, eq, mul, ne, pow, sqrt, where
 from .linalg import matmul
 from .movement import (_where, broadcast_shapes, cat, expand, pad, permute, reshape, unsqueeze)
-from .reduce import amax, amin, sum
+from .reduce import _SavesOutput, _saved_back, sum
 
 __all__ = ["addmm", "baddbmm", "addbmm", "addmv", "addr", "addcmul", "addcdiv", "dot", "vdot",
            "inner", "outer", "ger", "mv", "kron", "tensordot", "trace", "block_diag", "cdist",
@@ -323,6 +323,33 @@ def _common(op, *tensors):
 
 
 # ---------------------------------------------------------------- distances
+class _NormExtreme(_SavesOutput):
+    """The inf (-inf) norm's max (min) of |d|. Unlike amax, which shares a gradient among
+    tied entries, torch's norm gives every tied entry the whole gradient; so does this."""
+
+    @staticmethod
+    def backward(ctx, g):
+        x, dims, out_k, g_k = _saved_back(ctx, g)
+        return where(eq(x, out_k), g_k, 0.0)
+
+
+class NormMax(_NormExtreme):
+    reduce = "max"
+
+
+class NormMin(_NormExtreme):
+    reduce = "min"
+
+
+def _extreme(cls, a, dims, op):
+    dims = tuple(d % a.ndim for d in ((dims,) if isinstance(dims, int) else dims))
+    for d in dims:
+        if a.shape[d] == 0:
+            raise OpError(f"{op}: the inf norm of an empty dimension (shape {_shape(a)}) is "
+                          f"undefined{_where()}")
+    return cls.apply(a, dims=dims, keepdim=False)
+
+
 def _pnorm(d, p, dims, op):
     """The p-norm of d over `dims` with torch's gradient conventions: 0 where the norm (or,
     for p < 1, an entry) is 0, where the plain formula would give 0/0 or inf * 0."""
@@ -335,7 +362,7 @@ def _pnorm(d, p, dims, op):
     if p == 1:
         return sum(a, dims)
     if math.isinf(p):
-        return amax(a, dims)
+        return _extreme(NormMax, a, dims, op)
     if p == 2:
         s = sum(mul(d, d), dims)
     else:
@@ -391,5 +418,5 @@ def dist(input, other, p=2):
         raise RuntimeError(f"dist: only floating-point dtypes are supported, got "
                            f"{d.dtype.name}{_where()}")
     if p == -math.inf:
-        return amin(abs_(d)) if d.ndim else abs_(d)
+        return _extreme(NormMin, abs_(reshape(d, (-1,))), 0, "dist")
     return _pnorm(reshape(d, (-1,)), p, 0, "dist")
