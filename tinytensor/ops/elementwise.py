@@ -1209,7 +1209,16 @@ class _Bitwise(_Predicate):
                                 f"{t.dtype.name}")
         if len(args) == 1:
             return cls.apply(*args)
-        return cls.apply(*binary_operands(*args, cls.name))
+        return cls.apply(*cls._integer_operands(*args))
+
+    @classmethod
+    def _integer_operands(cls, *args):
+        a, b = binary_operands(*args, cls.name)
+        if a.data.dtype.kind not in "biu":   # a float Python number beside an integer tensor
+            names = (v.dtype.name if isinstance(v, Tensor) else type(v).__name__ for v in args)
+            raise TypeError(f"{cls.name}: only integer and bool operands are supported, got "
+                            f"{' and '.join(names)}")
+        return a, b
 
 
 class BitwiseAnd(_Bitwise):
@@ -1261,7 +1270,7 @@ class _Shift(_Bitwise):
         for t in (a, b):
             if isinstance(t, Tensor) and t.data.dtype.kind not in "biu":
                 raise TypeError(f"{cls.name}: only integer tensors are supported, got {t.dtype.name}")
-        a, b = binary_operands(a, b, cls.name)
+        a, b = cls._integer_operands(a, b)
         if a.data.dtype.kind == "b":
             raise TypeError(f"{cls.name}: bool operands are not supported (as in torch); "
                             "cast them to an integer dtype first")
