@@ -70,7 +70,7 @@ from .ops.histograms import bincount, histc, histogram, histogramdd
 from .ops.products import (addmm, baddbmm, addbmm, addmv, addr, addcmul, addcdiv, dot, vdot, inner,
                            outer, ger, mv, kron, tensordot, trace, block_diag, cdist, dist)
 from .ops.elementwise import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
-                              bitwise_right_shift)
+                              bitwise_right_shift, rsub)
 from . import masked
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype

@@ -140,10 +140,15 @@ class TensorMethods:
     scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
 
     # ------------------------------------------------------------------ reflected and derived forms
-    __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
-        "add sub mul div pow matmul remainder")
+    __radd__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
+        "add mul div pow matmul remainder")
     __rand__, __ror__, __rxor__ = _reflected("bitwise_and bitwise_or bitwise_xor")
     __rlshift__, __rrshift__ = _reflected("bitwise_left_shift bitwise_right_shift")
+
+    def __rsub__(self, other):
+        if not isinstance(self, TensorMethods):   # Tensor.__rsub__(2, x), called unbound: not
+            return NotImplemented                 # an operator call; torch answers the same
+        return ops.sub(other, self)
 
     def __floordiv__(self, other):
         return ops.div(self, other, rounding_mode="floor")

@@ -93,6 +93,10 @@ def binary_operands(a, b, op):
     if ta and tb and a.data.dtype == b.data.dtype:
         return a, b
     if not ta and not tb:
+        if op in _TWO_NUMBERS and _is_scalar(a) and _is_scalar(b):
+            # torch.add(2.5, 3): two numbers make a 0-d tensor of their result type
+            dt = result_type(a, b)
+            return Tensor(np.asarray(a, dtype=dt.np)), Tensor(np.asarray(b, dtype=dt.np))
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
     if not ta and not _is_scalar(a):
         a = Tensor(a, device=b.device)
@@ -105,6 +109,9 @@ def binary_operands(a, b, op):
     b = as_tensor_like(_int_scalar(b, dt.np, op), ref, dt) if not isinstance(b, Tensor) else (
         b if b.dtype is dt else cast(b, dt))
     return a, b
+
+
+_TWO_NUMBERS = {"add", "sub", "mul", "div", "rsub"}   # torch's ops that take two numbers
 
 
 def _is_scalar(v):
@@ -325,6 +332,13 @@ def sub(a, b, alpha=None):
 def mul(a, b):
     a, b = binary_operands(a, b, "mul")
     return Mul.apply(a, b)
+
+
+def rsub(input, other, alpha=1):
+    """other - alpha * input: sub with its operands swapped (torch.rsub)."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input, other = binary_operands(input, other, "rsub")
+    return sub(other, input, alpha=alpha)
 
 
 def div(a, b, rounding_mode=None):
@@ -679,8 +693,7 @@ class Abs(Function):
 
     @staticmethod
     def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        return g * _xp(x).sign(x)
+        return g * _sign_array(ctx.saved_array(0))   # 0 at NaN, as torch's sgn
 
 
 class AbsInt(Function):
@@ -698,10 +711,19 @@ def abs_(x):
     return Abs.apply(x)
 
 
+def _sign_array(x):
+    """torch's sign: (0 < x) - (x < 0), so NaN gives 0 (NumPy's sign gives NaN)."""
+    xp = _xp(x)
+    out = xp.sign(x)
+    if out.dtype.kind == "f":
+        out = xp.where(xp.isnan(x), out.dtype.type(0), out)
+    return out
+
+
 class Sign(Function):
     @staticmethod
     def forward(ctx, x):
-        return _xp(x).sign(x)
+        return _sign_array(x)
 
     @staticmethod
     def backward(ctx, g):
@@ -721,13 +743,14 @@ class Relu(Function):
         ctx.save_for_backward(y)
         return y
 
+    # torch zeroes the gradient where the result is <= 0: a NaN input passes it through
     @staticmethod
     def backward(ctx, g):
-        return g * gt(ctx.saved_tensor(0), 0)
+        return where(le(ctx.saved_tensor(0), 0), 0.0, g)
 
     @staticmethod
     def backward_arrays(ctx, g):
-        return g * (ctx.saved_array(0) > 0)
+        return g * ~(ctx.saved_array(0) <= 0)
 
 
 def relu(x):
@@ -912,7 +935,8 @@ class Softsign(Function):
     @staticmethod
     def _slope(x, abs):
         d = 1.0 + abs(x)
-        return 1.0 / (d * d)
+        # + 0 * x: NaN at inf and NaN, where torch's composite x / (1 + |x|) has inf / inf
+        return 1.0 / (d * d) + x * 0.0
 
 
 def softsign(x):
@@ -929,12 +953,12 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return _split_ties(g, gt(a, b), eq(a, b), ctx.needs_input_grad)
+        return _split_ties(g, lt(a, b), gt(a, b), eq(a, b), ctx.needs_input_grad)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a > b, a == b, ctx.needs_input_grad)
+        return _split_ties_arrays(g, a < b, a > b, a == b, ctx.needs_input_grad)
 
 
 class Minimum(Function):
@@ -946,26 +970,27 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return _split_ties(g, lt(a, b), eq(a, b), ctx.needs_input_grad)
+        return _split_ties(g, gt(a, b), lt(a, b), eq(a, b), ctx.needs_input_grad)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a < b, a == b, ctx.needs_input_grad)
+        return _split_ties_arrays(g, a > b, a < b, a == b, ctx.needs_input_grad)
 
 
-def _split_ties(g, a_wins, tie, needs):
-    # like PyTorch: the winner takes the gradient, ties split it in half
+def _split_ties(g, a_loses, b_loses, tie, needs):
+    # like PyTorch: the loser gets nothing, ties split the gradient in half, and where a NaN
+    # makes every comparison false (the result is NaN) both operands get all of it
     half = g * 0.5
-    ga = where(a_wins, g, where(tie, half, 0.0)) if needs[0] else None
-    gb = where(a_wins, 0.0, where(tie, half, g)) if needs[1] else None
+    ga = where(a_loses, 0.0, where(tie, half, g)) if needs[0] else None
+    gb = where(b_loses, 0.0, where(tie, half, g)) if needs[1] else None
     return ga, gb
 
 
-def _split_ties_arrays(g, a_wins, tie, needs):
+def _split_ties_arrays(g, a_loses, b_loses, tie, needs):
     xp, half = _xp(g), g * 0.5
-    ga = xp.where(a_wins, g, xp.where(tie, half, 0.0)).astype(g.dtype, copy=False) if needs[0] else None
-    gb = xp.where(a_wins, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[1] else None
+    ga = xp.where(a_loses, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[0] else None
+    gb = xp.where(b_loses, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[1] else None
     return ga, gb
 
 
@@ -1022,6 +1047,9 @@ def clamp(x, min=None, max=None):
             out = where(lt(out, min), min, out)
         if max is not None:
             out = where(gt(out, max), max, out)
+        for bound in (min, max):   # a NaN bound makes the result NaN, with no gradient
+            if isinstance(bound, Tensor) and bound.data.dtype.kind == "f":
+                out = where(isnan(bound), float("nan"), out)
         return out
     return ClampScalar.apply(x, min=min, max=max)
 
@@ -1349,16 +1377,17 @@ class Remainder(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        # floor(a / b) is piecewise constant, so it enters the gradient as a constant: the
-        # ops of the inputs' values (detached), so a compiled backward recomputes it
-        quotient = floor(div(a.detach(), b.detach())) if nb else None
+        # the quotient is piecewise constant, so it enters the gradient as a constant (a
+        # recorded op, which a compiled backward recomputes). It is torch's floor division
+        # (from fmod, as Python's //), not floor(a / b): a / b can round up onto an integer
+        quotient = RoundedDiv.apply(a, b, mode="floor") if nb else None
         return (g if na else None), (-(g * quotient) if nb else None)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
         na, nb = ctx.needs_input_grad
-        return (g if na else None), (-(g * _xp(a).floor(a / b)) if nb else None)
+        return (g if na else None), (-(g * _xp(a).floor_divide(a, b)) if nb else None)
 
 
 def remainder(a, b):
@@ -1421,6 +1450,24 @@ def trunc(x):
     return Trunc.call(x)
 
 
-def round_(x):
-    return Round.call(x)
+class RoundDecimals(_Rounding):
+    """round(x, decimals=d) as torch computes it: rint(x * 10**d) / 10**d, or for d < 0
+    rint(x / 10**-d) * 10**-d, with the power in x's dtype (so 0.125 -> 0.12, half to even)."""
+    name = "round"
+
+    @staticmethod
+    def forward(ctx, x, decimals):
+        xp, ten_pow = _xp(x), x.dtype.type(10.0 ** abs(decimals))
+        if decimals < 0:
+            return xp.rint(x / ten_pow) * ten_pow
+        return xp.rint(x * ten_pow) / ten_pow
+
+
+def round_(x, *, decimals=0):
+    if decimals == 0:
+        return Round.call(x)
+    if not is_floating_np(x.data.dtype):
+        raise TypeError(f"round: decimals={plain(decimals)} is supported for floating-point "
+                        f"tensors only (as in torch), got {x.dtype.name}")
+    return RoundDecimals.apply(x, decimals=int(decimals))
 
