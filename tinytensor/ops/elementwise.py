@@ -1035,6 +1035,53 @@ class ClampScalar(Function):
         return g * keep
 
 
+def cast_to(t, dt):
+    return t if t.dtype is dt else cast(t, dt)
+
+
+class ClampTensor(Function):
+    """clamp with one tensor bound: NumPy's maximum/minimum propagate a NaN bound as torch's
+    clamp does; the gradients are torch's masks (x's where x >= min, the bound's where x <
+    min), written in ops so that they differentiate again."""
+    name = "clamp"
+
+    @staticmethod
+    def forward(ctx, x, bound, has_min):
+        ctx.save_for_backward(x, bound)
+        xp = _xp(x)
+        return (xp.maximum if has_min else xp.minimum)(x, bound).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, bound = ctx.saved_tensors
+        inside = ge(x, bound) if ctx.attrs["has_min"] else le(x, bound)
+        beyond = lt(x, bound) if ctx.attrs["has_min"] else gt(x, bound)
+        nx, nb = ctx.needs_input_grad
+        return (where(inside, g, 0.0) if nx else None), (where(beyond, g, 0.0) if nb else None)
+
+
+class ClampTensor2(Function):
+    """clamp with both bounds tensors: min(max(x, lo), hi) (so lo > hi gives hi, and a NaN
+    bound gives NaN), and torch's gradient masks: x where lo <= x <= hi, lo where x < lo <
+    hi, hi where x > hi or hi < lo."""
+    name = "clamp"
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x, lo, hi)
+        xp = _xp(x)
+        return xp.minimum(xp.maximum(x, lo), hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo, hi = ctx.saved_tensors
+        nx, nlo, nhi = ctx.needs_input_grad
+        gx = where(logical_and(ge(x, lo), le(x, hi)), g, 0.0) if nx else None
+        glo = where(logical_and(lt(x, lo), lt(lo, hi)), g, 0.0) if nlo else None
+        ghi = where(logical_or(gt(x, hi), lt(hi, lo)), g, 0.0) if nhi else None
+        return gx, glo, ghi
+
+
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
@@ -1042,15 +1089,13 @@ def clamp(x, min=None, max=None):
     if dt is not x.dtype:  # clamp(int_tensor, 0.5) is a float tensor, as in torch
         x = cast(x, dt)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = x
-        if min is not None:
-            out = where(lt(out, min), min, out)
-        if max is not None:
-            out = where(gt(out, max), max, out)
-        for bound in (min, max):   # a NaN bound makes the result NaN, with no gradient
-            if isinstance(bound, Tensor) and bound.data.dtype.kind == "f":
-                out = where(isnan(bound), float("nan"), out)
-        return out
+        lo = None if min is None else cast_to(as_tensor_like(min, x, dt), dt)
+        hi = None if max is None else cast_to(as_tensor_like(max, x, dt), dt)
+        if lo is None:
+            return ClampTensor.apply(x, hi, has_min=False)
+        if hi is None:
+            return ClampTensor.apply(x, lo, has_min=True)
+        return ClampTensor2.apply(x, lo, hi)
     return ClampScalar.apply(x, min=min, max=max)
 
 
