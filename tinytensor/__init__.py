@@ -67,6 +67,10 @@ from .ops.order_stats import (nansum, nanmean, median, nanmedian, kthvalue, mode
 from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trapezoid, cov,
                                corrcoef, renorm, equal)
 from .ops.histograms import bincount, histc, histogram, histogramdd
+from .ops.products import (addmm, baddbmm, addbmm, addmv, addr, addcmul, addcdiv, dot, vdot, inner,
+                           outer, ger, mv, kron, tensordot, trace, block_diag, cdist, dist)
+from .ops.elementwise import (bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
+                              bitwise_right_shift, rsub)
 from . import masked
 from . import linalg
 from .ops.linalg_solve import (det, slogdet, logdet, inverse, cholesky_top as cholesky,

@@ -171,6 +171,9 @@ def _refuse_bool(dt, op):
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    # torch's tensor overload: a 0-d tensor endpoint is its number, so the points are computed
+    # in the requested dtype, not in the endpoint's (a float32 start would round them)
+    start, end = (v.item() if isinstance(v, Tensor) and v.ndim == 0 else v for v in (start, end))
     dev, dt = _resolve(device, dtype)
     _refuse_bool(dt, "linspace")
     with array_context(dev):

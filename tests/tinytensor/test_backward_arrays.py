@@ -64,6 +64,7 @@ SAMPLES = {
     "Ceil": lambda: _t((3,)).ceil(),
     "Trunc": lambda: _t((3,)).trunc(),
     "Round": lambda: _t((3,)).round(),
+    "RoundDecimals": lambda: _t((3,)).round(decimals=2),
     "Softmax": [lambda: _t((3, 5)).softmax(-1), lambda: _t((3, 5)).softmax(0)],
     "LogSoftmax": [lambda: _t((3, 5)).log_softmax(-1), lambda: _t((3, 5)).log_softmax(0)],
     "LayerNormCore": lambda: F.layer_norm(_t((3, 2, 5)), (2, 5)),

@@ -109,6 +109,10 @@ class TensorMethods:
     cholesky, cholesky_solve, cholesky_inverse, triangular_solve, lu, lu_solve = _ops(
         "cholesky cholesky_solve cholesky_inverse triangular_solve lu lu_solve")
     svd, qr, geqrf, ormqr, cross = _ops("svd qr geqrf ormqr cross")
+    addmm, baddbmm, addbmm, addmv, addr, addcmul, addcdiv = _ops(
+        "addmm baddbmm addbmm addmv addr addcmul addcdiv")
+    dot, vdot, inner, outer, ger, mv, kron, trace, dist = _ops(
+        "dot vdot inner outer ger mv kron trace dist")
 
     reshape, flatten, unflatten, squeeze, unsqueeze = _ops(
         "reshape flatten unflatten squeeze unsqueeze")
@@ -141,10 +145,15 @@ class TensorMethods:
     scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
 
     # ------------------------------------------------------------------ reflected and derived forms
-    __radd__, __rsub__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
-        "add sub mul div pow matmul remainder")
+    __radd__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
+        "add mul div pow matmul remainder")
     __rand__, __ror__, __rxor__ = _reflected("bitwise_and bitwise_or bitwise_xor")
     __rlshift__, __rrshift__ = _reflected("bitwise_left_shift bitwise_right_shift")
+
+    def __rsub__(self, other):
+        if not isinstance(self, TensorMethods):   # Tensor.__rsub__(2, x), called unbound: not
+            return NotImplemented                 # an operator call; torch answers the same
+        return ops.sub(other, self)
 
     def __floordiv__(self, other):
         return ops.div(self, other, rounding_mode="floor")

@@ -93,6 +93,10 @@ def binary_operands(a, b, op):
     if ta and tb and a.data.dtype == b.data.dtype:
         return a, b
     if not ta and not tb:
+        if op in _TWO_NUMBERS and _is_scalar(a) and _is_scalar(b):
+            # torch.add(2.5, 3): two numbers make a 0-d tensor of their result type
+            dt = result_type(a, b)
+            return Tensor(np.asarray(a, dtype=dt.np)), Tensor(np.asarray(b, dtype=dt.np))
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
     if not ta and not _is_scalar(a):
         a = Tensor(a, device=b.device)
@@ -105,6 +109,9 @@ def binary_operands(a, b, op):
     b = as_tensor_like(_int_scalar(b, dt.np, op), ref, dt) if not isinstance(b, Tensor) else (
         b if b.dtype is dt else cast(b, dt))
     return a, b
+
+
+_TWO_NUMBERS = {"add", "sub", "mul", "div", "rsub"}   # torch's ops that take two numbers
 
 
 def _is_scalar(v):
@@ -325,6 +332,13 @@ def sub(a, b, alpha=None):
 def mul(a, b):
     a, b = binary_operands(a, b, "mul")
     return Mul.apply(a, b)
+
+
+def rsub(input, other, alpha=1):
+    """other - alpha * input: sub with its operands swapped (torch.rsub)."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input, other = binary_operands(input, other, "rsub")
+    return sub(other, input, alpha=alpha)
 
 
 def div(a, b, rounding_mode=None):
@@ -681,8 +695,7 @@ class Abs(Function):
 
     @staticmethod
     def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        return g * _xp(x).sign(x)
+        return g * _sign_array(ctx.saved_array(0))   # 0 at NaN, as torch's sgn
 
 
 class AbsInt(Function):
@@ -700,10 +713,19 @@ def abs_(x):
     return Abs.apply(x)
 
 
+def _sign_array(x):
+    """torch's sign: (0 < x) - (x < 0), so NaN gives 0 (NumPy's sign gives NaN)."""
+    xp = _xp(x)
+    out = xp.sign(x)
+    if out.dtype.kind == "f":
+        out = xp.where(xp.isnan(x), out.dtype.type(0), out)
+    return out
+
+
 class Sign(Function):
     @staticmethod
     def forward(ctx, x):
-        return _xp(x).sign(x)
+        return _sign_array(x)
 
     @staticmethod
     def backward(ctx, g):
@@ -723,13 +745,14 @@ class Relu(Function):
         ctx.save_for_backward(y)
         return y
 
+    # torch zeroes the gradient where the result is <= 0: a NaN input passes it through
     @staticmethod
     def backward(ctx, g):
-        return g * gt(ctx.saved_tensor(0), 0)
+        return where(le(ctx.saved_tensor(0), 0), 0.0, g)
 
     @staticmethod
     def backward_arrays(ctx, g):
-        return g * (ctx.saved_array(0) > 0)
+        return g * ~(ctx.saved_array(0) <= 0)
 
 
 def relu(x):
@@ -921,7 +944,8 @@ class Softsign(Function):
     @staticmethod
     def _slope(x, abs):
         d = 1.0 + abs(x)
-        return 1.0 / (d * d)
+        # + 0 * x: NaN at inf and NaN, where torch's composite x / (1 + |x|) has inf / inf
+        return 1.0 / (d * d) + x * 0.0
 
 
 def softsign(x):
@@ -938,12 +962,12 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return _split_ties(g, gt(a, b), eq(a, b), ctx.needs_input_grad)
+        return _split_ties(g, lt(a, b), gt(a, b), eq(a, b), ctx.needs_input_grad)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a > b, a == b, ctx.needs_input_grad)
+        return _split_ties_arrays(g, a < b, a > b, a == b, ctx.needs_input_grad)
 
 
 class Minimum(Function):
@@ -955,26 +979,27 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return _split_ties(g, lt(a, b), eq(a, b), ctx.needs_input_grad)
+        return _split_ties(g, gt(a, b), lt(a, b), eq(a, b), ctx.needs_input_grad)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a < b, a == b, ctx.needs_input_grad)
+        return _split_ties_arrays(g, a > b, a < b, a == b, ctx.needs_input_grad)
 
 
-def _split_ties(g, a_wins, tie, needs):
-    # like PyTorch: the winner takes the gradient, ties split it in half
+def _split_ties(g, a_loses, b_loses, tie, needs):
+    # like PyTorch: the loser gets nothing, ties split the gradient in half, and where a NaN
+    # makes every comparison false (the result is NaN) both operands get all of it
     half = g * 0.5
-    ga = where(a_wins, g, where(tie, half, 0.0)) if needs[0] else None
-    gb = where(a_wins, 0.0, where(tie, half, g)) if needs[1] else None
+    ga = where(a_loses, 0.0, where(tie, half, g)) if needs[0] else None
+    gb = where(b_loses, 0.0, where(tie, half, g)) if needs[1] else None
     return ga, gb
 
 
-def _split_ties_arrays(g, a_wins, tie, needs):
+def _split_ties_arrays(g, a_loses, b_loses, tie, needs):
     xp, half = _xp(g), g * 0.5
-    ga = xp.where(a_wins, g, xp.where(tie, half, 0.0)).astype(g.dtype, copy=False) if needs[0] else None
-    gb = xp.where(a_wins, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[1] else None
+    ga = xp.where(a_loses, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[0] else None
+    gb = xp.where(b_loses, 0.0, xp.where(tie, half, g)).astype(g.dtype, copy=False) if needs[1] else None
     return ga, gb
 
 
@@ -1019,6 +1044,53 @@ class ClampScalar(Function):
         return g * keep
 
 
+def cast_to(t, dt):
+    return t if t.dtype is dt else cast(t, dt)
+
+
+class ClampTensor(Function):
+    """clamp with one tensor bound: NumPy's maximum/minimum propagate a NaN bound as torch's
+    clamp does; the gradients are torch's masks (x's where x >= min, the bound's where x <
+    min), written in ops so that they differentiate again."""
+    name = "clamp"
+
+    @staticmethod
+    def forward(ctx, x, bound, has_min):
+        ctx.save_for_backward(x, bound)
+        xp = _xp(x)
+        return (xp.maximum if has_min else xp.minimum)(x, bound).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, bound = ctx.saved_tensors
+        inside = ge(x, bound) if ctx.attrs["has_min"] else le(x, bound)
+        beyond = lt(x, bound) if ctx.attrs["has_min"] else gt(x, bound)
+        nx, nb = ctx.needs_input_grad
+        return (where(inside, g, 0.0) if nx else None), (where(beyond, g, 0.0) if nb else None)
+
+
+class ClampTensor2(Function):
+    """clamp with both bounds tensors: min(max(x, lo), hi) (so lo > hi gives hi, and a NaN
+    bound gives NaN), and torch's gradient masks: x where lo <= x <= hi, lo where x < lo <
+    hi, hi where x > hi or hi < lo."""
+    name = "clamp"
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x, lo, hi)
+        xp = _xp(x)
+        return xp.minimum(xp.maximum(x, lo), hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo, hi = ctx.saved_tensors
+        nx, nlo, nhi = ctx.needs_input_grad
+        gx = where(logical_and(ge(x, lo), le(x, hi)), g, 0.0) if nx else None
+        glo = where(logical_and(lt(x, lo), lt(lo, hi)), g, 0.0) if nlo else None
+        ghi = where(logical_or(gt(x, hi), lt(hi, lo)), g, 0.0) if nhi else None
+        return gx, glo, ghi
+
+
 def clamp(x, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
@@ -1026,12 +1098,13 @@ def clamp(x, min=None, max=None):
     if dt is not x.dtype:  # clamp(int_tensor, 0.5) is a float tensor, as in torch
         x = cast(x, dt)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = x
-        if min is not None:
-            out = where(lt(out, min), min, out)
-        if max is not None:
-            out = where(gt(out, max), max, out)
-        return out
+        lo = None if min is None else cast_to(as_tensor_like(min, x, dt), dt)
+        hi = None if max is None else cast_to(as_tensor_like(max, x, dt), dt)
+        if lo is None:
+            return ClampTensor.apply(x, hi, has_min=False)
+        if hi is None:
+            return ClampTensor.apply(x, lo, has_min=True)
+        return ClampTensor2.apply(x, lo, hi)
     return ClampScalar.apply(x, min=min, max=max)
 
 
@@ -1218,7 +1291,16 @@ class _Bitwise(_Predicate):
                                 f"{t.dtype.name}")
         if len(args) == 1:
             return cls.apply(*args)
-        return cls.apply(*binary_operands(*args, cls.name))
+        return cls.apply(*cls._integer_operands(*args))
+
+    @classmethod
+    def _integer_operands(cls, *args):
+        a, b = binary_operands(*args, cls.name)
+        if a.data.dtype.kind not in "biu":   # a float Python number beside an integer tensor
+            names = (v.dtype.name if isinstance(v, Tensor) else type(v).__name__ for v in args)
+            raise TypeError(f"{cls.name}: only integer and bool operands are supported, got "
+                            f"{' and '.join(names)}")
+        return a, b
 
 
 class BitwiseAnd(_Bitwise):
@@ -1270,7 +1352,7 @@ class _Shift(_Bitwise):
         for t in (a, b):
             if isinstance(t, Tensor) and t.data.dtype.kind not in "biu":
                 raise TypeError(f"{cls.name}: only integer tensors are supported, got {t.dtype.name}")
-        a, b = binary_operands(a, b, cls.name)
+        a, b = cls._integer_operands(a, b)
         if a.data.dtype.kind == "b":
             raise TypeError(f"{cls.name}: bool operands are not supported (as in torch); "
                             "cast them to an integer dtype first")
@@ -1349,16 +1431,17 @@ class Remainder(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        # floor(a / b) is piecewise constant, so it enters the gradient as a constant: the
-        # ops of the inputs' values (detached), so a compiled backward recomputes it
-        quotient = floor(div(a.detach(), b.detach())) if nb else None
+        # the quotient is piecewise constant, so it enters the gradient as a constant (a
+        # recorded op, which a compiled backward recomputes). It is torch's floor division
+        # (from fmod, as Python's //), not floor(a / b): a / b can round up onto an integer
+        quotient = RoundedDiv.apply(a, b, mode="floor") if nb else None
         return (g if na else None), (-(g * quotient) if nb else None)
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, b = ctx.saved_arrays
         na, nb = ctx.needs_input_grad
-        return (g if na else None), (-(g * _xp(a).floor(a / b)) if nb else None)
+        return (g if na else None), (-(g * _xp(a).floor_divide(a, b)) if nb else None)
 
 
 def remainder(a, b):
@@ -1421,6 +1504,24 @@ def trunc(x):
     return Trunc.call(x)
 
 
-def round_(x):
-    return Round.call(x)
+class RoundDecimals(_Rounding):
+    """round(x, decimals=d) as torch computes it: rint(x * 10**d) / 10**d, or for d < 0
+    rint(x / 10**-d) * 10**-d, with the power in x's dtype (so 0.125 -> 0.12, half to even)."""
+    name = "round"
+
+    @staticmethod
+    def forward(ctx, x, decimals):
+        xp, ten_pow = _xp(x), x.dtype.type(10.0 ** abs(decimals))
+        if decimals < 0:
+            return xp.rint(x / ten_pow) * ten_pow
+        return xp.rint(x * ten_pow) / ten_pow
+
+
+def round_(x, *, decimals=0):
+    if decimals == 0:
+        return Round.call(x)
+    if not is_floating_np(x.data.dtype):
+        raise TypeError(f"round: decimals={plain(decimals)} is supported for floating-point "
+                        f"tensors only (as in torch), got {x.dtype.name}")
+    return RoundDecimals.apply(x, decimals=int(decimals))
 

@@ -310,8 +310,17 @@ def argmin(x, dim=None, keepdim=False, axis=None, keepdims=None):
     return _arg(x, dim, keepdim, axis, keepdims, "argmin", Argmin)
 
 
+def bool_dim_is_unbiased(dim, unbiased):
+    """torch's var(input, unbiased) overload: a bool second argument is `unbiased`, not a
+    dim (bool is an int in Python, so var(x, False) would otherwise reduce over dim 0)."""
+    if isinstance(dim, (bool, np.bool_)):
+        return None, bool(dim)
+    return dim, unbiased
+
+
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
     """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
+    dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "var")
     x = float_operand(x, "var")
     if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
@@ -365,6 +374,7 @@ class Std(Function):
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
     """Standard deviation, sqrt(var(...)); the gradient where it is 0 is 0, as in PyTorch."""
+    dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "std")
     x = float_operand(x, "std")
     if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:

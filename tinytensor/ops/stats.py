@@ -5,7 +5,7 @@ from ..core.function import Function
 from ..core.tensor import Tensor
 from ..messages import plain
 from .movement import broadcast_tensors
-from .reduce import mean, std, var
+from .reduce import bool_dim_is_unbiased, mean, std, var
 
 __all__ = ["isclose", "allclose", "var_mean", "std_mean"]
 
@@ -41,11 +41,13 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """(var, mean) over dim, var with `correction` (default 1) as torch.var_mean."""
+    dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
     return (var(input, dim, unbiased=unbiased, keepdim=keepdim, correction=correction),
             mean(input, dim, keepdim=keepdim))
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """(std, mean) over dim, as torch.std_mean."""
+    dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
     return (std(input, dim, unbiased=unbiased, keepdim=keepdim, correction=correction),
             mean(input, dim, keepdim=keepdim))

@@ -8,46 +8,26 @@ one; values say what differs.
 
 KNOWN_FAILURES = {
     # issue 23: NaN conventions, scalars, var/std's positional `unbiased`, norms, rounding
-    ("__rmod__", ""): "23: remainder's divisor gradient uses a naive floor",
-    ("remainder", ""): "23: remainder's divisor gradient uses a naive floor",
-    ("__rsub__", ""): "23: rsub of a Python number and a tensor",
-    ("abs", ""): "23: gradient of abs at nan",
-    ("sign", ""): "23: sign(nan)",
-    ("add", ""): "23: add of two Python numbers",
-    ("sub", ""): "23: sub of two Python numbers",
-    ("mul", ""): "23: mul of two Python numbers",
-    ("div", "no_rounding_mode"): "23: div of two Python numbers",
-    ("max", "binary"): "23: max with one nan operand",
-    ("min", "binary"): "23: min with one nan operand",
-    ("maximum", ""): "23: maximum with one nan operand",
-    ("minimum", ""): "23: minimum with one nan operand",
-    ("var", "unbiased"): "23: positional bool `unbiased` read as dim",
-    ("std", "unbiased"): "23: positional bool `unbiased` read as dim",
-    ("var_mean", "unbiased"): "23: positional bool `unbiased` read as dim",
-    ("std_mean", "unbiased"): "23: positional bool `unbiased` read as dim",
-    ("clamp", ""): "23: clamp with a nan bound",
-    ("div", "floor_rounding"): "23: div of two Python numbers",
-    ("div", "trunc_rounding"): "23: div of two Python numbers",
-    ("where", ""): "23: a complex Python scalar",
-    ("linspace", "tensor_overload", "float64"): "23: tensor endpoint computed in its dtype",
+    ("where", ""): "23: a complex Python scalar (needs complex dtypes: left to the complex work)",
+    # torch, not tinytensor: torch's own gradient at NaN depends on where the element falls: its
+    # SIMD body gives 0 (hardtanh, relu6) or NaN (elu family), which tinytensor follows
+    # (test_conformance_fixes_23.py), its scalar tail (the last n % lanes elements) the gradient
+    ("nn.functional.relu6", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
+    ("nn.functional.hardtanh", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
+    ("nn.functional.elu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
+    ("nn.functional.celu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
+    ("nn.functional.selu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
+    ("addcmul", ""): "23: complex128 operands in OpInfo's reference inputs (real dtypes only until "
+                     "complex lands); every real sample is checked in test_products.py",
+    ("addcdiv", ""): "23: complex128 operands, as addcmul; and torch's own gradient of a float32 "
+                     "tensor2 beside a bfloat16 tensor1 is 1e-3 off (test_products.py checks it exactly)",
     # the signs of singular and eigenvectors are LAPACK's choice: NumPy's LAPACK (OpenBLAS) and
     # torch's (MKL) pick the other sign on some samples; tests/tinytensor/test_linalg_decomp.py
     # checks values up to sign and gauge-invariant gradients against torch
-    ("linalg.svd", ""): "23: vector signs on 16 of 216 samples (wide matrices)",
     ("svd", ""): "23: vector signs on 16 of 216 samples (wide matrices)",
     ("linalg.eigh", ""): "23: eigenvector signs with UPLO='U' (3 of 8 samples)",
     ("svd_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
     ("pca_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
-    ("round", "decimals_0"): "23: round(decimals=)",
-    ("round", "decimals_3"): "23: round(decimals=)",
-    ("round", "decimals_neg_3"): "23: round(decimals=)",
-    ("nn.functional.relu", ""): "23: gradient at nan",
-    ("nn.functional.relu6", ""): "23: gradient at nan",
-    ("nn.functional.hardtanh", ""): "23: gradient at nan",
-    ("nn.functional.elu", ""): "23: gradient at nan",
-    ("nn.functional.celu", ""): "23: gradient at nan",
-    ("nn.functional.selu", ""): "23: gradient at nan",
-    ("nn.functional.softsign", ""): "23: gradient at nan",
     # issue 24: layers
     ("nn.functional.avg_pool1d", ""): "24: empty batch",
     ("nn.functional.avg_pool3d", ""): "24: empty batch",
