@@ -41,3 +41,12 @@ __all__ += ["binary_cross_entropy", "cosine_similarity", "huber_loss", "kl_div",
             "normalize", "smooth_l1_loss"]
 __all__ += ["fold", "unfold"]
 __all__ += ["interpolate"]
+
+# issue 24: the rest of torch.nn.functional (ops/activations_more.py, dropout_more.py,
+# spatial.py, pooling_more.py, distances.py, embedding_bag.py, losses_more.py, ctc.py)
+from .ops.activations_more import (glu, hardshrink, prelu, rrelu, softshrink, tanhshrink,
+                                   threshold)
+__all__ += ["glu", "hardshrink", "prelu", "rrelu", "softshrink", "tanhshrink", "threshold"]
+from .ops.dropout_more import (alpha_dropout, dropout1d, dropout2d, dropout3d,
+                               feature_alpha_dropout)
+__all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout"]

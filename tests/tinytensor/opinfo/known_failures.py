@@ -50,6 +50,10 @@ KNOWN_FAILURES = {
     ("nn.functional.unfold", ""): "24: empty batch",
     ("nn.functional.interpolate", "bilinear"): "24: antialias=True",
     ("nn.functional.interpolate", "bicubic"): "24: bicubic",
+    ("nn.functional.hardshrink", ""): "torch, not tinytensor: torch's gradient at nan is 0 in its "
+                                      "vectorised loop and 1 in its scalar tail (the 9th of 9 "
+                                      "entries); tinytensor gives 0 everywhere",
+    ("nn.functional.softshrink", ""): "torch, not tinytensor: as hardshrink, gradient at nan",
     # issue 25: tensor plumbing
     ("as_strided_scatter", ""): "torch, not tinytensor: torch's own gradient of input is wrong (OpInfo marks its "
                                 "test_fn_grad expectedFailure); values match, and tinytensor's "
