@@ -50,3 +50,7 @@ __all__ += ["glu", "hardshrink", "prelu", "rrelu", "softshrink", "tanhshrink", "
 from .ops.dropout_more import (alpha_dropout, dropout1d, dropout2d, dropout3d,
                                feature_alpha_dropout)
 __all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout"]
+from .ops.spatial import (affine_grid, channel_shuffle, grid_sample, pixel_shuffle,
+                          pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest)
+__all__ += ["affine_grid", "channel_shuffle", "grid_sample", "pixel_shuffle", "pixel_unshuffle",
+            "upsample", "upsample_bilinear", "upsample_nearest"]
