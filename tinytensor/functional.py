@@ -54,3 +54,14 @@ from .ops.spatial import (affine_grid, channel_shuffle, grid_sample, pixel_shuff
                           pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest)
 __all__ += ["affine_grid", "channel_shuffle", "grid_sample", "pixel_shuffle", "pixel_unshuffle",
             "upsample", "upsample_bilinear", "upsample_nearest"]
+from .ops.distances import bilinear, pairwise_distance, pdist
+from .ops.losses_more import (cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
+                              linear_cross_entropy, margin_ranking_loss, multi_margin_loss,
+                              multilabel_margin_loss, multilabel_soft_margin_loss,
+                              poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+                              triplet_margin_with_distance_loss)
+__all__ += ["bilinear", "pairwise_distance", "pdist", "cosine_embedding_loss",
+            "gaussian_nll_loss", "hinge_embedding_loss", "linear_cross_entropy",
+            "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
+            "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
+            "triplet_margin_loss", "triplet_margin_with_distance_loss"]
