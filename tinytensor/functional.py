@@ -65,3 +65,7 @@ __all__ += ["bilinear", "pairwise_distance", "pdist", "cosine_embedding_loss",
             "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
             "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
             "triplet_margin_loss", "triplet_margin_with_distance_loss"]
+from .ops.pooling_more import (fractional_max_pool2d, fractional_max_pool3d, lp_pool1d,
+                               lp_pool2d, lp_pool3d)
+__all__ += ["fractional_max_pool2d", "fractional_max_pool3d", "lp_pool1d", "lp_pool2d",
+            "lp_pool3d"]

@@ -53,6 +53,22 @@ ADAPTERS = {
 }
 
 
+def _seeded_samples(input, n):
+    """The samples torch's fractional_max_pool draws under OpInfo's wrapper_set_seed
+    (manual_seed(42), then rand(N, C, n) in the input's dtype), as tinytensor's argument."""
+    nb = input.shape[0] if input.ndim == n + 2 else 1
+    with torch.random.fork_rng():
+        torch.manual_seed(42)
+        u = torch.rand(nb, input.shape[-n - 1], n, dtype=TORCH_DTYPES[input.dtype.name])
+    return tt.tensor(u.numpy())
+
+
+for _n in (2, 3):
+    ADAPTERS[f"nn.functional.fractional_max_pool{_n}d"] = (
+        lambda input, *a, _n=_n, **k: getattr(F, f"fractional_max_pool{_n}d")(
+            input, *a, **{"_random_samples": _seeded_samples(input, _n), **k}))
+
+
 def _pairwise_twin(module):
     return lambda x1, x2: F.pairwise_distance(x1, x2, module.norm, module.eps, module.keepdim)
 # OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
