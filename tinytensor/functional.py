@@ -22,9 +22,8 @@ from .ops.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg
 
 from .ops.shape_ops import col2im as fold, im2col as unfold
 
-def embedding(input, weight, padding_idx=None):
-    """torch.nn.functional.embedding(input, weight): rows of weight for integer ids."""
-    return _embedding(input, weight, padding_idx)
+from .ops.embedding_bag import embedding, embedding_bag  # noqa: E402 - with max_norm and
+# scale_grad_by_freq (issue 24)
 
 
 __all__ = ["scaled_dot_product_attention", "gelu", "leaky_relu", "relu", "sigmoid", "silu",
@@ -69,3 +68,4 @@ from .ops.pooling_more import (fractional_max_pool2d, fractional_max_pool3d, lp_
                                lp_pool2d, lp_pool3d)
 __all__ += ["fractional_max_pool2d", "fractional_max_pool3d", "lp_pool1d", "lp_pool2d",
             "lp_pool3d"]
+__all__ += ["embedding_bag"]
