@@ -69,3 +69,5 @@ from .ops.pooling_more import (fractional_max_pool2d, fractional_max_pool3d, lp_
 __all__ += ["fractional_max_pool2d", "fractional_max_pool3d", "lp_pool1d", "lp_pool2d",
             "lp_pool3d"]
 __all__ += ["embedding_bag"]
+from .ops.ctc import ctc_loss
+__all__ += ["ctc_loss"]
