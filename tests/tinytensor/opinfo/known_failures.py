@@ -45,9 +45,6 @@ KNOWN_FAILURES = {
     ("nn.functional.selu", ""): "23: gradient at nan",
     ("nn.functional.softsign", ""): "23: gradient at nan",
     # issue 24: layers
-    ("nn.functional.avg_pool1d", ""): "24: empty batch",
-    ("nn.functional.avg_pool3d", ""): "24: empty batch",
-    ("nn.functional.unfold", ""): "24: empty batch",
     ("nn.functional.interpolate", "bilinear"): "24: antialias=True",
     ("nn.functional.interpolate", "bicubic"): "24: bicubic",
     ("nn.functional.hardshrink", ""): "torch, not tinytensor: torch's gradient at nan is 0 in its "
