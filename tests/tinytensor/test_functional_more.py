@@ -34,6 +34,15 @@ CASES = [
     case("grid_sample_3d_reflection", lambda m, x, g: _f(m).grid_sample(
         x, g, padding_mode="reflection", align_corners=True), [(1, 1, 3, 3, 3), (1, 2, 2, 1, 3)],
          low=-1.5, high=1.5),
+    # ViT position-embedding resizing: a 4x4 grid of embeddings to 6x6 and back down
+    case("interpolate_bicubic_up", lambda m, x: _f(m).interpolate(
+        x, size=(6, 6), mode="bicubic", align_corners=False), [(1, 3, 4, 4)]),
+    case("interpolate_bicubic_aligned", lambda m, x: _f(m).interpolate(
+        x, scale_factor=1.5, mode="bicubic", align_corners=True), [(1, 2, 3, 4)]),
+    case("interpolate_bicubic_antialias_down", lambda m, x: _f(m).interpolate(
+        x, size=(3, 2), mode="bicubic", antialias=True), [(1, 2, 7, 6)]),
+    case("interpolate_bilinear_antialias_down", lambda m, x: _f(m).interpolate(
+        x, scale_factor=0.4, mode="bilinear", antialias=True), [(1, 1, 8, 5)]),
     case("bilinear_batched", lambda m, a, b, w, c: _f(m).bilinear(a, b, w, c),
          [(2, 3, 4), (2, 3, 5), (6, 4, 5), (6,)]),
     case("pdist_p1", lambda m, x: _f(m).pdist(x, 1), [(4, 3)]),
@@ -218,6 +227,8 @@ def test_compiled_random_ops_draw_afresh_each_call():
 
 # ---------------------------------------------------------------- errors
 @pytest.mark.parametrize("call, err, match", [
+    (lambda: F.interpolate(tt.ones(1, 1, 4), size=2, mode="linear", antialias=True),
+     NotImplementedError, r"interpolate: anti-alias option is restricted to bilinear and bicubic"),
     (lambda: F.glu(tt.ones(3, 5)), RuntimeError, r"glu: halving dimension -1 .* must be even"),
     (lambda: F.prelu(tt.ones(2, 3), tt.ones(2)), ValueError, r"prelu: weight has 2 entries"),
     (lambda: F.pixel_shuffle(tt.ones(1, 3, 2, 2), 2), RuntimeError, r"pixel_shuffle: input shape"),
