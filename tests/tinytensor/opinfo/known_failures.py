@@ -48,14 +48,6 @@ KNOWN_FAILURES = {
     ("nn.functional.hardshrink", ""): "torch, not tinytensor: torch's gradient at nan is 0 in its "
                                       "vectorised loop and 1 in its scalar tail (the 9th of 9 "
                                       "entries); tinytensor gives 0 everywhere",
-    ("nn.functional.interpolate", "bilinear", "float32"): "24: the 345x456 -> 270x270 sample: "
-        "~200 of 437400 float32 outputs are further from float64 than torch's (its float32 "
-        "source positions round differently); float64, antialias=True included, agrees",
-    ("nn.functional.interpolate", "bicubic", "float32"): "24: as bilinear, float32 rounding "
-        "of the source positions in the 345x456 -> 270x270 sample; float64 agrees",
-    ("nn.functional.grid_sample", "", "float32"): "24: in the 345x456 reference sample with "
-        "align_corners=False, 2 to 18 of 943920 float32 outputs are further from float64 than "
-        "torch's vectorised kernel (float64 agrees everywhere)",
     ("nn.functional.softshrink", ""): "torch, not tinytensor: as hardshrink, gradient at nan",
     # issue 25: tensor plumbing
     ("as_strided_scatter", ""): "torch, not tinytensor: torch's own gradient of input is wrong (OpInfo marks its "
