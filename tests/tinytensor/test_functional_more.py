@@ -206,6 +206,13 @@ def test_compiled_data_dependent_ops_follow_each_call():
            (tt.tensor([[1, 2], [3, 3]]), tt.tensor([2, 2])), (tt.tensor([[2, 2], [1, 0]]), tt.tensor([1, 2])))
     _twice(lambda y: F.multilabel_margin_loss(w[:2, :3], y),
            (tt.tensor([[0, -1, 2], [1, 2, -1]]),), (tt.tensor([[2, 1, 0], [-1, 0, 1]]),))
+    # gradients too: the id counts of scale_grad_by_freq, ctc's alignments
+    wg = tt.tensor(rng.normal(size=(6, 3)), requires_grad=True)
+    _twice(lambda ids: tt.grad(F.embedding(ids, wg, scale_grad_by_freq=True).sum(), [wg])[0],
+           (tt.tensor([[0, 0, 1]]),), (tt.tensor([[2, 3, 3]]),))
+    lg = tt.tensor(rng.normal(size=(5, 2, 4)), requires_grad=True)
+    _twice(lambda t: tt.grad(F.ctc_loss(lg.log_softmax(2), t, [5, 4], [2, 2]), [lg])[0],
+           (tt.tensor([[1, 2], [3, 3]]),), (tt.tensor([[2, 2], [1, 3]]),))
 
 
 def test_compiled_random_ops_draw_afresh_each_call():

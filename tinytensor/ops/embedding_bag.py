@@ -9,7 +9,7 @@ Positions equal to padding_idx are sent to a spare bag that is cut off at the en
 max_norm renormalises the looked-up rows of weight in place, as torch's
 embedding_renorm_ (under no_grad: the lookup then reads the renormalised rows).
 scale_grad_by_freq divides each looked-up row's gradient by how often its id occurs in the
-batch (bincount, a recorded op), through ScaleGrad, an identity whose gradient is scaled.
+batch (index_add of ones, a recorded op), through ScaleGrad, an identity whose gradient is scaled.
 """
 from ..core.function import Function
 from ..core.grad_mode import no_grad
@@ -40,10 +40,13 @@ class ScaleGrad(Function):
 
 def _scale_grad(rows, ids, n):
     """Each row's gradient divided by the number of times its id occurs in ids."""
-    from .histograms import bincount
+    from ..creation import ones, zeros
     flat = ids.reshape(-1)
-    counts = bincount(flat, minlength=n)[flat]                       # (P,)
-    scale = (1.0 / cast(counts, rows.dtype)).reshape(*ids.shape, 1)
+    # occurrences of each id by index_add into a table of num_embeddings (bincount's size
+    # would depend on the ids' values, which a compiled replay cannot follow)
+    table = zeros(n, dtype=rows.dtype, device=rows.device).index_add(
+        0, flat, ones(flat.shape[0], dtype=rows.dtype, device=rows.device))
+    scale = (1.0 / table[flat]).reshape(*ids.shape, 1)
     return ScaleGrad.apply(rows, scale.expand(*rows.shape))
 
 
