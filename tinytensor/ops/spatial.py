@@ -296,3 +296,31 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     warnings.warn("upsample_bilinear is deprecated, use interpolate instead (as in torch)",
                   stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# ---------------------------------------------------------------- torch.grid_sampler_*
+_MODE_CODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_PADDING_CODES = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+def _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners, k, op):
+    if input.ndim != k + 2:
+        raise RuntimeError(f"{op}: expected a {k + 2}-d input, got shape {tuple(input.shape)}")
+    if interpolation_mode not in _MODE_CODES or padding_mode not in _PADDING_CODES:
+        raise ValueError(f"{op}: interpolation_mode must be 0, 1 or 2 (bilinear, nearest, "
+                         f"bicubic) and padding_mode 0, 1 or 2 (zeros, border, reflection), got "
+                         f"{plain(interpolation_mode)} and {plain(padding_mode)}")
+    return grid_sample(input, grid, _MODE_CODES[interpolation_mode], _PADDING_CODES[padding_mode],
+                       bool(align_corners))
+
+
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """torch.grid_sampler_2d: grid_sample of a 4-d input with the modes as integer codes."""
+    return _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners, 2,
+                         "grid_sampler_2d")
+
+
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """torch.grid_sampler_3d: grid_sample of a 5-d input with the modes as integer codes."""
+    return _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners, 3,
+                         "grid_sampler_3d")
