@@ -11,7 +11,6 @@ gathers and comparisons on the tape, never on the host.
 import math
 
 from ..core.tensor import Tensor
-from ..messages import plain
 from .distances import pairwise_distance
 from .elementwise import (cast, eq, exp, float_operand, ge, gt, log, log1p, logical_and, ne,
                           where)
