@@ -50,6 +50,7 @@ from .ops.memory_format import contiguous_format, preserve_format, channels_last
 from .ops.search_ops import (searchsorted, bucketize, unravel_index, argwhere, unique,
                              unique_consecutive)
 from .ops.torch_aliases import unsafe_chunk, unsafe_split, as_strided_copy, nonzero_static
+from .ops.spatial import grid_sampler_2d, grid_sampler_3d  # issue 24
 from .ops.elementwise import clone
 from .ops.inplace import zero_
 from .ops.shape_ops import meshgrid

@@ -27,9 +27,8 @@ from .ops.functional_torch import (dropout, leaky_relu, leaky_relu_, log_softmax
                                    silu, softmax)
 from .ops.mha import multi_head_attention_forward
 
-def embedding(input, weight, padding_idx=None):
-    """torch.nn.functional.embedding(input, weight): rows of weight for integer ids."""
-    return _embedding(input, weight, padding_idx)
+from .ops.embedding_bag import embedding, embedding_bag  # noqa: E402 - with max_norm and
+# scale_grad_by_freq (issue 24)
 
 
 __all__ = ["scaled_dot_product_attention", "gelu", "leaky_relu", "relu", "sigmoid", "silu",
@@ -48,3 +47,34 @@ __all__ += ["fold", "unfold"]
 __all__ += ["interpolate"]
 __all__ += ["batch_norm", "group_norm", "instance_norm", "local_response_norm"]
 __all__ += ["relu_", "leaky_relu_", "multi_head_attention_forward"]
+
+# issue 24: the rest of torch.nn.functional (ops/activations_more.py, dropout_more.py,
+# spatial.py, pooling_more.py, distances.py, embedding_bag.py, losses_more.py, ctc.py)
+from .ops.activations_more import (glu, hardshrink, prelu, rrelu, softshrink, tanhshrink,
+                                   threshold)
+__all__ += ["glu", "hardshrink", "prelu", "rrelu", "softshrink", "tanhshrink", "threshold"]
+from .ops.dropout_more import (alpha_dropout, dropout1d, dropout2d, dropout3d,
+                               feature_alpha_dropout)
+__all__ += ["alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout"]
+from .ops.spatial import (affine_grid, channel_shuffle, grid_sample, pixel_shuffle,
+                          pixel_unshuffle, upsample, upsample_bilinear, upsample_nearest)
+__all__ += ["affine_grid", "channel_shuffle", "grid_sample", "pixel_shuffle", "pixel_unshuffle",
+            "upsample", "upsample_bilinear", "upsample_nearest"]
+from .ops.distances import bilinear, pairwise_distance, pdist
+from .ops.losses_more import (cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
+                              linear_cross_entropy, margin_ranking_loss, multi_margin_loss,
+                              multilabel_margin_loss, multilabel_soft_margin_loss,
+                              poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+                              triplet_margin_with_distance_loss)
+__all__ += ["bilinear", "pairwise_distance", "pdist", "cosine_embedding_loss",
+            "gaussian_nll_loss", "hinge_embedding_loss", "linear_cross_entropy",
+            "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss",
+            "multilabel_soft_margin_loss", "poisson_nll_loss", "soft_margin_loss",
+            "triplet_margin_loss", "triplet_margin_with_distance_loss"]
+from .ops.pooling_more import (fractional_max_pool2d, fractional_max_pool3d, lp_pool1d,
+                               lp_pool2d, lp_pool3d)
+__all__ += ["fractional_max_pool2d", "fractional_max_pool3d", "lp_pool1d", "lp_pool2d",
+            "lp_pool3d"]
+__all__ += ["embedding_bag"]
+from .ops.ctc import ctc_loss
+__all__ += ["ctc_loss"]

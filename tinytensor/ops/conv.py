@@ -118,7 +118,8 @@ def _matmul(a, b):
 def conv_arrays(x, w, stride, pads, dilation, groups):
     N, C, O, kernel = x.shape[0], x.shape[1], w.shape[0], w.shape[2:]
     col, out = _im2col(x, kernel, stride, pads, dilation)
-    col = col.reshape(N, groups, -1, math.prod(out))
+    # sizes spelled out, not -1: an empty batch (N == 0) cannot infer them
+    col = col.reshape(N, groups, C // groups * math.prod(kernel), math.prod(out))
     y = _matmul(w.reshape(groups, O // groups, -1), col)
     return y.reshape((N, O) + out).astype(x.dtype, copy=False)
 
@@ -126,7 +127,7 @@ def conv_arrays(x, w, stride, pads, dilation, groups):
 def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
     N, O, out, kernel = g.shape[0], g.shape[1], g.shape[2:], w.shape[2:]
     wm = w.reshape(groups, O // groups, -1)
-    gcol = _matmul(wm.swapaxes(-1, -2), g.reshape(N, groups, O // groups, -1)).astype(g.dtype, copy=False)
+    gcol = _matmul(wm.swapaxes(-1, -2), g.reshape(N, groups, O // groups, math.prod(out))).astype(g.dtype, copy=False)
     gcol = gcol.reshape((N, w.shape[1] * groups) + tuple(kernel) + tuple(out))
     return _col2im(gcol, input_size, kernel, stride, pads, dilation)
 
@@ -134,8 +135,8 @@ def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
 def conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups):
     N, C, O = x.shape[0], x.shape[1], g.shape[1]
     col, out = _im2col(x, kernel_size, stride, pads, dilation)
-    col = col.reshape(N, groups, -1, math.prod(out))
-    gw = _matmul(g.reshape(N, groups, O // groups, -1), col.swapaxes(-1, -2)).sum(axis=0)
+    col = col.reshape(N, groups, C // groups * math.prod(kernel_size), math.prod(out))
+    gw = _matmul(g.reshape(N, groups, O // groups, math.prod(out)), col.swapaxes(-1, -2)).sum(axis=0)
     return gw.reshape((O, C // groups) + tuple(kernel_size)).astype(x.dtype, copy=False)
 
 

@@ -19,7 +19,7 @@ from .pooling import adaptive_avg_pool
 __all__ = ["interpolate"]
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
-_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area", "bicubic")
 
 
 def _per_dim(value, n, name):
@@ -97,11 +97,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR and input.ndim != _LINEAR[mode] + 2:
         raise NotImplementedError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-d input, "
                                   f"got shape {tuple(input.shape)}{_where()}")
-    if align_corners is not None and mode not in _LINEAR:
+    if mode == "bicubic" and input.ndim != 4:
+        raise NotImplementedError(f"interpolate: mode 'bicubic' needs a 4-d input, got shape "
+                                  f"{tuple(input.shape)}{_where()}")
+    if align_corners is not None and mode not in _LINEAR and mode != "bicubic":
         raise ValueError(f"interpolate: align_corners can only be set with the interpolating "
                          f"modes {tuple(_LINEAR)}, got mode {mode!r}{_where()}")
-    if antialias:
-        raise NotImplementedError(f"interpolate: antialias=True is not supported{_where()}")
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise NotImplementedError(f"interpolate: anti-alias option is restricted to bilinear and "
+                                  f"bicubic modes and requires a 4-d input, got mode {mode!r} and "
+                                  f"shape {tuple(input.shape)}{_where()}")
     dt = input.data.dtype
     if dt.kind != "f" and not (dt == np.uint8 and mode.startswith("nearest")):
         raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented for "
@@ -111,6 +116,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     sizes, scales = _output_sizes(spatial, size, scale_factor, recompute_scale_factor)
     if mode == "area":
         return adaptive_avg_pool(input, sizes, len(sizes), "interpolate")
+    if mode == "bicubic" or antialias:
+        return _filtered(input, sizes, scales, mode, bool(align_corners), antialias)
     x = input
     for k, (n_in, n_out, factor) in enumerate(zip(spatial, sizes, scales)):
         dim = 2 + k
@@ -123,4 +130,29 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         w0 = Tensor._make(x.device.xp.asarray(w0.reshape(shape)), x.device, False)
         w1 = Tensor._make(x.device.xp.asarray(w1.reshape(shape)), x.device, False)
         x = _gather(x, dim, i0) * w0 + _gather(x, dim, i1) * w1
+    return x if x is not input else input.clone()
+
+
+def _filtered(input, sizes, scales, mode, align_corners, antialias):
+    """Bicubic and anti-aliased modes: per axis, width first as torch's separable kernel,
+    a weighted sum of K gathered taps (ops/interpolate_filters.py)."""
+    from .interpolate_filters import antialias_taps, cubic_taps, source_scale
+    x = input
+    spatial = tuple(input.shape[2:])
+    for k in reversed(range(len(sizes))):
+        dim, n_in, n_out, factor = 2 + k, spatial[k], sizes[k], scales[k]
+        if antialias:
+            idx, w = antialias_taps(n_in, n_out, factor, align_corners, mode == "bicubic",
+                                    x.data.dtype)
+        elif n_in == n_out and source_scale(n_in, n_out, factor, align_corners) == 1.0:
+            continue                                                  # the identity
+        else:
+            idx, w = cubic_taps(n_in, n_out, factor, align_corners, x.data.dtype)
+        shape = (n_out,) + (1,) * (x.ndim - dim - 1)
+        out = None
+        for j in range(idx.shape[1]):
+            wj = Tensor._make(x.device.xp.asarray(w[:, j].reshape(shape)), x.device, False)
+            term = _gather(x, dim, idx[:, j]) * wj
+            out = term if out is None else out + term
+        x = out
     return x if x is not input else input.clone()

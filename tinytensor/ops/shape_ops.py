@@ -57,7 +57,8 @@ class Im2Col(Function):
     @staticmethod
     def forward(ctx, x, kernel, stride, pads, dilation):
         col, out = _im2col(x, kernel, stride, pads, dilation)
-        return col.reshape(x.shape[0], -1, math.prod(out))
+        # sizes spelled out, not -1: an empty batch cannot infer them
+        return col.reshape(x.shape[0], x.shape[1] * math.prod(kernel), math.prod(out))
 
     @staticmethod
     def backward(ctx, g):
@@ -73,7 +74,7 @@ class Col2Im(Function):
     @staticmethod
     def forward(ctx, col, spatial, kernel, stride, pads, dilation):
         out = out_size(spatial, kernel, stride, pads, dilation)
-        col = col.reshape((col.shape[0], -1) + tuple(kernel) + tuple(out))
+        col = col.reshape((col.shape[0], col.shape[1] // math.prod(kernel)) + tuple(kernel) + tuple(out))
         return _col2im(col, spatial, kernel, stride, pads, dilation)
 
     @staticmethod

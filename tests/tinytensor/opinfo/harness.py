@@ -48,7 +48,32 @@ ADAPTERS = {
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
     "zero_": lambda x: tt.zero_(x.clone()),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
+    "nn.functional.embedding_bag": lambda weight, idx, **k: F.embedding_bag(idx, weight, **k),
+    # the sample's distance_function is a torch.nn.PairwiseDistance: tinytensor's twin
+    "nn.functional.triplet_margin_with_distance_loss": lambda a, p, n, distance_function=None, **k:
+        F.triplet_margin_with_distance_loss(a, p, n, distance_function=None if distance_function
+                                            is None else _pairwise_twin(distance_function), **k),
 }
+
+
+def _seeded_samples(input, n):
+    """The samples torch's fractional_max_pool draws under OpInfo's wrapper_set_seed
+    (manual_seed(42), then rand(N, C, n) in the input's dtype), as tinytensor's argument."""
+    nb = input.shape[0] if input.ndim == n + 2 else 1
+    with torch.random.fork_rng():
+        torch.manual_seed(42)
+        u = torch.rand(nb, input.shape[-n - 1], n, dtype=TORCH_DTYPES[input.dtype.name])
+    return tt.tensor(u.numpy())
+
+
+for _n in (2, 3):
+    ADAPTERS[f"nn.functional.fractional_max_pool{_n}d"] = (
+        lambda input, *a, _n=_n, **k: getattr(F, f"fractional_max_pool{_n}d")(
+            input, *a, **{"_random_samples": _seeded_samples(input, _n), **k}))
+
+
+def _pairwise_twin(module):
+    return lambda x1, x2: F.pairwise_distance(x1, x2, module.norm, module.eps, module.keepdim)
 # OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
 # "in_place" variant is Tensor.normal_, "uniform" is Tensor.uniform_): resolved to it
 VARIANT_METHODS = {("normal", "in_place"): "normal_"}

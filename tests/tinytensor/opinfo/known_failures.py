@@ -29,11 +29,10 @@ KNOWN_FAILURES = {
     ("svd_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
     ("pca_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
     # issue 24: layers
-    ("nn.functional.avg_pool1d", ""): "24: empty batch",
-    ("nn.functional.avg_pool3d", ""): "24: empty batch",
-    ("nn.functional.unfold", ""): "24: empty batch",
-    ("nn.functional.interpolate", "bilinear"): "24: antialias=True",
-    ("nn.functional.interpolate", "bicubic"): "24: bicubic",
+    ("nn.functional.hardshrink", "", "float64"): "torch, not tinytensor: torch's gradient at nan is 0 in its "
+                                      "vectorised loop and 1 in its scalar tail (the 9th of 9 "
+                                      "entries); tinytensor gives 0 everywhere (float32's CI subset leaves that sample out)",
+    ("nn.functional.softshrink", "", "float64"): "torch, not tinytensor: as hardshrink, gradient at nan",
     # issue 25: tensor plumbing
     ("as_strided_scatter", ""): "torch, not tinytensor: torch's own gradient of input is wrong (OpInfo marks its "
                                 "test_fn_grad expectedFailure); values match, and tinytensor's "
