@@ -230,3 +230,22 @@ def test_complex_and_polar_refuse_mixed_dtypes():
 def test_real_of_real_is_itself_and_conj_of_real_too():
     x = tt.ones(3)
     assert tt.real(x) is x and tt.conj(x) is x and not x.is_conj()
+
+
+def test_compile_refuses_complex_by_name():
+    """The compiler's IR and kernels are real-valued: a complex step is refused with a
+    CaptureError naming the op, the dtype and the user's line, never compiled wrong."""
+    from tinytensor.compiler.capture import CaptureError
+
+    def step(x):
+        return tt.view_as_real(tt.polar(x, x * 2)).sum()   # complex made inside the step
+
+    def step2(z):
+        return (z * z).abs().sum()                          # complex argument
+
+    x = tt.ones(3)
+    with pytest.raises(CaptureError, match=r"op 'complex' at .*test_complex.py.*complex64"):
+        tt.compile(step)(x)
+    with pytest.raises(CaptureError, match=r"op 'mul' .*complex128"):
+        tt.compile(step2)(tt.tensor([1 + 1j], dtype=tt.complex128))
+    assert tt.compile(lambda x: (x * 2).sum())(x).item() == 6.0   # real steps still compile

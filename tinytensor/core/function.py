@@ -123,6 +123,9 @@ class Function:
             if err is e:
                 raise
             raise err from e
+        if cap is not None and (any(a.dtype.kind == "c" for a in arrays) or any(
+                a.dtype.kind == "c" for a in (out if out.__class__ is tuple else (out,)))):
+            cap.refuse_complex(cls.name, list(arrays) + list(out if out.__class__ is tuple else (out,)))
         make = Tensor._make
         if out.__class__ is not tuple:
             if device is None:
