@@ -118,10 +118,11 @@ else:
                              "(NumPy has no bfloat16): pip install ml_dtypes "
                              "(or pip install tinytensor[bf16])")
 
-# the dtypes NumPy stores natively; SUPPORTED adds bfloat16 where ml_dtypes is installed
-ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64,
-       complex64, complex128)
-SUPPORTED = ALL + ((bfloat16,) if _ml_dtypes is not None else ())
+# the real dtypes NumPy stores natively; SUPPORTED adds bfloat16 where ml_dtypes is installed,
+# and the complex ones
+ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64)
+COMPLEX = (complex64, complex128)
+SUPPORTED = ALL + ((bfloat16,) if _ml_dtypes is not None else ()) + COMPLEX
 # NumPy dtype of bfloat16 arrays (kind "V", not "f": test floatness with is_floating_np)
 BF16_NP = bfloat16.np if _ml_dtypes is not None else None
 # torch's "shell" unsigned dtypes: no promotion with other integer or bool dtypes
@@ -222,10 +223,10 @@ def promote(a, b):
     """Promote two dtypes of the same standing (both dimensioned or both not)."""
     if a is b:
         return a
-    if (a in _UNPROMOTABLE or b in _UNPROMOTABLE) and a.category < 2 and b.category < 2:
+    if (a in _UNPROMOTABLE or b in _UNPROMOTABLE) and a.category != 2 and b.category != 2:
         raise RuntimeError(f"type promotion of {a.name} and {b.name} is not supported (as in "
                            "torch, uint16, uint32 and uint64 mix only with themselves and "
-                           "floating dtypes); cast one operand with .to(dtype)")
+                           "real floating dtypes); cast one operand with .to(dtype)")
     if a.category != b.category:
         hi, lo = (a, b) if a.category > b.category else (b, a)
         if hi.category == 3 and lo.category == 2 and lo.itemsize > hi.itemsize // 2:

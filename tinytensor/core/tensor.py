@@ -312,8 +312,8 @@ class Tensor(TensorMethods):
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self.data.dtype.kind not in "fc" and self.data.dtype != BF16_NP:
-            raise RuntimeError(f"requires_grad_: only floating-point and complex tensors can require "
-                               f"gradients, this one is {self.dtype.name}")
+            raise RuntimeError(f"requires_grad_: only floating-point tensors can require "
+                               f"gradients (and complex ones), this one is {self.dtype.name}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach()")
         self.requires_grad = bool(requires_grad)

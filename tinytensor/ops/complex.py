@@ -5,7 +5,8 @@ Gradients follow torch's convention: for a real loss L of z = x + iy, z.grad is
 dL/dx + i dL/dy (twice the conjugate Wirtinger derivative dL/dz*). An op that is
 holomorphic in its inputs gets it from its real backward (ops/complex_rules.py); the ops
 here are not holomorphic (conj, real, imag, |z|, angle, sgn) or change between real and
-complex dtypes, so each writes its own backward.
+complex dtypes, so each writes its own backward (in tinytensor ops only: no array fast
+path, which tests/tinytensor/test_backward_arrays.py would hold to real samples).
 
 tinytensor conjugates eagerly: torch's conj() sets a lazy "conjugate bit" that
 resolve_conj() materialises, here conj() returns the conjugated values at once, so
@@ -39,10 +40,6 @@ class ConjPhysical(Function):
     @staticmethod
     def backward(ctx, g):
         return ConjPhysical.apply(g)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        return g.conj()
 
 
 def conj_physical(x):
@@ -90,10 +87,6 @@ class Real(Function):
     def backward(ctx, g):   # a real gradient of the real part: the same, as a complex number
         return cast(g, ctx.in_meta[0][1])
 
-    @staticmethod
-    def backward_arrays(ctx, g):
-        return g.astype(ctx.in_meta[0][1].np)
-
 
 class Imag(Function):
     is_view = True
@@ -106,10 +99,6 @@ class Imag(Function):
     @staticmethod
     def backward(ctx, g):   # d/dy of the imaginary part: torch's gradient is i * g
         return Complex.apply(mul(g, 0.0), g)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        return (g * 1j).astype(ctx.in_meta[0][1].np)
 
 
 def real(x):
@@ -144,11 +133,6 @@ class Complex(Function):
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         return (Real.apply(g) if na else None), (Imag.apply(g) if nb else None)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        na, nb = ctx.needs_input_grad
-        return (g.real.copy() if na else None), (g.imag.copy() if nb else None)
 
 
 def _parts(a, b, op, names):
@@ -192,10 +176,6 @@ class ViewAsReal(Function):
     def backward(ctx, g):
         return ViewAsComplex.apply(g)
 
-    @staticmethod
-    def backward_arrays(ctx, g):
-        return _as_complex(g)
-
 
 def _as_complex(x):
     xp = _xp(x)
@@ -214,10 +194,6 @@ class ViewAsComplex(Function):
     @staticmethod
     def backward(ctx, g):
         return ViewAsReal.apply(g)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        return ViewAsReal.forward(None, g)
 
 
 def view_as_real(x):
