@@ -19,7 +19,7 @@ from ..core.primitives import cast
 from ..core.tensor import Tensor
 from ..dtypes import float16, float32, float64
 from ..messages import OpError
-from .elementwise import _xp, cos, mul, sin, where, div, sub
+from .elementwise import _xp, mul, where, div, sub
 
 _PART_DTYPES = (float16, float32, float64)
 
@@ -153,10 +153,32 @@ def complex(real, imag):
     return Complex.apply(real, imag)
 
 
+class Polar(Function):
+    complex_rule = "own"
+
+    @staticmethod
+    def forward(ctx, r, theta):
+        xp = _xp(r)
+        # asarray: NumPy's products of 0-d arrays are scalars
+        out = Complex.forward(None, xp.asarray(r * xp.cos(theta)), xp.asarray(r * xp.sin(theta)))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out = ctx.saved_tensor(0)
+        na, nb = ctx.needs_input_grad
+        # torch's formulas: d/dr through sgn(z) (so a negative r flips it, and z = 0 gives
+        # 0), d/dtheta = i z exactly; each the real part of g times the conjugate
+        ga = Real.apply(mul(g, ConjPhysical.apply(sgn(out)))) if na else None
+        gb = Real.apply(mul(g, ConjPhysical.apply(mul(out, 1j)))) if nb else None
+        return ga, gb
+
+
 def polar(abs, angle):
-    """abs * (cos(angle) + i sin(angle)); recorded as those ops, so its gradient is theirs."""
+    """abs * (cos(angle) + i sin(angle)), gradients as torch's (through sgn of the result)."""
     _parts(abs, angle, "polar", ("abs", "angle"))
-    return Complex.apply(mul(abs, cos(angle)), mul(abs, sin(angle)))
+    return Polar.apply(abs, angle)
 
 
 # ---------------------------------------------------------------- real <-> (..., 2) views
@@ -271,8 +293,8 @@ class Sgn(Function):
     @staticmethod
     def forward(ctx, x):
         xp = _xp(x)
-        if x.dtype.kind != "c":
-            return xp.sign(x)
+        if x.dtype.kind != "c":   # torch's sgn(nan) is 0, NumPy's sign(nan) nan
+            return xp.where(x != x, x.dtype.type(0), xp.sign(x))
         a = xp.abs(x)
         out = xp.where(a == 0, 0, x / xp.where(a == 0, 1, a)).astype(x.dtype)
         ctx.save_for_backward(x, out)
@@ -280,9 +302,9 @@ class Sgn(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, s = ctx.saved_tensors if ctx.in_meta[0][1].is_complex else (None, None)
-        if x is None:
+        if not ctx.in_meta[0][1].is_complex:
             return mul(g, 0.0)
+        x, s = ctx.saved_tensors
         # s = z / |z| has ds = (dz - s Re(conj(s) dz)) / |z|; torch's gradient is the adjoint
         a = AbsComplex.apply(x)
         zero = a.__eq__(0.0)
@@ -293,7 +315,7 @@ class Sgn(Function):
 def sgn(x):
     """z / |z| (0 at 0) for complex tensors; sign(x) for real ones, as torch."""
     _check_tensor(x, "sgn")
-    if not x.is_complex():
+    if x.dtype.category < 2:
         from .elementwise import sign
         return sign(x)
     return Sgn.apply(x)
