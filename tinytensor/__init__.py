@@ -71,6 +71,7 @@ from .ops.histograms import bincount, histc, histogram, histogramdd
 from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, imag, angle, conj,
                           conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg)
 from . import masked
+from . import fft
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
