@@ -69,7 +69,8 @@ from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trap
                                corrcoef, renorm, equal)
 from .ops.histograms import bincount, histc, histogram, histogramdd
 from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, imag, angle, conj,
-                          conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg)
+                          conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg, vdot,
+                          isreal)
 from . import masked
 from . import fft
 from . import amp

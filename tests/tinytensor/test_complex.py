@@ -65,6 +65,8 @@ CASES = {
     "cast_to_complex": (lambda m, a: a.to(torch.complex128 if m is torch else tt.complex128) * 1j, R),
     "cdouble": (lambda m, a: a.cdouble() * (1 + 1j), R),
     "abs_of_product": (lambda m, a, b: (a * b).abs().sum(), Z, W),
+    "vdot": (lambda m, a, b: m.vdot(a[0], b[1]), Z, W),
+    "isreal_where": (lambda m, a: m.where(m.isreal(a * a.real.round()), a, -a), Z),
 }
 
 

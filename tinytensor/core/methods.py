@@ -136,6 +136,7 @@ class TensorMethods:
     scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
     conj, conj_physical, resolve_conj, resolve_neg, angle, sgn, is_conj, is_neg = _ops(
         "conj conj_physical resolve_conj resolve_neg angle sgn is_conj is_neg")
+    vdot, isreal = _ops("vdot isreal")
     real = property(lambda self: ops.real(self))   # properties in torch, views of complex tensors
     imag = property(lambda self: ops.imag(self))
 
