@@ -73,6 +73,7 @@ from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, i
                           isreal)
 from . import masked
 from . import fft
+from .spectral import stft, istft
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

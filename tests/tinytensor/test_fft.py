@@ -88,3 +88,39 @@ def test_compile_refuses_fft():
     from tinytensor.compiler.capture import CaptureError
     with pytest.raises(CaptureError, match="fft_r2c"):
         tt.compile(lambda x: tt.fft.rfft(x).abs().sum())(tt.ones(8))
+
+
+SIG = rrandn(2, 30, seed=4)
+HANN = np.hanning(14)[1:13]   # win_length 12, no zeros at the ends
+
+
+@pytest.mark.parametrize("kw", [
+    {}, {"hop_length": 5}, {"win_length": 12, "hop_length": 3}, {"center": False, "normalized": True},
+    {"pad_mode": "constant"}, {"onesided": False}])
+def test_stft_against_torch(kw):
+    win = HANN if kw.get("win_length") == 12 else np.hanning(18)[1:17]
+    check(lambda m, x, w: m.stft(x, 16, window=w, return_complex=True, **kw), SIG, win)
+
+
+def test_stft_of_a_complex_1d_signal():
+    check(lambda m, x: m.stft(x, 8, hop_length=2, return_complex=True), Z.reshape(-1))
+
+
+@pytest.mark.parametrize("kw", [{}, {"hop_length": 3, "win_length": 12}, {"normalized": True},
+                                {"length": 26}, {"length": 35}])
+def test_istft_against_torch(kw):
+    win = HANN if kw.get("win_length") == 12 else np.hanning(18)[1:17]
+    spec = torch.stft(torch.tensor(SIG), 16, window=torch.tensor(win), return_complex=True,
+                      hop_length=kw.get("hop_length"), win_length=kw.get("win_length")).numpy()
+    check(lambda m, s, w: m.istft(s, 16, window=w, **kw), spec, win)
+
+
+def test_stft_istft_round_trip_and_refusals():
+    x = tt.tensor(SIG)
+    spec = tt.stft(x, 16, window=tt.tensor(np.hanning(18)[1:17]), return_complex=True)
+    back = tt.istft(spec, 16, window=tt.tensor(np.hanning(18)[1:17]), length=30)
+    np.testing.assert_allclose(back.numpy(), SIG, atol=1e-12)
+    with pytest.raises(RuntimeError, match="return_complex"):
+        tt.stft(x, 16)
+    with pytest.raises(RuntimeError, match="NOLA"):
+        tt.istft(spec, 16, window=tt.tensor(np.hanning(16)), center=False)
