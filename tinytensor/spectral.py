@@ -91,16 +91,18 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     if onesided and spec.shape[1] != n_fft // 2 + 1:
         raise OpError(f"istft: a one-sided spectrum of n_fft={n_fft} has {n_fft // 2 + 1} "
                       f"frequencies, got shape {tuple(input.shape)}")
-    if not onesided and return_complex is False and spec.shape[1] != n_fft:
-        raise OpError(f"istft: expected {n_fft} frequencies, got shape {tuple(input.shape)}")
-    if not onesided and not return_complex:
-        raise RuntimeError("istft: a two-sided spectrum gives a complex signal: pass "
-                           "return_complex=True (as torch requires)")
+    if not onesided and spec.shape[1] != n_fft:
+        raise OpError(f"istft: a two-sided spectrum of n_fft={n_fft} has {n_fft} frequencies, "
+                      f"got shape {tuple(input.shape)}")
+    if return_complex and onesided:
+        raise RuntimeError("istft: a complex output needs a two-sided spectrum (onesided=False)")
+    if not return_complex and not onesided:   # as torch: the first half, read as Hermitian
+        spec = spec[:, :n_fft // 2 + 1]
     w = _window(window, n_fft, win_length, input, "istft")
     norm = "ortho" if normalized else None
     frames_in = spec.transpose(-1, -2)                       # (B, frames, freq)
-    frames = (_fft.irfft(frames_in, n=n_fft, dim=-1, norm=norm) if onesided
-              else _fft.ifft(frames_in, dim=-1, norm=norm)) * w     # (B, frames, n_fft)
+    frames = (_fft.ifft(frames_in, dim=-1, norm=norm) if return_complex
+              else _fft.irfft(frames_in, n=n_fft, dim=-1, norm=norm)) * w     # (B, frames, n_fft)
     b, n_frames = frames.shape[0], frames.shape[1]
     total = n_fft + hop * (n_frames - 1)
     from .creation import arange
