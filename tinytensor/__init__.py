@@ -74,6 +74,7 @@ from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, i
 from . import masked
 from . import fft
 from .spectral import stft, istft
+from . import linalg_eig  # noqa: F401  (attaches eig, eigvals to tt.linalg)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
