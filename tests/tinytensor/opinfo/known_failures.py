@@ -12,7 +12,9 @@ KNOWN_FAILURES = {
     ("remainder", ""): "23: remainder's divisor gradient uses a naive floor",
     ("__rsub__", ""): "23: rsub of a Python number and a tensor",
     ("abs", ""): "23: gradient of abs at nan",
-    ("linalg.eig", ""): "23: the harness's random cotangent on the eigenvectors is not gauge invariant, so torch refuses its own gradient (op_db wraps it; test_linalg_eig.py checks invariant losses)",
+    ("linalg.eig", ""): ("23: the harness's random cotangent on the eigenvectors is not gauge "
+                         "invariant, so torch refuses its own gradient (op_db wraps it; "
+                         "test_linalg_eig.py checks invariant losses)"),
     ("nn.functional.silu", "complex"): "23: silu of complex tensors is refused by name (not written for complex)",
     ("sign", ""): "23: sign(nan)",
     ("add", ""): "23: add of two Python numbers",
