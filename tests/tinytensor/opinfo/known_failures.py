@@ -15,7 +15,6 @@ KNOWN_FAILURES = {
     ("linalg.eig", ""): ("23: the harness's random cotangent on the eigenvectors is not gauge "
                          "invariant, so torch refuses its own gradient (op_db wraps it; "
                          "test_linalg_eig.py checks invariant losses)"),
-    ("nn.functional.silu", "complex"): "23: silu of complex tensors is refused by name (not written for complex)",
     ("sign", ""): "23: sign(nan)",
     ("add", ""): "23: add of two Python numbers",
     ("sub", ""): "23: sub of two Python numbers",
