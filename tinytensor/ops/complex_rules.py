@@ -20,12 +20,13 @@ from . import elementwise as ew
 from .indexing import _GatherOp, GetItem, GetItemCopy, IndexAdd, IndexPut, ScatterAdd
 from .linalg import Einsum, MatMul
 from .movement import Cat, Flip, Permute, Repeat, Reshape, Roll, Tril, Triu
-from .reduce import Sum
+from .math_functions import Cosh, Expm1, Sinh, Tan
+from .reduce import Cumsum, Sum
 
 HOLOMORPHIC = (
     ew.Add, ew.Sub, ew.Mul, ew.Div, ew.Neg, ew.Clone, ew.ToDevice, ew.Exp, ew.Log, ew.Sqrt,
-    ew.Sin, ew.Cos, ew.Tanh, ew.PowScalar, ew.Where,
-    Sum, MatMul, Einsum, SumTo, Expand,
+    ew.Sin, ew.Cos, ew.Tanh, ew.PowScalar, ew.Where, ew.Log1p, ew.Rsqrt, Tan, Sinh, Cosh, Expm1,
+    Sum, Cumsum, MatMul, Einsum, SumTo, Expand,
     Reshape, Permute, Cat, Flip, Roll, Repeat, Tril, Triu,
     GetItem, GetItemCopy, IndexAdd, IndexPut, _GatherOp, ScatterAdd,
 )
