@@ -39,7 +39,10 @@ and the stored tree (every marker well formed, every tensor it names present), a
 reports every problem at once as a CheckpointError naming the file. Files without a
 tinytensor tree (written by other tools) load as {name: Tensor}. Every safetensors
 dtype loads as the tinytensor dtype of the same name (U8 as uint8, U64 as uint64, BF16 as
-bfloat16, bit for bit). Without the ml_dtypes package tinytensor has no bfloat16 to load BF16
+bfloat16, bit for bit; C64 as complex64). safetensors has no complex128: such a tensor is
+stored as its float64 (..., 2) real view (torch's view_as_real), its tree entry
+{"__complex128__": name} (an array's {"__complex128_ndarray__": name}) turning it back.
+Without the ml_dtypes package tinytensor has no bfloat16 to load BF16
 into, so it is widened to float32 then (exact: bfloat16 is float32's upper half).
 """
 import json
@@ -64,13 +67,15 @@ __all__ = ["save", "load", "CheckpointError"]
 
 _CODES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32,
-          "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_}
+          "U16": np.uint16, "U8": np.uint8, "BOOL": np.bool_, "C64": np.complex64}
 if BF16_NP is not None:
     _CODES["BF16"] = BF16_NP
 _BY_DTYPE = {np.dtype(v): k for k, v in _CODES.items()}
 _ITEMSIZE = {k: np.dtype(v).itemsize for k, v in _CODES.items()}
 _ITEMSIZE["BF16"] = 2
-_MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__")
+_MARKERS = ("__tensor__", "__ndarray__", "__dict__", "__tuple__", "__complex128__",
+            "__complex128_ndarray__")
+_COMPLEX128 = {"__complex128__": "__tensor__", "__complex128_ndarray__": "__ndarray__"}
 _TREE_KEY = "tinytensor"
 _MAX_HEADER = 100_000_000  # the safetensors limit; a bigger length means a broken file
 _MAX_DEPTH = 127  # JSON nesting the safetensors library reads (serde_json stops at 128)
@@ -215,9 +220,16 @@ def _encode(obj, where, arrays):
     if len(where) > _MAX_DEPTH:  # deeper than the file may nest, whatever it holds
         raise _too_deep()
     if isinstance(obj, tt.Tensor):
-        return {"__tensor__": _add_array(to_device_array(obj.data, CPU), where, arrays)}
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": _add_array(obj, where, arrays)}
+        arr, marker = to_device_array(obj.data, CPU), "__tensor__"
+    elif isinstance(obj, np.ndarray):
+        arr, marker = obj, "__ndarray__"
+    else:
+        arr = None
+    if arr is not None:
+        if arr.dtype == np.complex128:  # safetensors has no C128: the float64 (..., 2) view
+            marker = "__complex128__" if marker == "__tensor__" else "__complex128_ndarray__"
+            arr = np.ascontiguousarray(arr).reshape(-1).view(np.float64).reshape(arr.shape + (2,))
+        return {marker: _add_array(arr, where, arrays)}
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
@@ -457,11 +469,15 @@ def _check_tree(tree, where, names, problems):
         return
     at = f"the stored structure at '{_dotted(where)}'"
     k, v = next(iter(tree.items())) if len(tree) == 1 else (None, None)
-    if k in ("__tensor__", "__ndarray__"):
+    if k in ("__tensor__", "__ndarray__") or k in _COMPLEX128:
         if not isinstance(v, str):
             problems.append(f"{at}: {k} {v!r} is not a tensor name")
         elif v not in names:
             problems.append(f"{at} refers to tensor '{v}', which the header does not list")
+        elif k in _COMPLEX128 and not (isinstance(names[v], dict) and names[v].get("dtype") == "F64"
+                                       and isinstance(names[v].get("shape"), list)
+                                       and names[v]["shape"][-1:] == [2]):
+            problems.append(f"{at}: {k} tensor '{v}' is not a float64 (..., 2) array")
     elif k == "__tuple__":
         if isinstance(v, list):
             _check_tree(v, where, names, problems)
@@ -512,6 +528,9 @@ def _decode(tree, arrays, dev):
             return _tensor(arrays[v], dev)
         if k == "__ndarray__":
             return arrays[v]
+        if k in _COMPLEX128:   # checked F64 (..., 2) by _check_tree
+            a = np.ascontiguousarray(arrays[v]).view(np.complex128)[..., 0]
+            return a if k == "__complex128_ndarray__" else _tensor(a, dev)
         if k == "__tuple__":
             return tuple(_decode(x, arrays, dev) for x in v)
         if k == "__dict__":

@@ -6,6 +6,7 @@ from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get
 from .dtypes import float16 as half, float32 as float, float64 as double, int64 as long
 from .dtypes import uint8, int8, int16, uint16, uint32, uint64, int16 as short
 from .dtypes import bfloat16
+from .dtypes import complex64, complex128, complex64 as cfloat, complex128 as cdouble
 from .device import Device, Device as device, cuda_is_available, cupy_module
 from .core import (Tensor, Function, grad, no_grad, inference_mode, enable_grad, set_grad_enabled,
                    is_grad_enabled, detect_anomaly, record, module_scope, Tape, Node, AnomalyError)
@@ -80,12 +81,23 @@ from .ops.linalg_decomp import (pinverse, svd_top as svd, qr_top as qr, geqrf, o
                                 pca_lowrank)
 from .ops.linalg_misc import matrix_exp, cross_top as cross
 from .ops.linalg_lu import lu_top as lu, lu_solve_top as lu_solve, lu_unpack
+from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, imag, angle, conj,
+                          conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg, vdot,
+                          isreal)
+from . import masked
+from . import fft
+from .spectral import stft, istft
+from . import linalg_eig  # noqa: F401  (attaches eig, eigvals to tt.linalg)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
 from . import testing
 from . import viz
 from .compiler import compile  # noqa: A001  (also binds tt.compiler, the subpackage)
+
+
+def is_complex(x):
+    return x.is_complex()
 
 
 def cuda_device_count():

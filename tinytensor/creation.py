@@ -190,6 +190,13 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 def _samples(draw, op, size, dtype, device, requires_grad):
     dev, dt = _resolve(device, dtype)
+    if dt.is_complex:  # as torch: real and imaginary parts drawn apart, randn's of variance 1/2 each
+        with array_context(dev):
+            parts = draw(dev, _shape(size) + (2,), dt.to_real())
+        if draw is normal:
+            parts = parts * parts.dtype.type(0.5 ** 0.5)
+        arr = dev.xp.ascontiguousarray(parts).view(dt.np)[..., 0]
+        return _finish(arr, dev, requires_grad)
     _require_float(dt, op)
     with array_context(dev):
         arr = draw(dev, _shape(size), dt)

@@ -27,6 +27,14 @@ ml_dtypes gives it a NumPy dtype that CuPy and safetensors understand too). It p
 in torch: bfloat16 + float16 -> float32 (neither holds the other), bfloat16 + float32 ->
 float32, any integer or bool + bfloat16 -> bfloat16. Without ml_dtypes `tt.bfloat16` still
 exists, and using it raises an ImportError naming `pip install ml_dtypes`.
+
+complex64 (`cfloat`) and complex128 (`cdouble`) form a fourth category above floating
+(issue 23). As in torch, real + complex gives the complex dtype of the wider precision
+(float64 + complex64 -> complex128); a complex 0-d tensor or Python complex meeting
+dimensioned floats takes their precision (float32 matrix + 0-d complex128 -> complex64),
+and a Python complex contributes the complex dtype of the default float. torch's
+complex32 (`chalf`) has no NumPy storage: it is refused by name, and float16 + complex
+gives complex64 here where torch gives complex32.
 """
 import numpy as np
 
@@ -44,12 +52,30 @@ class DType:
     def __init__(self, name, np_dtype, category):
         self.name = name
         self.np = np.dtype(np_dtype)
-        self.category = category  # 0 bool, 1 integer, 2 floating
+        self.category = category  # 0 bool, 1 integer, 2 floating, 3 complex
         self.itemsize = self.np.itemsize
 
     @property
     def is_floating_point(self):
         return self.category == 2
+
+    @property
+    def is_complex(self):
+        return self.category == 3
+
+    @property
+    def is_signed(self):
+        return self.category >= 2 or self.np.kind == "i"
+
+    def to_real(self):
+        """complex64 -> float32, complex128 -> float64; a real dtype is its own."""
+        return _COMPLEX_TO_REAL.get(self, self)
+
+    def to_complex(self):
+        """float32 (and narrower floats) -> complex64, float64 -> complex128."""
+        if self.category == 3:
+            return self
+        return complex128 if self is float64 else complex64
 
     def __repr__(self):
         return f"tinytensor.{self.name}"
@@ -82,6 +108,9 @@ uint64 = DType("uint64", np.uint64, 1)
 float16 = DType("float16", np.float16, 2)
 float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
+complex64 = DType("complex64", np.complex64, 3)
+complex128 = DType("complex128", np.complex128, 3)
+_COMPLEX_TO_REAL = {complex64: float32, complex128: float64}
 if _ml_dtypes is not None:
     bfloat16 = DType("bfloat16", _ml_dtypes.bfloat16, 2)
 else:
@@ -89,9 +118,11 @@ else:
                              "(NumPy has no bfloat16): pip install ml_dtypes "
                              "(or pip install tinytensor[bf16])")
 
-# the dtypes NumPy stores natively; SUPPORTED adds bfloat16 where ml_dtypes is installed
+# the real dtypes NumPy stores natively; SUPPORTED adds bfloat16 where ml_dtypes is installed,
+# and the complex ones
 ALL = (bool_, uint8, int8, int16, int32, int64, uint16, uint32, uint64, float16, float32, float64)
-SUPPORTED = ALL + ((bfloat16,) if _ml_dtypes is not None else ())
+COMPLEX = (complex64, complex128)
+SUPPORTED = ALL + ((bfloat16,) if _ml_dtypes is not None else ()) + COMPLEX
 # NumPy dtype of bfloat16 arrays (kind "V", not "f": test floatness with is_floating_np)
 BF16_NP = bfloat16.np if _ml_dtypes is not None else None
 # torch's "shell" unsigned dtypes: no promotion with other integer or bool dtypes
@@ -99,7 +130,8 @@ _UNPROMOTABLE = (uint16, uint32, uint64)
 _BY_NUMPY = {d.np: d for d in SUPPORTED}
 _BY_NAME = {d.name: d for d in SUPPORTED}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64,
-                 "int": int32, "short": int16, "bool_": bool_, "bfloat16": bfloat16})
+                 "int": int32, "short": int16, "bool_": bool_, "bfloat16": bfloat16,
+                 "cfloat": complex64, "cdouble": complex128, "complex": complex64})
 
 _default_float = float32
 _INT64_MAX = 2 ** 63 - 1
@@ -130,6 +162,11 @@ def finfo(np_dtype):
     return np.finfo(np_dtype)
 
 
+def _no_chalf():
+    raise TypeError("complex32 (chalf) is not supported: NumPy has no complex32 to store it in; "
+                    "use complex64 (cfloat) or complex128 (cdouble)")
+
+
 def from_numpy_dtype(np_dtype):
     """The tinytensor dtype of a NumPy/CuPy array dtype (errors on unsupported ones)."""
     d = _BY_NUMPY.get(np_dtype)
@@ -152,8 +189,11 @@ def from_any(dtype):
     if isinstance(dtype, DType):
         return dtype
     if isinstance(dtype, str):
+        name = dtype.replace("tinytensor.", "").replace("torch.", "")
+        if name in ("complex32", "chalf"):
+            _no_chalf()
         try:
-            return _BY_NAME[dtype.replace("tinytensor.", "").replace("torch.", "")]
+            return _BY_NAME[name]
         except KeyError:
             raise TypeError(f"unknown dtype {plain(dtype)!r}; expected one of "
                             + ", ".join(d.name for d in SUPPORTED)) from None
@@ -163,6 +203,8 @@ def from_any(dtype):
         return int64
     if dtype is bool:
         return bool_
+    if dtype is complex:
+        return _default_float.to_complex()
     return from_numpy_dtype(np.dtype(dtype))
 
 
@@ -172,6 +214,8 @@ def scalar_dtype(value):
         return bool_
     if isinstance(value, (int, np.integer)):
         return uint64 if value > _INT64_MAX else int64  # as torch reads such a Python int
+    if isinstance(value, (complex, np.complexfloating)):
+        return _default_float.to_complex()
     return _default_float
 
 
@@ -179,12 +223,17 @@ def promote(a, b):
     """Promote two dtypes of the same standing (both dimensioned or both not)."""
     if a is b:
         return a
-    if (a in _UNPROMOTABLE or b in _UNPROMOTABLE) and a.category < 2 and b.category < 2:
+    if (a in _UNPROMOTABLE or b in _UNPROMOTABLE) and a.category != 2 and b.category != 2:
         raise RuntimeError(f"type promotion of {a.name} and {b.name} is not supported (as in "
                            "torch, uint16, uint32 and uint64 mix only with themselves and "
-                           "floating dtypes); cast one operand with .to(dtype)")
+                           "real floating dtypes); cast one operand with .to(dtype)")
     if a.category != b.category:
-        return a if a.category > b.category else b
+        hi, lo = (a, b) if a.category > b.category else (b, a)
+        if hi.category == 3 and lo.category == 2 and lo.itemsize > hi.itemsize // 2:
+            return complex128  # float64 + complex64: the complex of the wider precision
+        return hi
+    if a.category == 3:
+        return a if a.itemsize >= b.itemsize else b
     if a.itemsize == b.itemsize == 2 and a.category == 2:  # bfloat16 with float16, as torch
         return float32
     if a.category == 1 and a.np.kind != b.np.kind:  # uint8 with a signed dtype: the signed dtype that holds both
@@ -206,6 +255,10 @@ def result_type(*operands):
     result = None
     for dt in tiers:
         if dt is not None and (result is None or dt.category > result.category):
+            if result is not None and dt.category == 3 and result.category == 2:
+                # a complex 0-d tensor or scalar takes the dimensioned floats' precision
+                result = result.to_complex()
+                continue
             # promote, not just take dt: torch refuses bool with uint16/32/64 in any tier
             result = dt if result is None else promote(result, dt)
     return result

@@ -417,6 +417,16 @@ class _CaptureTape(Tape):
             "write): use the out-of-place form (x = x + y instead of x.add_(y), "
             "tt.where(mask, v, x) instead of x[mask] = v, inplace=False)")
 
+    def refuse_complex(self, op, arrays):
+        """Called by Function.apply while capturing when an op reads or makes a complex array:
+        the IR, its passes and the C/CUDA code generators know real dtypes only (issue 23),
+        so a complex step runs eagerly or not at all, never half-compiled."""
+        dt = next(a.dtype for a in arrays if a.dtype.kind == "c")
+        raise CaptureError(
+            f"tt.compile: {self.fn_name}: op '{op}' at {user_frame()} works on {dt.name} "
+            "tensors; complex dtypes are not supported by the compiler (its IR and kernels are "
+            "real-valued). Run this function without tt.compile, or compile only its real part")
+
     def read_value(self, t, what):
         """Called by Tensor.item() and friends while capturing: a value the step computed
         (or an argument / parameter) read into Python would be frozen into the program."""

@@ -115,7 +115,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                         _check_grad_shape(node, meta, g.shape)
                         g = sum_to_array(g, meta[0])  # undo broadcasting: the one shared place
                     if g.dtype != meta[1].np:
-                        g = g.astype(meta[1].np)
+                        # a complex gradient of a real input is its real part, as in torch
+                        g = (g.real if g.dtype.kind == "c" else g).astype(meta[1].np)
                 else:
                     if g.__class__ is not Tensor and not isinstance(g, Tensor):
                         _not_a_tensor(node, g, meta)
@@ -329,6 +330,13 @@ def _call_backward(node, grads, fast):
     tinytensor ops, on Tensors."""
     # a slot exists only once a gradient arrived, so single-output nodes never miss one
     fn = node.fn
+    if fn.complex_rule == "holomorphic" and node.out_meta[0][1].category == 3:
+        return _conjugated_backward(node, grads, fast)
+    return _plain_backward(node, grads, fast)
+
+
+def _plain_backward(node, grads, fast):
+    fn = node.fn
     if len(grads) > 1 and fn.materialize_grads and any(g is None for g in grads):
         # outputs with no gradient get zeros
         grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
@@ -372,6 +380,19 @@ def _call_backward(node, grads, fast):
         if fast:
             return arrays
     return result
+
+
+def _conjugated_backward(node, grads, fast):
+    """torch's convention for an op holomorphic in its inputs (ops/complex_rules.py): its
+    backward, written for reals, computes g * f'(z); torch's gradient is g * conj(f'(z)),
+    which is conj(backward(conj(g))). Recorded as conj ops, so create_graph differentiates it."""
+    if fast:
+        conj = lambda a: a if a is None or a.dtype.kind != "c" else a.conj()  # noqa: E731
+    else:
+        from ..ops.complex import conj_physical as conj_op
+        conj = lambda t: t if t is None or t.data.dtype.kind != "c" else conj_op(t)  # noqa: E731
+    result = _plain_backward(node, [conj(g) for g in grads], fast)
+    return tuple(conj(g) for g in result)
 
 
 def _zeros(meta, fast):
@@ -421,6 +442,10 @@ def _default_grad(out, g, op):
                 f"{op}: gradient can be implicitly created only for scalar outputs, but the "
                 f"output has shape {tuple(out.shape)}; pass gradient= (a tensor of that shape) "
                 "or reduce the output first (e.g. out.sum())")
+        if out.dtype.category == 3:
+            raise RuntimeError(f"{op}: gradient can be implicitly created only for real scalar "
+                               f"outputs, but the output is {out.dtype.name} (as in torch); take "
+                               ".real, .abs() or pass gradient=")
         return Tensor._ones_meta(out.shape, out.dtype, out.device)
     if not isinstance(g, Tensor):
         g = Tensor._make(out.device.xp.asarray(g, dtype=out.dtype.np), out.device, False)

@@ -37,6 +37,10 @@ from .node import Node
 from .tensor import Tensor
 
 
+# modules whose Functions are refused complex inputs unless registered (ops/complex_rules.py)
+_BUILT_IN = ("tinytensor.", "nn.", "models.")
+
+
 class _Ctx:
     """The ctx handed to forward when no graph is recorded: saving is a no-op."""
     records = False   # a forward may skip work only its backward would read
@@ -56,9 +60,16 @@ class Function:
     # and dtype) and returned. The compiler's C runner then computes it into its arena, as
     # it does matmuls, instead of allocating (and page-faulting) a new array per call.
     forward_into = None
+    # complex inputs (issue 23, ops/complex_rules.py): None refuses them by name (the safe
+    # default for built-in ops not checked against torch); "holomorphic": backward is the
+    # real formula, and the engine turns it into torch's conjugate convention by conjugating
+    # the incoming and outgoing gradients; "own": forward and backward handle complex
+    complex_rule = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
+        if "complex_rule" not in cls.__dict__ and not cls.__module__.startswith(_BUILT_IN):
+            cls.complex_rule = "own"  # a user's Function: its own business, as in torch
         if "name" not in cls.__dict__:  # LeakyRelu -> leaky_relu
             cls.name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()
 
@@ -90,7 +101,10 @@ class Function:
                 _device_mismatch(cls.name, inputs)
             if t.requires_grad:
                 needs_grad = True
-            arrays.append(t.data)
+            a = t.data
+            if a.dtype.kind == "c" and cls.complex_rule is None:
+                _complex_refused(cls.name, inputs)
+            arrays.append(a)
         state = STATE
         grad_on = needs_grad and state.grad_enabled
         track = grad_on or state.tapes or state.anomaly
@@ -110,18 +124,21 @@ class Function:
             if err is e:
                 raise
             raise err from e
+        if cap is not None and (any(a.dtype.kind == "c" for a in arrays) or any(
+                a.dtype.kind == "c" for a in (out if out.__class__ is tuple else (out,)))):
+            cap.refuse_complex(cls.name, list(arrays) + list(out if out.__class__ is tuple else (out,)))
         make = Tensor._make
         if out.__class__ is not tuple:
             if device is None:
                 device = device_of_array(out)
-            r = make(out, device, grad_on and (out.dtype.kind == "f" or is_floating_np(out.dtype)))
+            r = make(out, device, grad_on and (out.dtype.kind in "fc" or is_floating_np(out.dtype)))
             results = [r]
             outs = (out,)
         else:
             outs = out
             if device is None:
                 device = device_of_array(outs[0])
-            results = [make(a, device, grad_on and (a.dtype.kind == "f" or is_floating_np(a.dtype)))
+            results = [make(a, device, grad_on and (a.dtype.kind in "fc" or is_floating_np(a.dtype)))
                        for a in outs]  # the second test only for non-NumPy floats (bfloat16)
         # a view op shares the version counter only when it really returned a view (reshape
         # of a non-contiguous array copies); CuPy arrays are taken as views, conservatively
@@ -216,6 +233,14 @@ def _forward_error(name, arrays, e):
     shapes = ", ".join(str(tuple(a.shape)) for a in arrays)
     where = f" in {STATE.scope_path}" if STATE.scope_path else ""
     return OpError(f"{name}: {msg.strip()} (input shapes {shapes}){where}")
+
+
+def _complex_refused(name, inputs):
+    desc = ", ".join(f"{tuple(t.shape)} {t.dtype.name}" for t in inputs)
+    where = f" in {STATE.scope_path}" if STATE.scope_path else ""
+    raise TypeError(f"{name}: complex tensors are not supported by this op (inputs {desc}){where}; "
+                    "torch either refuses them too (ordering, max/min, clamp) or tinytensor has "
+                    "not checked it against torch for complex yet: take .real/.imag/.abs() first")
 
 
 def _device_mismatch(name, inputs):

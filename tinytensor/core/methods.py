@@ -143,6 +143,11 @@ class TensorMethods:
     index_add_, index_copy_, index_fill_, index_reduce_, index_put_, put_, masked_scatter_ = _ops(
         "index_add_ index_copy_ index_fill_ index_reduce_ index_put_ put_ masked_scatter_")
     scatter_, scatter_add_, scatter_reduce_ = _ops("scatter_ scatter_add_ scatter_reduce_")
+    conj, conj_physical, resolve_conj, resolve_neg, angle, sgn, is_conj, is_neg = _ops(
+        "conj conj_physical resolve_conj resolve_neg angle sgn is_conj is_neg")
+    vdot, isreal = _ops("vdot isreal")
+    real = property(lambda self: ops.real(self))   # properties in torch, views of complex tensors
+    imag = property(lambda self: ops.imag(self))
 
     # ------------------------------------------------------------------ reflected and derived forms
     __radd__, __rmul__, __rtruediv__, __rpow__, __rmatmul__, __rmod__ = _reflected(
@@ -208,15 +213,15 @@ class TensorMethods:
         return ops.resize_as_(self, other)
 
     @property
-    def mH(self):   # the conjugate is the tensor itself: tinytensor's dtypes are real
-        return ops.transpose(self, -2, -1)
+    def mH(self):   # conj() is the tensor itself for real dtypes
+        return ops.conj(ops.transpose(self, -2, -1))
 
     @property
     def H(self):
         if self.ndim not in (0, 2):
             raise RuntimeError(f"H: tensor.H is only supported on matrices (2-d tensors), got "
                                f"shape {tuple(self.shape)}; use .mH for batches of matrices")
-        return ops.t(self)
+        return ops.conj(ops.t(self))
 
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return ops.tensor(data, dtype=dtype or self.dtype, device=device or self.device,

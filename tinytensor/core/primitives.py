@@ -94,15 +94,20 @@ class Cast(Function):
             # inf and nan to int changed between releases (0.6: INT_MIN as torch on x86,
             # 0.7: 0); NumPy's float32 cast is the one torch agrees with
             return x.astype(np.float32).astype(dtype.np)
+        if x.dtype.kind == "c" and dtype.category < 3:  # complex to real keeps the real part, as torch
+            x = x.real
         return x.astype(dtype.np)
 
     @staticmethod
     def backward(ctx, g):
-        return cast(g, ctx.src) if ctx.src.is_floating_point else None
+        # real -> complex: the real input's gradient is the real part (cast takes it)
+        return cast(g, ctx.src) if ctx.src.category >= 2 else None
 
     @staticmethod
     def backward_arrays(ctx, g):
-        return g.astype(ctx.src.np) if ctx.src.is_floating_point else None
+        if ctx.src.category < 2:
+            return None
+        return (g.real if g.dtype.kind == "c" and ctx.src.category < 3 else g).astype(ctx.src.np)
 
 
 def cast(x, dtype):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
-from ..dtypes import int8, int16, uint8, uint64
+from ..dtypes import int8, int16, uint8, uint64, complex64, complex128
 from ..dtypes import BF16_NP, bfloat16
 from ..device import CPU, device_of_array, get_device, to_device_array
 from .grad_mode import STATE
@@ -130,6 +130,9 @@ class Tensor(TensorMethods):
         if self.data.dtype == BF16_NP:  # ml_dtypes' bfloat16 has kind "V"
             return True
         return self.data.dtype.kind == "f"
+
+    def is_complex(self):
+        return self.data.dtype.kind == "c"
 
     @property
     def T(self):
@@ -279,6 +282,12 @@ class Tensor(TensorMethods):
     def bfloat16(self, memory_format=None):
         return self.to(bfloat16, memory_format=memory_format)
 
+    def cfloat(self, memory_format=None):
+        return self.to(complex64, memory_format=memory_format)
+
+    def cdouble(self, memory_format=None):
+        return self.to(complex128, memory_format=memory_format)
+
     def long(self, memory_format=None):
         return self.to(int64, memory_format=memory_format)
 
@@ -302,9 +311,9 @@ class Tensor(TensorMethods):
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.data.dtype.kind != "f" and self.data.dtype != BF16_NP:
+        if requires_grad and self.data.dtype.kind not in "fc" and self.data.dtype != BF16_NP:
             raise RuntimeError(f"requires_grad_: only floating-point tensors can require "
-                               f"gradients, this one is {self.dtype.name}")
+                               f"gradients (and complex ones), this one is {self.dtype.name}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach()")
         self.requires_grad = bool(requires_grad)
@@ -386,12 +395,15 @@ class Tensor(TensorMethods):
         extras = []
         if self._device is not CPU:
             extras.append(f"device='{self._device}'")
-        default_shown = {"float32", "int64", "bool"}
+        default_shown = {"float32", "int64", "bool", "complex64"}
         dt = self.dtype
         if arr.size == 0:
             body = "[]"
             if arr.ndim > 1 or dt.name not in default_shown:
                 extras.insert(0, f"size={tuple(arr.shape)}")
+        elif dt.category == 3:
+            from ..ops.complex_print import complex_body   # printing only: kept out of this file
+            body = complex_body(arr)
         elif dt.category == 2:
             if arr.dtype == BF16_NP:  # NumPy's printer does not see ml_dtypes' bfloat16 as a float
                 arr = arr.astype(np.float32)  # exact: every bfloat16 is a float32
@@ -470,6 +482,8 @@ def to_array(data, dtype, device):
             kind = arr.dtype.kind
             if kind == "f":
                 dt = get_default_dtype()  # Python floats -> float32, like torch
+            elif kind == "c":
+                dt = get_default_dtype().to_complex()  # Python complex -> complex64, like torch
             elif kind in "iu":
                 dt = int64
             elif kind == "b":

@@ -52,4 +52,6 @@ from .linalg_decomp import pinverse, svd_top as svd, qr_top as qr, geqrf, ormqr 
 from .linalg_misc import matrix_exp, cross_top as cross  # noqa: F401
 from .linalg_lu import lu_top as lu, lu_solve_top as lu_solve  # noqa: F401
 from .products import *  # noqa: F401,F403  (uses linalg, reduce, movement)
+from .complex import *  # noqa: F401,F403  (uses elementwise)
+from . import complex_rules  # noqa: F401  (which ops take complex tensors)
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

@@ -122,7 +122,7 @@ def float_operand(x, op):
     """Math functions on integer/bool tensors compute in the default float dtype."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    if not is_floating_np(x.data.dtype):
+    if not is_floating_np(x.data.dtype) and x.data.dtype.kind != "c":
         return cast(x, get_default_dtype())
     return x
 
@@ -345,7 +345,7 @@ def div(a, b, rounding_mode=None):
     if rounding_mode is not None:
         return _rounded_div(a, b, rounding_mode)
     a, b = binary_operands(a, b, "div")
-    if not is_floating_np(a.data.dtype):  # true division of integers gives floats
+    if not is_floating_np(a.data.dtype) and a.data.dtype.kind != "c":  # true division of integers gives floats
         a, b = float_operand(a, "div"), float_operand(b, "div")
     return Div.apply(a, b)
 
@@ -708,6 +708,9 @@ class AbsInt(Function):
 
 
 def abs_(x):
+    if x.data.dtype.kind == "c":
+        from .complex import abs_complex   # |z| is real: its own op (complex.py builds on this module)
+        return abs_complex(x)
     if not is_floating_np(x.data.dtype):
         return AbsInt.apply(x)
     return Abs.apply(x)
@@ -1455,8 +1458,8 @@ class _Rounding(Function):
 
     @classmethod
     def call(cls, x):
-        if not is_floating_np(x.data.dtype):
-            return x  # integers are already whole
+        if x.data.dtype.kind in "biu":
+            return x  # integers are already whole (complex goes on, to be refused by name)
         return cls.apply(x)
 
     @staticmethod

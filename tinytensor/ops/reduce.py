@@ -90,7 +90,7 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "mean")
     if dtype is not None:
         x = cast(x, dtype)
-    if not is_floating_np(x.data.dtype):
+    if not is_floating_np(x.data.dtype) and x.data.dtype.kind != "c":
         raise TypeError(f"mean: input dtype {x.dtype.name} is not floating; pass dtype= or "
                         "convert with .float()")
     if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:

@@ -26,6 +26,9 @@ import tinytensor.functional as F
 from .unsupported import refused_reason
 
 TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+# an op that takes complex dtypes only (imag, view_as_real) is drawn in the complex dtype of
+# the run's precision (issue 23)
+COMPLEX_DTYPES = {"float64": torch.complex128, "float32": torch.complex64}
 # Ops whose values are random or uninitialised: only the shapes and dtypes must agree
 # (their distributions are tested in the random-op tests, seeded by tt.manual_seed).
 UNVALUED = {"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty",
@@ -187,7 +190,7 @@ def _np(x):
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         return (x.float().numpy().astype("bfloat16") if x.dtype == torch.bfloat16 and _ml_dtypes()
-                else x.numpy())
+                else x.resolve_conj().resolve_neg().numpy(force=True))  # lazy conj, ZeroTensor
     if isinstance(x, tt.Tensor):
         return x.detach().numpy()
     return np.asarray(x)
@@ -218,11 +221,12 @@ def _close(actual, expected, what, dtype, values=True, reference=None):
         return
     # a float32 array inside a float64 run (cov's float32 aweights) at float32's tolerance:
     # 1e-7 is below float32's own epsilon
-    rtol, atol = _tol("float32" if a.dtype == np.float32 else dtype)
+    rtol, atol = _tol("float32" if a.dtype in (np.float32, np.complex64) else dtype)
     bad = ~np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
     if bad.any() and reference is not None:
-        r = _np(reference).astype(np.float64)
-        a64, e64 = a.astype(np.float64), e.astype(np.float64)
+        wide = np.complex128 if a.dtype.kind == "c" else np.float64
+        r = _np(reference).astype(wide)
+        a64, e64 = a.astype(wide), e.astype(wide)
         finite = np.abs(r[np.isfinite(r)])
         floor = 8 * np.finfo(a.dtype).eps * (finite.max() if finite.size else 0.0)
         bad &= ~(np.abs(a64 - r) <= 2 * np.abs(e64 - r) + floor)
@@ -251,16 +255,18 @@ def _describe(sample):
 
 def _differentiable(outs):
     return [i for i, o in enumerate(outs)
-            if isinstance(o, torch.Tensor) and o.requires_grad and o.dtype.is_floating_point]
+            if isinstance(o, torch.Tensor) and o.requires_grad and (o.dtype.is_floating_point or
+                                                                     o.dtype.is_complex)]
 
 
 def _widened(x, seen):
     """A float32 sample in float64, leaf for leaf: the reference float32 results are judged by."""
     if isinstance(x, torch.Tensor):
-        if x.dtype != torch.float32:
+        if x.dtype not in (torch.float32, torch.complex64):
             return x
         if id(x) not in seen:
-            seen[id(x)] = x.detach().double().requires_grad_(x.requires_grad)
+            wide = torch.float64 if x.dtype == torch.float32 else torch.complex128
+            seen[id(x)] = x.detach().to(wide).requires_grad_(x.requires_grad)
         return seen[id(x)]
     if isinstance(x, (list, tuple)) and not hasattr(x, "_fields") and not isinstance(x, torch.Size):
         return type(x)(_widened(v, seen) for v in x)
@@ -299,8 +305,7 @@ def check_sample(op, fn, sample, dtype, grad=True):
     if len(actual) != len(expected):
         raise AssertionError(f"{len(actual)} outputs, torch gives {len(expected)}")
     gen = np.random.default_rng(0)
-    cot = {i: gen.standard_normal(tuple(expected[i].shape))
-           for i in (_differentiable(expected) if grad else ())}
+    cot = {i: _cotangent(gen, expected[i]) for i in (_differentiable(expected) if grad else ())}
     try:
         t_grads = _torch_run(op, args, kwargs, [t for t, _ in leaves], cot)[1] if cot else None
     except RuntimeError as e:   # torch has no gradient to compare with (remainder(number, t))
@@ -328,10 +333,16 @@ def check_sample(op, fn, sample, dtype, grad=True):
         _close(a, e, f"gradient of input {i}", dtype, True, ref_grads and ref_grads[i])
 
 
+def _cotangent(gen, out):
+    c = gen.standard_normal(tuple(out.shape))
+    return c + 1j * gen.standard_normal(tuple(out.shape)) if out.dtype.is_complex else c
+
+
 def sample_dtype(op, dtype):
     """The torch dtype to draw samples in: `dtype`, or for an op that does not take it
-    (bitwise ops, integer-only ops) the first of int64 and bool that it takes."""
-    for d in (TORCH_DTYPES[dtype], torch.int64, torch.bool):
+    (bitwise ops, integer-only ops, complex-only ops) the first of int64, bool and the
+    complex dtype of that precision that it takes."""
+    for d in (TORCH_DTYPES[dtype], torch.int64, torch.bool, COMPLEX_DTYPES[dtype]):
         if d in op.supported_dtypes("cpu"):
             return d
     return TORCH_DTYPES[dtype]
