@@ -322,20 +322,6 @@ def sgn(x):
 
 
 # ---------------------------------------------------------------- complex-aware products and tests
-def vdot(input, other):
-    """sum(conj(input) * other) of two 1-d tensors of one dtype (torch.vdot)."""
-    _check_tensor(input, "vdot")
-    _check_tensor(other, "vdot")
-    if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
-        raise OpError(f"vdot: expects two 1-d tensors of one size, got shapes {tuple(input.shape)} "
-                      f"and {tuple(other.shape)}")
-    if input.dtype is not other.dtype:
-        raise RuntimeError(f"vdot: expected both vectors to have the same dtype, but found "
-                           f"{input.dtype.name} and {other.dtype.name} (as torch)")
-    from .reduce import sum as sum_
-    return sum_(mul(conj(input), other))
-
-
 def isreal(input):
     """True where the imaginary part is 0 (everywhere for a real tensor)."""
     _check_tensor(input, "isreal")

@@ -109,7 +109,7 @@ def dot(input, other):
 
 
 def vdot(input, other):
-    """dot with the first vector conjugated: tinytensor's dtypes are real, so it is dot."""
+    """dot with the first vector conjugated (torch.vdot)."""
     _ndim(input, 1, "vdot", "input"), _ndim(other, 1, "vdot", "other")
     if input.dtype is not other.dtype:
         raise RuntimeError(f"vdot: expected both vectors to have the same dtype, got "
@@ -117,6 +117,9 @@ def vdot(input, other):
     if input.shape[0] != other.shape[0]:
         raise OpError(f"vdot: vectors of shapes {_shape(input)} and {_shape(other)} have "
                       f"different sizes{_where()}")
+    if input.is_complex():
+        from .complex import conj
+        input = conj(input)
     return matmul(input, other)
 
 
