@@ -21,6 +21,9 @@ from ..dtypes import float16, float32, float64
 from ..messages import OpError
 from .elementwise import _xp, mul, where, div, sub
 
+__all__ = ["complex", "polar", "view_as_real", "view_as_complex", "real", "imag", "angle", "conj", "conj_physical", "resolve_conj", "resolve_neg", "sgn", "is_conj", "is_neg", "isreal", "abs_complex"]
+
+
 _PART_DTYPES = (float16, float32, float64)
 
 
