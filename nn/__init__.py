@@ -17,7 +17,7 @@ from .positions import (LearnedPositionalEmbedding, RelativePositionBias, Rotary
 from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .functional_layers import (GLU, PReLU, RReLU, Hardshrink, Softshrink, Tanhshrink, Threshold, Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout, PixelShuffle, PixelUnshuffle, ChannelShuffle, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d, Bilinear, EmbeddingBag, PairwiseDistance)
-from .losses_more import (NLLLoss, CTCLoss, MarginRankingLoss, HingeEmbeddingLoss, CosineEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, PoissonNLLLoss, GaussianNLLLoss, AdaptiveLogSoftmaxWithLoss)
+from .losses_more import (NLLLoss, CTCLoss, MarginRankingLoss, HingeEmbeddingLoss, CosineEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, PoissonNLLLoss, GaussianNLLLoss, AdaptiveLogSoftmaxWithLoss, LinearCrossEntropyLoss)
 from . import init
 from . import utils
 from . import optim

@@ -236,3 +236,40 @@ class AdaptiveLogSoftmaxWithLoss(Module):
 
     def extra_repr(self):
         return ""
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """cross_entropy(linear(input), target) with the linear layer inside, as torch 2.13's:
+    `self.linear` holds the (num_classes * prod(out_features), in_features) weight flat and
+    forward reshapes it to (num_classes, *out_features, in_features), so state dicts match."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None, label_smoothing=0.0,
+                 options=None):
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise RuntimeError(f"LinearCrossEntropyLoss: expected weight shape to be {(num_classes,)}, "
+                               f"got {tuple(weight.shape)}")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise RuntimeError(f"LinearCrossEntropyLoss: expected label_smoothing to be in range "
+                               f"[0, 1], got {label_smoothing}")
+        super().__init__(weight, reduction)
+        self.num_classes, self.out_features = num_classes, tuple(out_features)
+        self.ignore_index, self.label_smoothing, self.options = ignore_index, label_smoothing, options
+        flat = num_classes
+        for d in self.out_features:
+            flat *= d
+        self.linear = Linear(in_features, flat, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, input, target):
+        lin = self.linear
+        w = lin.weight.reshape((self.num_classes, *self.out_features, lin.in_features))
+        b = lin.bias.reshape((self.num_classes, *self.out_features)) if lin.bias is not None else None
+        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")

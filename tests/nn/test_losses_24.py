@@ -93,3 +93,24 @@ def test_adaptive_log_softmax_matches_torch():
                                theirs.log_prob(torch.tensor(x)).detach().numpy(), rtol=1e-12)
     np.testing.assert_array_equal(ours.predict(tt.tensor(x)).numpy(),
                                   theirs.predict(torch.tensor(x)).numpy())
+
+
+@pytest.mark.parametrize("out_features, bias, kw", [((), False, {}), ((3,), True, dict(label_smoothing=0.1)),
+                                                     ((), True, dict(ignore_index=1, reduction="sum"))])
+def test_linear_cross_entropy_loss_module_matches_torch(out_features, bias, kw):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 5))
+    target = rng.integers(0, 6, (4,) + out_features)
+    theirs = torch.nn.LinearCrossEntropyLoss(5, 6, out_features=out_features, bias=bias,
+                                             dtype=torch.float64, **kw)
+    ours = nn.LinearCrossEntropyLoss(5, 6, out_features=out_features, bias=bias, dtype=tt.float64, **kw)
+    assert set(ours.state_dict()) == set(theirs.state_dict())
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    X, Xt = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    lo, lt = ours(X, tt.tensor(target)), theirs(Xt, torch.tensor(target))
+    lo.backward(), lt.backward()
+    np.testing.assert_allclose(lo.item(), lt.item(), rtol=1e-12)
+    np.testing.assert_allclose(X.grad.numpy(), Xt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(ours.linear.weight.grad.numpy(), theirs.linear.weight.grad.numpy(),
+                               rtol=1e-10, atol=1e-14)
+    assert ours.extra_repr() == theirs.extra_repr()
