@@ -68,6 +68,14 @@ from .ops.series_stats import (diff, gradient, trapezoid, trapz, cumulative_trap
                                corrcoef, renorm, equal)
 from .ops.histograms import bincount, histc, histogram, histogramdd
 from . import masked
+from . import signal  # tt.signal.windows
+from . import special  # tt.special
+from .ops.special_functions import (erfc, erfinv, lgamma, digamma, polygamma, mvlgamma, i0,
+                                    igamma, igammac, xlogy, logit, sinc)
+from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, heaviside, nextafter,
+                                   signbit, isneginf, isposinf, isreal, isin, nan_to_num,
+                                   clamp_min, clamp_max, deg2rad, rad2deg, true_divide,
+                                   floor_divide, positive, float_power, logaddexp2, hash_tensor)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

@@ -45,4 +45,6 @@ from .distributions import *  # noqa: F401,F403  (uses inplace, movement)
 from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
 from .series_stats import *  # noqa: F401,F403  (uses reduce, linalg, cumulative)
 from .histograms import *  # noqa: F401,F403
+from .special_functions import *  # noqa: F401,F403  (uses elementwise, math_functions)
+from .elementwise_more import *  # noqa: F401,F403  (uses elementwise, math_functions)
 from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)

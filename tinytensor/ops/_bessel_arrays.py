@@ -117,7 +117,8 @@ def _k_scaled_quad(xp, x, nu):
     out = xp.empty_like(flat)
     for lo in range(0, flat.size, 4096):
         block = flat[lo:lo + 4096]
-        out[lo:lo + 4096] = xp.exp(-block[:, None] * cosh_m1[None, :]) @ weights
+        # a product and a row sum, not a BLAS matrix-vector call (whose threads can stall)
+        out[lo:lo + 4096] = (xp.exp(-block[:, None] * cosh_m1[None, :]) * weights).sum(axis=1)
     return out.reshape(x.shape)
 
 

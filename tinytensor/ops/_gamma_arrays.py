@@ -42,8 +42,29 @@ def _abs_sin_pi(xp, x):
     return xp.abs(xp.sin(math.pi * (x - xp.round(x))))
 
 
+def _lgamma_near_one(xp, e):
+    """lgamma(1 + e) for |e| <= 1/2: -gamma e + sum_k (-1)^k zeta(k) e^k / k, exactly 0 at
+    e = 0 (Stirling after shifting would leave ~1e-15 there, where lgamma crosses zero)."""
+    r = xp.zeros_like(e)
+    for c in reversed(_NEAR_ONE):
+        r = r * e + c
+    return r * e
+
+
 def lgamma(xp, x):
     x = xp.asarray(x, dtype=np.float64)
+    out = _lgamma_stirling(xp, x)
+    with _errstate():
+        # [0.5, 1.5): the series at 1; [1.5, 2.5): lgamma(x) = log(x - 1) + lgamma(x - 1)
+        near1 = (x >= 0.5) & (x < 1.5)
+        near2 = (x >= 1.5) & (x < 2.5)
+        e = xp.where(near1, x - 1.0, xp.where(near2, x - 2.0, 0.0))
+        series = _lgamma_near_one(xp, e)
+        out = xp.where(near1, series, out)
+        return xp.where(near2, series + xp.log1p(e), out) + 0.0   # +0.0: lgamma(1) = +0
+
+
+def _lgamma_stirling(xp, x):
     with _errstate():
         reflect = x < 0.5
         z = xp.where(reflect, 1.0 - x, x)
@@ -220,3 +241,9 @@ def igamma(xp, a, x, upper):
         out = xp.where((a == 0) & (x <= 0), xp.nan, out)
         bad = (a < 0) | (x < 0) | xp.isnan(a) | xp.isnan(x)
         return xp.where(bad, xp.nan, out)
+
+
+# lgamma(1 + e) = sum_k c_k e^k: c_1 = -Euler's gamma, c_k = (-1)^k zeta(k) / k; 60 terms
+# reach 2^-60 at |e| = 1/2. zeta(k) from the zeta above, once, at import.
+_NEAR_ONE = [-0.5772156649015329] + [
+    float((-1) ** k * z / k) for k, z in zip(range(2, 61), zeta(np, np.arange(2.0, 61.0), 1.0))]

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..creation import tensor
 from ..dtypes import float32, float64, from_any, get_default_dtype
+from ..ops._bessel_arrays import i0  # the one home of I0 (tt.i0 uses it too)
 
 __all__ = ["bartlett", "blackman", "cosine", "exponential", "gaussian", "general_cosine",
            "general_hamming", "hamming", "hann", "kaiser", "nuttall"]
@@ -68,7 +69,6 @@ def gaussian(M, *, std=1.0, sym=True, dtype=None, layout=None, device=None, requ
 
 
 def kaiser(M, *, beta=12.0, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
-    from ..ops.special_functions import i0_array  # the one home of I0
     dtype = _checks("kaiser", M, dtype, layout)
     if beta < 0:
         raise ValueError(f"beta must be non-negative, got: {beta} instead.")
@@ -77,11 +77,9 @@ def kaiser(M, *, beta=12.0, sym=True, dtype=None, layout=None, device=None, requ
     beta = float(beta)
     step = 2.0 * beta / (M if not sym else M - 1)
     k = np.linspace(-beta, min(beta, -beta + (M - 1) * step), M)
-    # beta^2 - k^2 can round below 0 at the ends: torch gives i0(nan) there only in float32;
-    # clamping keeps the exact answer, 1 / i0(beta) * i0(0)
+    # the clamp: beta^2 - k^2 may round a hair below 0 at the ends, where it is 0
     arg = np.sqrt(np.maximum(beta * beta - k * k, 0.0))
-    return _made(i0_array(np, arg) / i0_array(np, np.float64(beta)), dtype, device,
-                 requires_grad)
+    return _made(i0(np, arg) / i0(np, np.float64(beta)), dtype, device, requires_grad)
 
 
 def general_cosine(M, *, a, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
@@ -101,16 +99,19 @@ def general_cosine(M, *, a, sym=True, dtype=None, layout=None, device=None, requ
 
 def general_hamming(M, *, alpha=0.54, sym=True, dtype=None, layout=None, device=None,
                     requires_grad=False):
+    _checks("general_hamming", M, dtype, layout)  # errors name the window asked for
     return general_cosine(M, a=[alpha, 1.0 - alpha], sym=sym, dtype=dtype, layout=layout,
                           device=device, requires_grad=requires_grad)
 
 
 def hamming(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
+    _checks("hamming", M, dtype, layout)  # errors name the window asked for
     return general_hamming(M, sym=sym, dtype=dtype, layout=layout, device=device,
                            requires_grad=requires_grad)
 
 
 def hann(M, *, sym=True, dtype=None, layout=None, device=None, requires_grad=False):
+    _checks("hann", M, dtype, layout)  # errors name the window asked for
     return general_hamming(M, alpha=0.5, sym=sym, dtype=dtype, layout=layout, device=device,
                            requires_grad=requires_grad)
 
