@@ -17,8 +17,8 @@ INF, NAN = math.inf, math.nan
 
 
 def check_double(fn, inputs, **kw):
-    return compare_with_torch(lambda *xs: fn(tt, *xs), lambda *xs: fn(torch, *xs), inputs,
-                              double_backward=True, **kw)
+    kw.setdefault("double_backward", True)
+    return compare_with_torch(lambda *xs: fn(tt, *xs), lambda *xs: fn(torch, *xs), inputs, **kw)
 
 
 UNIT = a(0.05, 0.3, 0.5, 0.77, 0.95)
@@ -37,7 +37,9 @@ CASES = [
     case("xlogy", lambda m, x, y: m.xlogy(x, y), [a(0.0, 1.5, -2.0, 0.0), a(2.0, 0.5, 3.0, 0.0)]),
     case("logit", lambda m, x: m.logit(x), [UNIT]),
     case("logit_eps", lambda m, x: m.logit(x, eps=0.2), [UNIT]),
-    case("sinc", lambda m, x: m.sinc(x), [a(-1.5, -0.2, 0.0, 0.5, 1.0, 2.3)]),
+    case("sinc", lambda m, x: m.sinc(x), [a(-1.5, -0.2, 0.5, 1.0, 2.3)]),
+    # at 0 first order only: torch's second derivative there is a 0/0 nan (ours is 0)
+    case("sinc_at_0", lambda m, x: m.sinc(x), [a(-0.2, 0.0, 1.0)], double_backward=False),
     case("logaddexp2", lambda m, x, y: m.logaddexp2(x, y), [MIXED, a(1.0, -3.0, 0.0, 0.4, 5.0, -1.0)]),
     case("float_power", lambda m, x, y: m.float_power(x, y), [a(0.5, 1.5, 2.0), a(-1.0, 2.0, 0.5)]),
     case("float_power_scalar", lambda m, x: m.float_power(x, 3), [MIXED]),
@@ -62,10 +64,12 @@ def test_float64_values_gradients_double_backward(fn, inputs, kw):
     check_double(fn, inputs, **kw)
 
 
-def _same(ours, theirs):
+def _same(ours, theirs, rtol=1e-12):
+    """float32: ours is the float64 value rounded, torch's its own float32 arithmetic."""
     o, t = ours.numpy(), theirs.numpy()
     assert o.dtype == t.dtype, (o.dtype, t.dtype)
-    np.testing.assert_allclose(o, t, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(o, t, rtol=1e-6 if o.dtype == np.float32 else rtol,
+                               atol=1e-7 if o.dtype == np.float32 else 1e-14)
 
 
 def test_integer_and_bool_inputs_compute_in_the_default_float():
@@ -102,7 +106,7 @@ def test_predicates_and_edges():
     _same(tt.nan_to_num(tx), torch.nan_to_num(th))
     _same(tt.nan_to_num(tt.tensor(x, dtype=tt.float32)), torch.nan_to_num(torch.tensor(x, dtype=torch.float32)))
     _same(tt.nan_to_num(tt.tensor([1, 2])), torch.nan_to_num(torch.tensor([1, 2])))
-    _same(tt.heaviside(tx, tt.tensor([0.5])), torch.heaviside(th, torch.tensor([0.5], dtype=torch.float64)))
+    _same(tt.heaviside(tx, tt.tensor([0.5], dtype=tt.float64)), torch.heaviside(th, torch.tensor([0.5], dtype=torch.float64)))
     with pytest.raises(RuntimeError, match="heaviside"):
         tt.heaviside(tx, tt.tensor([1]))
     with pytest.raises(TypeError, match="positive"):
@@ -184,4 +188,4 @@ def test_methods():
                  "ldexp", "nextafter", "clamp_min", "clamp_max", "true_divide", "floor_divide"):
         _same(getattr(x, name)(x), getattr(th, name)(th))
     _same(x.mvlgamma(1), th.mvlgamma(1))
-    _same(x.polygamma(1), th.polygamma(1))
+    _same(x.polygamma(1), th.polygamma(1), rtol=1e-9)   # torch's trigamma: 1e-10 relative

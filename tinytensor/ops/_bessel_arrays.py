@@ -280,7 +280,8 @@ def bessel(xp, x, which):
         else:
             out = xp.where(x == 0, -xp.inf, out)
             out = xp.where(x < 0, xp.nan, out)
-        return xp.where(xp.isnan(x), xp.nan, out)
+        # torch (Cephes) answers nan at +-inf, where the limit would be 0
+        return xp.where(xp.isnan(x) | xp.isinf(x), xp.nan, out)
 
 
 def spherical_j0(xp, x):
@@ -342,5 +343,4 @@ def airy_ai(xp, x):
         neg = (x < -8.0) & xp.isfinite(x)
         if bool(neg.any()):
             out = xp.where(neg, _airy_negative(xp, xp.where(neg, -x, 9.0)), out)
-        out = xp.where(xp.isinf(x), 0.0, out)
-        return xp.where(xp.isnan(x), xp.nan, out)
+        return xp.where(xp.isnan(x) | xp.isinf(x), xp.nan, out)   # torch's nan at +-inf

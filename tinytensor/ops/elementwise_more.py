@@ -185,16 +185,20 @@ def heaviside(input, values):
 
 
 class Nextafter(Function):
-    """The next float after x toward y; torch's gradient: dx = g, dy = 0."""
+    """The next float after x toward y; torch's gradient: dx = g where x != y (0 where the
+    result is y itself), dy = 0."""
 
     @staticmethod
     def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
         return _xp(a).nextafter(a, b)
 
     @staticmethod
     def backward(ctx, g):
+        a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        return (g if need_a else None), (_zero_like(g) if need_b else None)
+        zero = _zero_like(g)
+        return (where(a == b, zero, g) if need_a else None), (zero if need_b else None)
 
 
 def nextafter(input, other):
@@ -296,7 +300,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 # ---------------------------------------------------------------- clamp_min, clamp_max
 class _ClampOne(Function):
     """max(x, bound) (clamp_min) or min(x, bound) (clamp_max), nan from either side.
-    torch: x gets g where it is kept (x >= min, x <= max), a tensor bound gets the rest."""
+    torch: x gets g where it is kept (x >= min, x <= max), a tensor bound where it wins
+    (x < min, x > max): at a nan x neither does."""
     np_name = None
 
     @classmethod
@@ -307,11 +312,13 @@ class _ClampOne(Function):
     @classmethod
     def backward(cls, ctx, g):
         x, bound = ctx.saved_tensors
-        keep = (x >= bound) if cls.np_name == "maximum" else (x <= bound)
+        lower = cls.np_name == "maximum"
+        keep = (x >= bound) if lower else (x <= bound)
+        wins = (x < bound) if lower else (x > bound)
         zero = _zero_like(g)
         need_x, need_b = ctx.needs_input_grad
         return (where(keep, g, zero) if need_x else None,
-                where(keep, zero, g) if need_b else None)
+                where(wins, g, zero) if need_b else None)
 
 
 class ClampMin(_ClampOne):
