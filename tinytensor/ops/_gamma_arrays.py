@@ -30,6 +30,7 @@ _DIGAMMA = [float(b / (2 * k)) for k, b in enumerate(_BERNOULLI[:8], 1)]
 _ZETA_A = [float(Fraction(math.factorial(2 * k)) / b) for k, b in enumerate(_BERNOULLI, 1)]
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SHIFT_TO = 15.0
+_ZETA_MAX_STEPS = 1e6
 _EPS = np.finfo(np.float64).eps
 
 
@@ -120,12 +121,14 @@ def zeta(xp, s, q):
     with _errstate():
         total = q ** -s
         a = q.copy()
-        if a.size:
-            finite = a[xp.isfinite(a)]
-            lowest = float(finite.min()) if finite.size else 10.0
-            steps = 9 + max(0, int(math.ceil(10.0 - lowest)))
-        else:
-            steps = 0
+        # the direct sum runs from q up to 10: |q| + 10 passes for a negative q, so q below
+        # -_ZETA_MAX_STEPS gives nan rather than a loop of that length (Cephes would run it)
+        too_low = q < -_ZETA_MAX_STEPS
+        a = xp.where(too_low, 1.0, a)
+        total = xp.where(too_low, 1.0, total)
+        finite = a[xp.isfinite(a)] if a.size else a
+        lowest = float(finite.min()) if finite.size else 10.0
+        steps = 9 + max(0, int(math.ceil(10.0 - lowest))) if a.size else 0
         b = total
         for i in range(steps):
             more = (a < 9.0) | (i < 9)
@@ -154,17 +157,27 @@ def zeta(xp, s, q):
         q_pole = (q <= 0) & (q == xp.floor(q))
         out = xp.where((q <= 0) & ~q_pole & (s != xp.floor(s)), xp.nan, out)
         out = xp.where(q_pole & (s > 1.0), xp.inf, out)
-        return xp.where(xp.isnan(s) | xp.isnan(q), xp.nan, out)
+        out = xp.where((q == xp.inf) & (s > 1.0), 0.0, out)
+        return xp.where(xp.isnan(s) | xp.isnan(q) | too_low, xp.nan, out)
 
 
 def trigamma(xp, x):
-    return polygamma(xp, 1, x)
+    """psi'(x); below 1/2 by reflection, psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x), as torch
+    (so a large negative x costs no long sum)."""
+    x = xp.asarray(x, dtype=np.float64)
+    with _errstate():
+        reflect = x < 0.5
+        direct = zeta(xp, 2.0, xp.where(reflect, 1.0 - x, x))
+        s = xp.sin(math.pi * x)   # torch's unreduced sin(pi x): its values near the poles
+        return xp.where(reflect, (math.pi * math.pi) / (s * s) - direct, direct)
 
 
 def polygamma(xp, n, x):
     """psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; digamma for n = 0."""
     if n == 0:
         return digamma(xp, x)
+    if n == 1:
+        return trigamma(xp, x)
     x = xp.asarray(x, dtype=np.float64)
     with _errstate():
         sign = 1.0 if n % 2 else -1.0

@@ -359,15 +359,19 @@ def logit(input, eps=None):
 # form; the recurrences here run under a mask, one pass per degree up to the largest n.
 
 def _recurrence(xp, x, n, first, second, step):
-    """P_n(x) from P_0 = first, P_1 = second, P_k = step(k, x, P_{k-1}, P_{k-2})."""
+    """P_n(x) from P_0 = first, P_1 = second, P_k = step(k, x, P_{k-1}, P_{k-2}). As torch,
+    an element stops once its value is nan (past an overflow), so a huge n costs only the
+    steps until then."""
     out = xp.where(n <= 0, first, second)
-    grow = n >= 2
-    if bool(grow.any()):
-        top = int(n[grow].max())
-        p, q = first, second
-        for k in range(2, top + 1):
-            p, q = q, step(k, x, q, p)
-            out = xp.where(n == k, q, out)
+    p, q = first, second
+    live = n >= 2
+    k = 2
+    while bool(live.any()):
+        r = step(k, x, q, p)
+        p, q = xp.where(live, q, p), xp.where(live, r, q)
+        out = xp.where(live, r, out)
+        live = live & (n > k) & ~xp.isnan(r)
+        k += 1
     return xp.where(n < 0, 0.0, out)
 
 
