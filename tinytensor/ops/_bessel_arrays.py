@@ -28,6 +28,15 @@ def _f64(xp, x):
     return xp.asarray(x, dtype=np.float64)
 
 
+def _put(out, mask, fn, x):
+    """out with fn(x[mask]) written where mask holds: a regime's method runs on its own
+    elements only (gathered once), not on the whole array."""
+    if bool(mask.any()):
+        out = out.copy()
+        out[mask] = fn(x[mask])
+    return out
+
+
 def _series_i(xp, x, nu):
     """I_nu(x), nu in {0, 1}, for 0 <= x <= 25 (the sum of positive terms)."""
     y = x * x * 0.25
@@ -153,8 +162,7 @@ def k_scaled(xp, x, nu):
         large = x > _ASYM_K
         mid = ~small & ~large
         out = xp.where(small, _k_scaled_series(xp, xp.where(small & (x > 0), x, 1.0), nu), 0.0)
-        if bool(mid.any()):
-            out = xp.where(mid, _k_scaled_quad(xp, xp.where(mid, x, 3.0), nu), out)
+        out = _put(out, mid, lambda v: _k_scaled_quad(xp, v, nu), x)
         big = xp.where(large, x, 2 * _ASYM_K)
         out = xp.where(large, _asym_scaled(xp, big, nu, "k") * xp.sqrt(math.pi / (2.0 * big)), out)
         out = xp.where(x == 0, xp.inf, out)
@@ -265,10 +273,8 @@ def bessel(xp, x, which):
         large = a > _ASYM_JY
         index = (0 if kind == "j" else 2) + nu
         out = xp.zeros_like(a)
-        if bool(small.any()):
-            out = xp.where(small, _small_jy(xp, xp.where(small, a, 1.0))[index], out)
-        if bool(mid.any()):
-            out = xp.where(mid, _miller(xp, xp.where(mid, a, 3.0))[index], out)
+        out = _put(out, small, lambda v: _small_jy(xp, v)[index], a)
+        out = _put(out, mid, lambda v: _miller(xp, v)[index], a)
         if bool(large.any()):
             big = xp.where(large & xp.isfinite(a), a, 2 * _ASYM_JY)
             out = xp.where(large, _hankel(xp, big, nu)[0 if kind == "j" else 1], out)
@@ -330,15 +336,15 @@ def airy_ai(xp, x):
     x = _f64(xp, x)
     with np.errstate(all="ignore"):
         middle = (x >= -8.0) & (x <= 2.0)
-        out = xp.where(middle, _airy_maclaurin(xp, xp.where(middle, x, 0.0)), 0.0)
+        out = _put(xp.zeros_like(x), middle, lambda v: _airy_maclaurin(xp, v), x)
         pos = (x > 2.0) & xp.isfinite(x)
         if bool(pos.any()):
             xs = xp.where(pos, x, 3.0)
             zeta = (2.0 / 3.0) * xs * xp.sqrt(xs)
             quad = zeta <= _ASYM_K
-            scaled = xp.where(quad, _k_scaled_quad(xp, xp.where(quad, zeta, 3.0), 1.0 / 3.0),
-                              _asym_scaled(xp, xp.where(quad, 2 * _ASYM_K, zeta), 1.0 / 3.0, "k")
-                              * xp.sqrt(math.pi / (2.0 * zeta)))
+            far = xp.where(quad, 2 * _ASYM_K, zeta)
+            scaled = _asym_scaled(xp, far, 1.0 / 3.0, "k") * xp.sqrt(math.pi / (2.0 * far))
+            scaled = _put(scaled, quad & pos, lambda v: _k_scaled_quad(xp, v, 1.0 / 3.0), zeta)
             out = xp.where(pos, xp.sqrt(xs / 3.0) / math.pi * scaled * xp.exp(-zeta), out)
         neg = (x < -8.0) & xp.isfinite(x)
         if bool(neg.any()):

@@ -348,12 +348,20 @@ def rad2deg(input):
     return mul(float_operand(_tensor(input, "rad2deg"), "rad2deg"), 180.0 / math.pi)
 
 
+def _numbers_as_tensor(input, other):
+    """torch takes two Python numbers here (a 0-d result): the first becomes a tensor."""
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        from ..creation import tensor
+        input = tensor(input)
+    return input
+
+
 def true_divide(input, other):
-    return div(input, other)
+    return div(_numbers_as_tensor(input, other), other)
 
 
 def floor_divide(input, other):
-    return div(input, other, rounding_mode="floor")
+    return div(_numbers_as_tensor(input, other), other, rounding_mode="floor")
 
 
 def positive(input):

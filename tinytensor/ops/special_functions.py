@@ -78,15 +78,22 @@ I0 = _unary("i0", B.i0, lambda x, y: i1(x))
 I0e = _unary("i0e", B.i0e, lambda x, y: i1e(x) - sign(x) * y)
 
 
+def _not_tiny(x):
+    """torch's i1/i1e backward: |x| > eps takes the formula, the rest (0 and nan) 1/2."""
+    return x.abs() > float(np.finfo(x.data.dtype).eps)
+
+
 def _i1_slope(x, y):
-    # torch: I0(x) - I1(x)/x, and 1/2 at x = 0 (the limit)
-    safe = where(x == 0, 1.0, x)
-    return where(x == 0, 0.5, i0(x) - y / safe)
+    # torch: I0(x) - I1(x)/x, and 1/2 (the limit at 0) where |x| <= eps or x is nan
+    big = _not_tiny(x)
+    safe = where(big, x, 1.0)
+    return where(big, i0(safe) - y / safe, 0.5)
 
 
 def _i1e_slope(x, y):
-    safe = where(x == 0, 1.0, x)
-    return where(x == 0, 0.5, i0e(x) - y * (sign(x) + 1.0 / safe))
+    big = _not_tiny(x)
+    safe = where(big, x, 1.0)
+    return where(big, i0e(safe) - y * (sign(safe) + 1.0 / safe), 0.5)
 
 
 I1 = _unary("i1", B.i1, _i1_slope)
@@ -216,15 +223,12 @@ def polygamma(n, input):
 
 class Mvlgamma(Function):
     """log of the multivariate gamma function of dimension p:
-    p(p-1)/4 log(pi) + sum_j lgamma(x - j/2). The domain check x > (p-1)/2 is in the op, so a
-    compiled program checks each call's values."""
+    p(p-1)/4 log(pi) + sum_j lgamma(x - j/2). torch 2.13 no longer refuses x <= (p-1)/2
+    (lgamma's poles give inf there), so neither does this."""
 
     @staticmethod
     def forward(ctx, x, p):
         xp = _xp(x)
-        if not bool(xp.all(x > (p - 1) / 2.0)):
-            raise OpError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2} "
-                          f"(p={p}, input of shape {tuple(x.shape)})")
         ctx.save_for_backward(x)
         total = xp.full(x.shape, p * (p - 1) / 4.0 * math.log(math.pi))
         for j in range(p):
@@ -388,7 +392,9 @@ def _chebyshev(kind, shifted):
         inside = xp.abs(x) < 1.0
         big = n > 6
         with np.errstate(all="ignore"):
-            out = _recurrence(xp, x, xp.where(big & inside, 0, n), ones, second,
+            # elements with a closed form (trigonometric, or x = +-1) skip the recurrence
+            skip = (big & inside) | (xp.abs(x) == 1.0)
+            out = _recurrence(xp, x, xp.where(skip, 0, n), ones, second,
                               lambda k, x, q, p: 2.0 * x * q - p)
             theta = xp.arccos(xp.clip(x, -1.0, 1.0))
             nf = n.astype(np.float64)
@@ -417,13 +423,13 @@ def _hermite_he(xp, x, n):
 
 
 def _laguerre(xp, x, n):
-    out = _recurrence(xp, x, n, xp.ones_like(x), 1.0 - x,
+    out = _recurrence(xp, x, xp.where(x == 0, 0, n), xp.ones_like(x), 1.0 - x,
                       lambda k, x, q, p: ((2 * k - 1 - x) * q - (k - 1) * p) / k)
     return xp.where((x == 0) & (n >= 0), 1.0, out)
 
 
 def _legendre(xp, x, n):
-    out = _recurrence(xp, x, n, xp.ones_like(x), x,
+    out = _recurrence(xp, x, xp.where(xp.abs(x) == 1.0, 0, n), xp.ones_like(x), x,
                       lambda k, x, q, p: ((2 * k - 1) * x * q - (k - 1) * p) / k)
     sgn = xp.where(_odd(n), -1.0, 1.0)
     out = xp.where((x == 1.0) & (n >= 0), 1.0, out)
@@ -438,7 +444,8 @@ class _Polynomial(Function):
         xp = _xp(x)
         x64, n_int = xp.broadcast_arrays(x.astype(np.float64), xp.trunc(n).astype(np.int64))
         with np.errstate(all="ignore"):
-            return cls.fn(xp, x64, n_int).astype(x.dtype, copy=False)
+            out = xp.where(n_int < 0, 0.0, cls.fn(xp, x64, n_int))   # torch: 0 for n < 0
+        return out.astype(x.dtype, copy=False)
 
     @classmethod
     def backward(cls, ctx, g):

@@ -45,6 +45,8 @@ ADAPTERS = {
     "where": lambda x, condition, other, **k: tt.where(condition, x, other, **k),
     "zero_": lambda x: tt.zero_(x.clone()),
     "nn.functional.embedding": lambda weight, idx, **k: F.embedding(idx, weight, **k),
+    "polygamma": lambda x, n, **k: tt.polygamma(n, x, **k),
+    "special.polygamma": lambda x, n, **k: tt.special.polygamma(n, x, **k),
 }
 # OpInfo entries whose `op` is an in-place Tensor method under another name (normal's
 # "in_place" variant is Tensor.normal_, "uniform" is Tensor.uniform_): resolved to it
