@@ -30,7 +30,7 @@ _DIGAMMA = [float(b / (2 * k)) for k, b in enumerate(_BERNOULLI[:8], 1)]
 _ZETA_A = [float(Fraction(math.factorial(2 * k)) / b) for k, b in enumerate(_BERNOULLI, 1)]
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SHIFT_TO = 15.0
-_ZETA_MAX_STEPS = 1e6
+_ZETA_MAX_STEPS = 1e8   # ~1 s per element that far down
 _EPS = np.finfo(np.float64).eps
 
 
@@ -169,10 +169,12 @@ def _direct_sum(xp, s, q, m):
         hi = min(q.size, lo + max(1, (1 << 20) // width))
         width = int(m_sorted[hi - 1]) + 1
         rows = order[lo:hi]
-        k = xp.arange(width, dtype=np.float64)
-        terms = (q[rows][:, None] + k) ** -s[rows][:, None]
-        terms = xp.where(k <= m[rows][:, None], terms, 0.0)
-        out[rows] = terms.sum(axis=1)
+        acc = xp.zeros(rows.shape, dtype=np.float64)
+        for k0 in range(0, width, 1 << 20):     # a very long row: in pieces of 2^20 terms
+            k = xp.arange(k0, min(width, k0 + (1 << 20)), dtype=np.float64)
+            terms = (q[rows][:, None] + k) ** -s[rows][:, None]
+            acc = acc + xp.where(k <= m[rows][:, None], terms, 0.0).sum(axis=1)
+        out[rows] = acc
         lo = hi
     return out
 
@@ -198,7 +200,26 @@ def polygamma(xp, n, x):
     x = xp.asarray(x, dtype=np.float64)
     with _errstate():
         sign = 1.0 if n % 2 else -1.0
-        return sign * math.exp(math.lgamma(n + 1.0)) * zeta(xp, float(n + 1), x)
+        # x < 0 (not a pole): psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi d^n/dx^n cot(pi x), so no
+        # sum of |x| terms (torch's Cephes runs it: the same value, 5e6 terms at x = -5e6)
+        neg = (x < 0) & (x != xp.floor(x)) & xp.isfinite(x)
+        at = xp.where(neg, 1.0 - x, x)
+        direct = sign * math.exp(math.lgamma(n + 1.0)) * zeta(xp, float(n + 1), at)
+        if not bool(neg.any()):
+            return direct
+        r = x - xp.round(x)                           # exact; cot has period 1
+        c = xp.cos(math.pi * r) / xp.sin(math.pi * r)
+        cot_derivative = np.polynomial.polynomial.polyval(c, _cot_derivative(n))
+        return xp.where(neg, (-1.0) ** n * direct - math.pi * cot_derivative, direct)
+
+
+def _cot_derivative(n):
+    """Coefficients (in c = cot(pi x), lowest first) of d^n/dx^n cot(pi x):
+    P_0 = c, P_k+1 = -pi (1 + c^2) P_k'(c)."""
+    P = np.array([0.0, 1.0])
+    for _ in range(n):
+        P = -math.pi * np.polynomial.polynomial.polymul(np.polynomial.polynomial.polyder(P), [1.0, 0.0, 1.0])
+    return P
 
 
 _IGAMMA_STEPS = 4000  # enough for a up to ~1e6 near x = a (the series needs ~sqrt(a) log terms)
