@@ -362,7 +362,10 @@ def logit(input, eps=None):
 # n < 0), with closed forms at the ends of [-1, 1] and, for large n inside, a trigonometric
 # form; the recurrences here run under a mask, one pass per degree up to the largest n.
 
-def _recurrence(xp, x, n, first, second, step):
+_MAX_DEGREE = 1 << 14   # one array pass per degree: past this, an element still finite is refused
+
+
+def _recurrence(xp, x, n, first, second, step, op="special polynomial"):
     """P_n(x) from P_0 = first, P_1 = second, P_k = step(k, x, P_{k-1}, P_{k-2}). As torch,
     an element stops once its value is nan (past an overflow), so a huge n costs only the
     steps until then."""
@@ -376,6 +379,9 @@ def _recurrence(xp, x, n, first, second, step):
         out = xp.where(live, r, out)
         live = live & (n > k) & ~xp.isnan(r)
         k += 1
+        if k > _MAX_DEGREE and bool(live.any()):
+            raise OpError(f"{op}: degree n = {int(n[live].max())} with finite values needs that "
+                          f"many recurrence passes; tinytensor evaluates degrees up to {_MAX_DEGREE}")
     return xp.where(n < 0, 0.0, out)
 
 
@@ -424,7 +430,8 @@ def _hermite_he(xp, x, n):
 
 def _laguerre(xp, x, n):
     out = _recurrence(xp, x, xp.where(x == 0, 0, n), xp.ones_like(x), 1.0 - x,
-                      lambda k, x, q, p: ((2 * k - 1 - x) * q - (k - 1) * p) / k)
+                      lambda k, x, q, p: ((2 * k - 1 - x) * q - (k - 1) * p) / k,
+                      "special.laguerre_polynomial_l")
     return xp.where((x == 0) & (n >= 0), 1.0, out)
 
 
