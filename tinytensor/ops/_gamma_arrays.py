@@ -150,9 +150,10 @@ def zeta(xp, s, q):
         out = xp.where(s < 1.0, xp.nan, out)
         q_pole = (q <= 0) & (q == xp.floor(q))
         out = xp.where((q <= 0) & ~q_pole & (s != xp.floor(s)), xp.nan, out)
-        out = xp.where(q_pole & (s > 1.0), xp.inf, out)
+        out = xp.where(q_pole & ~(s <= 1.0), xp.inf, out)      # Cephes: a nan s too
         # q = inf: nan, as torch (Cephes)
-        return xp.where(xp.isnan(s) | xp.isnan(q) | (q == xp.inf) | (too_low & ~q_pole), xp.nan, out)
+        return xp.where((xp.isnan(s) & ~q_pole) | xp.isnan(q) | (q == xp.inf) | (too_low & ~q_pole),
+                        xp.nan, out)
 
 
 def _direct_sum(xp, s, q, m):
