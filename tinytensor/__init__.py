@@ -87,6 +87,14 @@ from . import masked
 from . import fft
 from .spectral import stft, istft
 from . import linalg_eig  # noqa: F401  (attaches eig, eigvals to tt.linalg)
+from . import signal  # tt.signal.windows
+from . import special  # tt.special
+from .ops.special_functions import (erfc, erfinv, lgamma, digamma, polygamma, mvlgamma, i0,
+                                    igamma, igammac, xlogy, logit, sinc)
+from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, heaviside, nextafter,
+                                   signbit, isneginf, isposinf, isin, nan_to_num,
+                                   clamp_min, clamp_max, deg2rad, rad2deg, true_divide,
+                                   floor_divide, positive, float_power, logaddexp2, hash_tensor)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional

@@ -93,6 +93,18 @@ class TensorMethods:
     log2, log10, exp2, expm1, atan2, arctan2, hypot, logaddexp, copysign, fmod, lerp = _ops(
         "log2 log10 exp2 expm1 atan2 arctan2 hypot logaddexp copysign fmod lerp")
     softmax, log_softmax = _ops("softmax log_softmax")
+    erfc, erfinv, lgamma, digamma, mvlgamma, i0, igamma, igammac, xlogy, logit, sinc = _ops(
+        "erfc erfinv lgamma digamma mvlgamma i0 igamma igammac xlogy logit sinc")
+    logaddexp2, float_power, fmax, fmin, frac, frexp, ldexp, gcd, lcm, heaviside = _ops(
+        "logaddexp2 float_power fmax fmin frac frexp ldexp gcd lcm heaviside")
+    nextafter, signbit, isneginf, isposinf, isreal, nan_to_num, clamp_min, clamp_max = _ops(
+        "nextafter signbit isneginf isposinf isreal nan_to_num clamp_min clamp_max")
+    deg2rad, rad2deg, true_divide, floor_divide, positive, hash_tensor = _ops(
+        "deg2rad rad2deg true_divide floor_divide positive hash_tensor")
+
+    def polygamma(self, n):
+        """x.polygamma(n) is torch.polygamma(n, x): the order comes first in the function."""
+        return ops.polygamma(n, self)
 
     sum, mean, prod, max, min, amax, amin, argmax, argmin = _ops(
         "sum mean prod max min amax amin argmax argmin")

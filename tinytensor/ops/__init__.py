@@ -45,6 +45,8 @@ from .distributions import *  # noqa: F401,F403  (uses inplace, movement)
 from .order_stats import *  # noqa: F401,F403  (uses reduce, sorting)
 from .series_stats import *  # noqa: F401,F403  (uses reduce, linalg, cumulative)
 from .histograms import *  # noqa: F401,F403
+from .special_functions import *  # noqa: F401,F403  (uses elementwise, math_functions)
+from .elementwise_more import *  # noqa: F401,F403  (uses elementwise, math_functions)
 # torch's top-level linear algebra names, for the Tensor methods (tt.linalg has the rest)
 from .linalg_solve import (det, slogdet, logdet, inverse, cholesky_top as cholesky,  # noqa: F401
                            cholesky_solve, cholesky_inverse, triangular_solve, matrix_power)

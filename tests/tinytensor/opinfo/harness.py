@@ -56,6 +56,8 @@ ADAPTERS = {
     "nn.functional.triplet_margin_with_distance_loss": lambda a, p, n, distance_function=None, **k:
         F.triplet_margin_with_distance_loss(a, p, n, distance_function=None if distance_function
                                             is None else _pairwise_twin(distance_function), **k),
+    "polygamma": lambda x, n, **k: tt.polygamma(n, x, **k),
+    "special.polygamma": lambda x, n, **k: tt.special.polygamma(n, x, **k),
 }
 
 

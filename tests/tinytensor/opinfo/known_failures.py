@@ -7,6 +7,15 @@ one; values say what differs.
 """
 
 KNOWN_FAILURES = {
+    # issue 23 (s23): torch is the one off here; tinytensor's values are checked against mpmath
+    # in tests/tinytensor/test_special_namespace.py and test_windows.py
+    ("special.bessel_j0", "", "float64"): "23: torch's Cephes j0 is off by up to 4e-7 (x near 5.4); ours matches mpmath to 1e-15",
+    ("special.bessel_j1", "", "float64"): "23: torch's Cephes j1 is off by up to 4e-7; ours matches mpmath to 1e-15",
+    ("special.bessel_y0", "", "float64"): "23: torch's Cephes y0 is off by up to 2e-7; ours matches mpmath to 1e-15",
+    ("special.bessel_y1", "", "float64"): "23: torch's Cephes y1 is off by up to 9e-7 (x near 7); ours matches mpmath to 1e-15",
+    ("special.airy_ai", "", "float64"): "23: torch's airy_ai is off by up to 3e-6 (x just below -2.09); ours matches mpmath to 1e-11",
+    ("special.log_ndtr", "", "float64"): "23: at x = -5e6 the gradient exp(-(y + x^2/2)) cancels two 1.2e13 values; our y is 2 ulp from torch's, so the gradients differ by 0.4% (both that noisy)",
+    ("signal.windows.kaiser", "", "float64"): "23: a sample without dtype runs in float32, where torch's i0(100) overflows to nan; ours computes in float64 and rounds (finite)",
     # issue 23: NaN conventions, scalars, var/std's positional `unbiased`, norms, rounding
     # torch, not tinytensor: torch's own gradient at NaN depends on where the element falls: its
     # SIMD body gives 0 (hardtanh, relu6) or NaN (elu family), which tinytensor follows

@@ -24,10 +24,22 @@ def _reaches_past_the_tensor(sample):
 NO_STORAGES = ("tinytensor has no storages: a tensor is its own array, so as_strided can "
                "only address the tensor's own entries")
 
+def _degree_past_16384(sample):
+    """A Laguerre degree above 2^14: torch's C loop runs millions of steps per element; here each
+    degree is one array pass, so such a degree is refused (by name) rather than run for minutes."""
+    n = sample.args[0]
+    values = n.detach().cpu().numpy() if _is_tensor(n) else [n]
+    import numpy as np
+    v = np.trunc(np.asarray(values, dtype=float))
+    return bool((np.isfinite(v) & (v > 16384)).any())
+
+
 UNSUPPORTED = {
     # issue 23: ops not checked for complex refuse complex inputs by name (ops/complex_rules.py)
     "nn.functional.silu": [("silu is not written for complex tensors yet",
                             lambda s: _is_tensor(s.input) and s.input.is_complex())],
+    "special.laguerre_polynomial_l": [("degrees above 2^14 (one array pass per degree)",
+                                       _degree_past_16384)],
     "as_strided": [(NO_STORAGES, _reaches_past_the_tensor)],
     "as_strided_copy": [(NO_STORAGES, _reaches_past_the_tensor)],
     "as_strided_scatter": [(NO_STORAGES, _reaches_past_the_tensor)],

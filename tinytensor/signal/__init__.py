@@ -1,0 +1,2 @@
+"""torch.signal's namespace: `tt.signal.windows` (window functions for spectral analysis)."""
+from . import windows  # noqa: F401
