@@ -26,6 +26,7 @@ def _positive(shape):
 SAMPLES = {
     "Add": [lambda: _t((3, 4)) + _t((3, 4)), lambda: _t((3, 4)) + _t((4,))],
     "Sub": [lambda: _t((3, 4)) - _t((3, 4)), lambda: _t((3, 4)) - _t((3, 1))],
+    "Cumsum": [lambda: _t((3, 4)).cumsum(-1), lambda: _t((3, 4)).cumsum(0)],
     "Sum": [lambda: _t((3, 4)).sum(), lambda: _t((3, 4, 5)).sum(1),
             lambda: _t((3, 4)).sum(0, keepdim=True), lambda: _t((2, 3, 4)).sum((0, 2))],
     "SumTo": lambda: tt.core.primitives.sum_to(_t((3, 4)), (1, 4)),

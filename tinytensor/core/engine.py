@@ -389,8 +389,8 @@ def _conjugated_backward(node, grads, fast):
     if fast:
         conj = lambda a: a if a is None or a.dtype.kind != "c" else a.conj()  # noqa: E731
     else:
-        from ..ops.complex import conj_physical as conj_op
-        conj = lambda t: t if t is None or t.data.dtype.kind != "c" else conj_op(t)  # noqa: E731
+        from .methods import ops   # the ops namespace, bound lazily (core imports no op)
+        conj = lambda t: t if t is None or t.data.dtype.kind != "c" else ops.conj_physical(t)  # noqa: E731
     result = _plain_backward(node, [conj(g) for g in grads], fast)
     return tuple(conj(g) for g in result)
 

@@ -402,7 +402,7 @@ class Tensor(TensorMethods):
             if arr.ndim > 1 or dt.name not in default_shown:
                 extras.insert(0, f"size={tuple(arr.shape)}")
         elif dt.category == 3:
-            from ..ops.complex_print import complex_body   # printing only: kept out of this file
+            from .complex_print import complex_body   # printing only: kept out of this file
             body = complex_body(arr)
         elif dt.category == 2:
             if arr.dtype == BF16_NP:  # NumPy's printer does not see ml_dtypes' bfloat16 as a float

@@ -21,13 +21,14 @@ from .indexing import _GatherOp, GetItem, GetItemCopy, IndexAdd, IndexPut, Scatt
 from .linalg import Einsum, MatMul
 from .movement import Cat, Flip, Permute, Repeat, Reshape, Roll, Tril, Triu
 from .math_functions import Cosh, Expm1, Sinh, Tan
+from .memory_format import ChannelsLast
 from .reduce import Cumsum, Sum
 
 HOLOMORPHIC = (
     ew.Add, ew.Sub, ew.Mul, ew.Div, ew.Neg, ew.Clone, ew.ToDevice, ew.Exp, ew.Log, ew.Sqrt,
     ew.Sin, ew.Cos, ew.Tanh, ew.PowScalar, ew.Where, ew.Log1p, ew.Rsqrt, Tan, Sinh, Cosh, Expm1,
     Sum, Cumsum, MatMul, Einsum, SumTo, Expand,
-    Reshape, Permute, Cat, Flip, Roll, Repeat, Tril, Triu,
+    Reshape, Permute, Cat, Flip, Roll, Repeat, Tril, Triu, ChannelsLast,
     GetItem, GetItemCopy, IndexAdd, IndexPut, _GatherOp, ScatterAdd,
 )
 OWN = (Cast, ew.Eq, ew.Ne, ew.Isfinite, ew.Isnan, ew.Isinf)

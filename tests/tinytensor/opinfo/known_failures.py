@@ -25,14 +25,13 @@ KNOWN_FAILURES = {
     ("nn.functional.elu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
     ("nn.functional.celu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
     ("nn.functional.selu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
-    ("addcmul", ""): "23: complex128 operands in OpInfo's reference inputs (real dtypes only until "
-                     "complex lands); every real sample is checked in test_products.py",
-    ("addcdiv", ""): "23: complex128 operands, as addcmul; and torch's own gradient of a float32 "
-                     "tensor2 beside a bfloat16 tensor1 is 1e-3 off (test_products.py checks it exactly)",
+    ("addcdiv", ""): "torch, not tinytensor: torch's own gradient of a float32 tensor2 beside a "
+                     "bfloat16 tensor1 is 1e-3 off (test_products.py checks it exactly)",
     # the signs of singular and eigenvectors are LAPACK's choice: NumPy's LAPACK (OpenBLAS) and
     # torch's (MKL) pick the other sign on some samples; tests/tinytensor/test_linalg_decomp.py
     # checks values up to sign and gauge-invariant gradients against torch
     ("svd", ""): "23: vector signs on 16 of 216 samples (wide matrices)",
+    ("linalg.svd", ""): "23: vector signs on wide matrices, as svd",
     ("linalg.eigh", ""): "23: eigenvector signs with UPLO='U' (3 of 8 samples)",
     ("svd_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
     ("pca_lowrank", ""): "23: vector signs follow the random sketch (tt's generator, not torch's)",
