@@ -150,3 +150,30 @@ def test_rsub():
     _same(lambda m, a: 3.0 - a, a)
     assert tt.Tensor.__rsub__(2.5, tt.tensor([1.0])) is NotImplemented
     assert torch.Tensor.__rsub__(2.5, torch.tensor([1.0])) is NotImplemented
+
+
+def test_relu_gradient_is_zero_where_relu_is_zero_even_for_a_nan_upstream_gradient():
+    # torch's threshold_backward selects: 0 where the result is <= 0, whatever the gradient
+    # (the compile fuzzer found eager's fast backward multiplying instead: nan * 0 = nan)
+    import torch
+    x = np.array([1.0, -1.0, 0.0, np.nan, 2.0])
+    g = np.array([np.nan, np.nan, np.inf, 3.0, np.nan])
+    X = tt.tensor(x, requires_grad=True)
+    X.relu().backward(tt.tensor(g))
+    T = torch.tensor(x, requires_grad=True)
+    T.relu().backward(torch.tensor(g))
+    np.testing.assert_array_equal(X.grad.numpy(), T.grad.numpy())
+
+
+@pytest.mark.parametrize("name", ["hardtanh", "relu6", "hardsigmoid"])
+def test_clamped_activations_select_their_gradient_as_torch_does(name):
+    # 0 where the slope is 0, even where the upstream gradient is nan or inf (torch selects)
+    import torch
+    x = np.array([-7.0, -1.0, -0.5, 0.5, 2.0, 7.0])
+    g = np.array([np.nan, np.inf, 1.0, 2.0, np.nan, np.inf])
+    X = tt.tensor(x, requires_grad=True)
+    getattr(F, name)(X).backward(tt.tensor(g))
+    T = torch.tensor(x, requires_grad=True)
+    getattr(torch.nn.functional, name)(T).backward(torch.tensor(g))
+    # rtol: torch's float64 hardsigmoid slope is float32's 1/6 (0.1666666716...)
+    np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=1e-7, atol=0)

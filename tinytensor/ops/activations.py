@@ -158,13 +158,14 @@ class Hardsigmoid(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x = ctx.saved_tensor(0)
-        return g * lt(abs_(x), 3.0) * (1.0 / 6.0)  # g first: a bool times a float is float32
+        x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
+        return where(lt(abs_(x), 3.0), g * (1.0 / 6.0), 0.0)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
-        return g * ((_xp(x).abs(x) < 3.0) * (1.0 / 6.0)).astype(x.dtype, copy=False)
+        xp = _xp(x)
+        return xp.where(xp.abs(x) < 3.0, g * g.dtype.type(1.0 / 6.0), g.dtype.type(0))
 
 
 class Hardtanh(Function):
@@ -177,14 +178,14 @@ class Hardtanh(Function):
         return _xp(x).clip(x, min_val, max_val).astype(x.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g):   # a select, as torch's: a nan g stays out where x is clamped
         x, a = ctx.saved_tensor(0), ctx.attrs
-        return g * ((x > a["min_val"]) & (x < a["max_val"]))
+        return where((x > a["min_val"]) & (x < a["max_val"]), g, 0.0)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x, a = ctx.saved_array(0), ctx.attrs
-        return g * ((x > a["min_val"]) & (x < a["max_val"]))
+        return _xp(x).where((x > a["min_val"]) & (x < a["max_val"]), g, g.dtype.type(0))
 
 
 class Relu6(Hardtanh):

@@ -755,7 +755,8 @@ class Relu(Function):
 
     @staticmethod
     def backward_arrays(ctx, g):
-        return g * ~(ctx.saved_array(0) <= 0)
+        y = ctx.saved_array(0)   # a select, as backward's where: a nan g stays out where y <= 0
+        return _xp(y).where(y <= 0, g.dtype.type(0), g)
 
 
 def relu(x):
