@@ -96,27 +96,26 @@ def mv(input, vec):
     return matmul(input, vec)
 
 
-def dot(input, other):
-    """Inner product of two vectors of one size and one dtype, as torch.dot."""
-    _ndim(input, 1, "dot", "input"), _ndim(other, 1, "dot", "other")
+def _vectors(op, input, other):
+    """Refuse what torch's dot and vdot refuse: not 1-d, other dtypes, other sizes."""
+    _ndim(input, 1, op, "input"), _ndim(other, 1, op, "other")
     if input.dtype is not other.dtype:
-        raise RuntimeError(f"dot: expected both vectors to have the same dtype, got "
+        raise RuntimeError(f"{op}: expected both vectors to have the same dtype, got "
                            f"{input.dtype.name} and {other.dtype.name}{_where()}")
     if input.shape[0] != other.shape[0]:
-        raise OpError(f"dot: vectors of shapes {_shape(input)} and {_shape(other)} have "
+        raise OpError(f"{op}: vectors of shapes {_shape(input)} and {_shape(other)} have "
                       f"different sizes{_where()}")
+
+
+def dot(input, other):
+    """Inner product of two vectors of one size and one dtype, as torch.dot."""
+    _vectors("dot", input, other)
     return matmul(input, other)
 
 
 def vdot(input, other):
     """dot with the first vector conjugated (torch.vdot)."""
-    _ndim(input, 1, "vdot", "input"), _ndim(other, 1, "vdot", "other")
-    if input.dtype is not other.dtype:
-        raise RuntimeError(f"vdot: expected both vectors to have the same dtype, got "
-                           f"{input.dtype.name} and {other.dtype.name}{_where()}")
-    if input.shape[0] != other.shape[0]:
-        raise OpError(f"vdot: vectors of shapes {_shape(input)} and {_shape(other)} have "
-                      f"different sizes{_where()}")
+    _vectors("vdot", input, other)
     if input.is_complex():
         from .complex import conj
         input = conj(input)
