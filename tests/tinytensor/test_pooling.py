@@ -162,3 +162,12 @@ ERRORS = [
 @pytest.mark.parametrize("fn,kind,words", ERRORS)
 def test_errors(fn, kind, words):
     assert_raises_saying(fn, kind, words)
+
+
+def test_max_pool2d_of_an_empty_batch_is_empty_as_torch():
+    import torch
+    x = tt.zeros(0, 2, 4, 5, requires_grad=True)
+    y = tt.functional.max_pool2d(x, 2)
+    y.sum().backward()
+    assert tuple(y.shape) == tuple(torch.nn.functional.max_pool2d(torch.zeros(0, 2, 4, 5), 2).shape)
+    assert tuple(x.grad.shape) == (0, 2, 4, 5)

@@ -85,7 +85,9 @@ def _half(k, d):
 def _take(x, idx, out, return_indices):
     """x's elements at the flat spatial indices `idx` (N, C, *out), through gather."""
     N, C = x.shape[:2]
-    vals = reshape(_GatherOp.apply(reshape(x, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2), (N, C) + out)
+    # sizes spelled out: -1 cannot be inferred for an empty batch
+    vals = reshape(_GatherOp.apply(reshape(x, (N, C, math.prod(x.shape[2:]))),
+                                   reshape(idx, (N, C, math.prod(out))), dim=2), (N, C) + out)
     return (vals, idx) if return_indices else vals
 
 
@@ -124,6 +126,8 @@ class MaxPoolIndex(Function):
     @staticmethod
     def forward(ctx, a, kernel, stride, dilation, pads, out):
         n = len(kernel)
+        if a.size == 0:   # an empty batch or channel dim: no window, no winner (torch: empty)
+            return _xp(a).zeros(a.shape[:2] + tuple(out), np.int64)
         if n == 2:   # one C pass over the windows (kernels/c_rows.py), the same winners
             got = _c_rows.max_pool2d_index(a, kernel, stride, dilation, [lo for lo, _ in pads], out)
             if got is not None:
