@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
-import nn
+from tinytensor import nn
 
 from .activations import activation
 from .config import ModelConfig, check_pad_token_id, model_config

@@ -1,7 +1,7 @@
 """Pieces every decoder-only model here shares: the KV cache of a decoder stack, the causal
 + padding mask, the next-token loss, `generate` (KV-cached decoding from models.generation)
 and the per-block gradient checkpointing switch."""
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 

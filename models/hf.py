@@ -17,10 +17,10 @@ import os
 
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
-from nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
+from tinytensor.nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
 from .hf_json import ConfigError, read_json  # noqa: F401 (ConfigError: models.hf.ConfigError)
 from . import hf_shards
 from .torch_pickle import load_torch_bin

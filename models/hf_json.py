@@ -12,7 +12,7 @@ refused past MAX_DEPTH. No file of a HuggingFace directory nests more than a few
 import json
 import os
 
-from nn.checkpoint import _depth
+from tinytensor.nn.checkpoint import _depth
 
 MAX_DEPTH = 64
 MAX_BYTES = 64 << 20  # a tokenizer_config.json with every added token is a few MB at most

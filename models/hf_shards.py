@@ -11,7 +11,7 @@ import json
 import os
 import re
 
-from nn.checkpoint import CheckpointError
+from tinytensor.nn.checkpoint import CheckpointError
 
 INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _UNITS = {"B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "KIB": 2 ** 10, "MIB": 2 ** 20,

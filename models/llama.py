@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
-import nn
+from tinytensor import nn
 
 from .config import ModelConfig, check_pad_token_id, model_config
 from .decoder import (DecoderCache, GenerateMixin, GradientCheckpointingMixin, causal_padding_mask,

@@ -10,7 +10,7 @@ detach it between chunks).
 """
 import tinytensor as tt
 import tinytensor.functional as F
-import nn
+from tinytensor import nn
 
 
 class LSTMLanguageModel(nn.Module):

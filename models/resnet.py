@@ -6,7 +6,7 @@ loads with `load_state_dict` unchanged.
     model = resnet18(num_classes=1000)
     logits = model(images)            # images: (N, 3, H, W)
 """
-import nn
+from tinytensor import nn
 
 __all__ = ["BasicBlock", "Bottleneck", "ResNet", "resnet18", "resnet34", "resnet50"]
 

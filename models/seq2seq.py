@@ -26,7 +26,7 @@ the start token as the one-token prompt.
 """
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import tinytensor as tt
 import tinytensor.functional as F
-import nn
+from tinytensor import nn
 
 from .activations import ACT2FN
 from .config import ModelConfig, model_config

@@ -34,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from nn import CheckpointError
+from tinytensor.nn import CheckpointError
 from tinytensor.dtypes import BF16_NP
 
 from .pickle_scan import scan

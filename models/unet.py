@@ -8,7 +8,7 @@ convolution to the output channels.
     y = net(x)     # x: (N, 3, H, W), H and W divisible by 2 ** (len(channels) - 1)
 """
 import tinytensor as tt
-import nn
+from tinytensor import nn
 
 __all__ = ["ConvBlock", "UNet"]
 

@@ -111,4 +111,16 @@ def cuda_device_count():
     return cupy_module().cuda.runtime.getDeviceCount() if cuda_is_available() else 0
 
 
+# nn/, models/ and tools/ install as tinytensor.nn, .models, .tools (pyproject.toml); they
+# import tinytensor themselves, so they load on first use: `tt.nn.Linear` as `torch.nn.Linear`
+_SUBPACKAGES = ("nn", "models", "tools")
+
+
+def __getattr__(name):
+    if name in _SUBPACKAGES:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'tinytensor' has no attribute '{name}'")
+
+
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ import argparse
 
 import numpy as np
 
-from tools.lib import text
+from tinytensor.tools.lib import text
 
 
 def main(argv=None):

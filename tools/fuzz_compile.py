@@ -17,9 +17,9 @@ import argparse
 import sys
 import time
 
-from tools.lib.fuzz_programs import DEFAULT, FEATURES, KNOWN_BUGS
-from tools.lib.fuzz_run import fuzz
-from tools.lib.progress import progress
+from tinytensor.tools.lib.fuzz_programs import DEFAULT, FEATURES, KNOWN_BUGS
+from tinytensor.tools.lib.fuzz_run import fuzz
+from tinytensor.tools.lib.progress import progress
 
 
 def features_of(args):

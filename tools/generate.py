@@ -12,7 +12,7 @@ hypothesis is printed once the search ends (no beam is the best before), not tok
 import argparse
 import sys
 
-from tools.lib import text
+from tinytensor.tools.lib import text
 
 
 def main(argv=None):

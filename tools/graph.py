@@ -15,7 +15,7 @@ import argparse
 import time
 
 import tinytensor as tt
-from tools.lib.graph_models import MODELS, PRESETS, trace
+from tinytensor.tools.lib.graph_models import MODELS, PRESETS, trace
 
 
 def make_graph(args):

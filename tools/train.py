@@ -20,8 +20,8 @@ import argparse
 import math
 import os
 
-from tools.lib import memory, model_zoo
-from tools.lib.training import run
+from tinytensor.tools.lib import memory, model_zoo
+from tinytensor.tools.lib.training import run
 
 # per-kind defaults for flags left unset: text models, and the small seq2seq task
 DEFAULTS = {

@@ -13,7 +13,7 @@ import numpy as np
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tools.lib.progress import progress
+from tinytensor.tools.lib.progress import progress
 
 
 def spiral(n_per_class, classes, rng):

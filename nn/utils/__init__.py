@@ -3,7 +3,7 @@ spectral normalization (the older hook form here, the parametrization form in
 `nn.utils.parametrizations`), `parametrize`, and skip_init.
 
 Submodules (`nn.utils.rnn`, `nn.utils.parametrize`, ...) are imported on first use, so
-`nn.utils.rnn.pad_sequence` works after `import nn`, as in torch.
+`nn.utils.rnn.pad_sequence` works after `from tinytensor import nn`, as in torch.
 """
 import importlib
 import inspect

@@ -87,8 +87,8 @@ def _make_seeds(target, directory):
 def _case_maker(target, seeds_dir, work):
     if target == "hfjson":
         dirs = targets.HFDirectories(seeds_dir, os.path.join(work, "dirs"))
-        import models  # noqa: F401 -- imported now, under no limits
-        from tools.lib import text  # noqa: F401
+        from tinytensor import models  # noqa: F401 -- imported now, under no limits
+        from tinytensor.tools.lib import text  # noqa: F401
         import tokenizers  # noqa: F401
         return dirs.case
     seeds = {}

@@ -44,7 +44,7 @@ def pickle_case(rng, seeds, path):
         data = _rezip(original, pkl_name, m.mutate(rng, pkl, m.PICKLE))
     with open(path, "wb") as f:
         f.write(data)
-    from models.torch_pickle import load_torch_bin
+    from tinytensor.models.torch_pickle import load_torch_bin
     return lambda: load_torch_bin(path)
 
 
@@ -52,7 +52,7 @@ def pickle_case(rng, seeds, path):
 def safetensors_seeds(directory):
     import numpy as np
 
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
     tt.manual_seed(0)
     nn.save({"w": tt.randn(3, 4), "b": tt.zeros(4), "ids": tt.tensor([1, 2, 3]),
@@ -91,7 +91,7 @@ def safetensors_case(rng, seeds, path):
         data = length.to_bytes(8, "little") + header + rest
     with open(path, "wb") as f:
         f.write(data)
-    import nn
+    from tinytensor import nn
     return lambda: nn.load(path)
 
 
@@ -147,8 +147,8 @@ class HFDirectories:
 
 
 def _reader(kind, d):
-    import models
-    from tools.lib import text
+    from tinytensor import models
+    from tinytensor.tools.lib import text
     if kind == "tokenizer":
         return lambda: models.Tokenizer.from_dir(d)
     if kind == "pooling":
@@ -158,7 +158,7 @@ def _reader(kind, d):
 
 def own_errors(target):
     if target == "hfjson":
-        from models.hf_json import ConfigError
+        from tinytensor.models.hf_json import ConfigError
         return (ConfigError,)
-    import nn
+    from tinytensor import nn
     return (nn.CheckpointError,)

@@ -15,7 +15,7 @@ import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 VOCAB = 64
 DEC_VOCAB = 48  # marian-unshared only

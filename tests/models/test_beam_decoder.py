@@ -8,7 +8,7 @@ import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 VOCAB, MAX_NEW = 96, 8
 # two left-padded rows: padding shifts positions, so a wrong mask or position changes tokens

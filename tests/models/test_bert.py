@@ -10,9 +10,9 @@ import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
-import nn  # noqa: E402
-from models.hf import read_weights  # noqa: E402
+from tinytensor import models  # noqa: E402
+from tinytensor import nn  # noqa: E402
+from tinytensor.models.hf import read_weights  # noqa: E402
 
 VOCAB, MASK_ID, SPECIAL = 80, 3, (0, 1, 2, 3)  # 0 = [PAD], 1 = [CLS], 2 = [SEP], 3 = [MASK]
 

@@ -5,9 +5,9 @@ and the allowed range, instead of a silent empty result or "probabilities contai
 import numpy as np
 import pytest
 
-import models
+from tinytensor import models
 import tinytensor as tt
-from models.generation import _choose
+from tinytensor.models.generation import _choose
 
 V = 32
 DECODERS = {

@@ -10,7 +10,7 @@ import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 from .causal_lm import assert_logits_and_loss_match  # noqa: E402
 

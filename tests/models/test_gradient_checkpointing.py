@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import models
+from tinytensor import models
 import tinytensor as tt
 
 GPT = dict(vocab_size=50, n_positions=32, n_embd=16, n_layer=3, n_head=2,

@@ -22,13 +22,13 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")
-import models  # noqa: E402
-from models import hf  # noqa: E402
-from models.torch_pickle import load_torch_bin  # noqa: E402
+from tinytensor import models  # noqa: E402
+from tinytensor.models import hf  # noqa: E402
+from tinytensor.models.torch_pickle import load_torch_bin  # noqa: E402
 from tests.limits import cpu_seconds
 
 MiB = 1 << 20
@@ -242,7 +242,7 @@ def test_expected_shapes_are_those_of_the_model(kind, variant):
     family = hf.FAMILIES[model.config.model_type]
     config = dict(model.config.to_dict(), model_type=family.model_type)
     if kind == "bert":
-        from models.bert_hf import ARCHITECTURE_OF_HEAD
+        from tinytensor.models.bert_hf import ARCHITECTURE_OF_HEAD
         config["architectures"] = [ARCHITECTURE_OF_HEAD[model.head]]
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     assert hf.expected_shapes(family, config) == want

@@ -12,10 +12,10 @@ import pytest
 
 from tests.models.text_fixtures import bert_dir, gpt2  # noqa: F401 (gpt2: a fixture)
 
-import models  # noqa: E402
-from models.hf import ConfigError  # noqa: E402
-from models.hf_json import MAX_DEPTH, read_json  # noqa: E402
-from tools.lib import text  # noqa: E402
+from tinytensor import models  # noqa: E402
+from tinytensor.models.hf import ConfigError  # noqa: E402
+from tinytensor.models.hf_json import MAX_DEPTH, read_json  # noqa: E402
+from tinytensor.tools.lib import text  # noqa: E402
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.load: RecursionError
 

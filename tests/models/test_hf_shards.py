@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 from .causal_lm import assert_logits_and_loss_match  # noqa: E402
 

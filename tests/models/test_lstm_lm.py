@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
-from models import LSTMLanguageModel
+from tinytensor import nn
+from tinytensor.models import LSTMLanguageModel
 
 V, E, H, T, B = 11, 6, 6, 4, 3
 RNG = np.random.default_rng(2)

@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 from .test_bart import (T, batch, check_cache_equals_full_decoding,  # noqa: E402
                         check_full_state_dict_bin_loads, check_generation,

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
-import models
-from models import hf
+from tinytensor import models
+from tinytensor.models import hf
 
 TINY = {  # model class -> (config class, fields of a small model)
     models.GPT: (models.GPTConfig, dict(vocab_size=32, n_positions=8, n_embd=8, n_layer=1, n_head=2)),

@@ -10,8 +10,8 @@ import torch
 import torch.nn as tnn
 
 import tinytensor as tt
-from models.resnet import resnet18
-from tools.lib.torch_resnet import torch_resnet18
+from tinytensor.models.resnet import resnet18
+from tinytensor.tools.lib.torch_resnet import torch_resnet18
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_compiled_resnet18_training_step_equals_eager_with_its_running_statistic
         tt.manual_seed(0)
         return resnet18(num_classes=10, dtype=tt.float64)
 
-    import nn
+    from tinytensor import nn
     eager, comp = make(), make()
     opt_e = nn.optim.SGD(eager.parameters(), lr=0.01, momentum=0.9)
     opt_c = nn.optim.SGD(comp.parameters(), lr=0.01, momentum=0.9)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from models.seq2seq import Seq2SeqCache, generate_seq2seq
+from tinytensor.models.seq2seq import Seq2SeqCache, generate_seq2seq
 
 START, EOS, PAD = 0, 1, 0
 

@@ -10,8 +10,8 @@ import tinytensor as tt
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-import models  # noqa: E402
-from models.t5_hf import hf_name  # noqa: E402
+from tinytensor import models  # noqa: E402
+from tinytensor.models.t5_hf import hf_name  # noqa: E402
 
 VOCAB, D = 64, 32
 # eos ids that the beams of the prompt below actually produce, so hypotheses end early

@@ -8,7 +8,7 @@ import pytest
 
 from .text_fixtures import bert, gpt2, tokenizers  # noqa: F401 (bert, gpt2: fixtures)
 
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 
 def test_encode_decode_match_the_tokenizers_library(gpt2):

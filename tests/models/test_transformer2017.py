@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 V, D, H, FF, L = 23, 16, 4, 24, 2
 PAD, BOS, EOS = 0, 1, 2

@@ -7,7 +7,7 @@ import torch
 import torch.nn as tnn
 
 import tinytensor as tt
-from models.unet import UNet
+from tinytensor.models.unet import UNet
 
 
 class TorchBlock(tnn.Module):

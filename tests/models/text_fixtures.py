@@ -7,7 +7,7 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 import tinytensor as tt  # noqa: E402
 
 CORPUS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog",

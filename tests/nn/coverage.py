@@ -46,8 +46,8 @@ def torch_names():
 
 def has(name):
     """Whether `nn.<name>` resolves (submodules are imported on the way)."""
-    obj = importlib.import_module("nn")
-    path = "nn"
+    obj = importlib.import_module("tinytensor.nn")
+    path = "tinytensor.nn"
     for part in name.split("."):
         if not hasattr(obj, part):
             try:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
+from tinytensor import nn
 
 X = np.random.default_rng(0).standard_normal((4, 5)) * 4
 X[0, :4] = [0.0, 3.0, -3.0, 6.0]  # the corners

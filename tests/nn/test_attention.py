@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as TF
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 R = np.random  # seeded before every test by conftest

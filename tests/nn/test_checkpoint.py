@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-import nn
-from nn import checkpoint, optim
+from tinytensor import nn
+from tinytensor.nn import checkpoint, optim
 
 
 class Net(nn.Module):

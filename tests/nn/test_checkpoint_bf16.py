@@ -11,8 +11,8 @@ pytest.importorskip("ml_dtypes")
 transformers = pytest.importorskip("transformers")
 
 import tinytensor as tt  # noqa: E402
-import nn  # noqa: E402
-import models  # noqa: E402
+from tinytensor import nn  # noqa: E402
+from tinytensor import models  # noqa: E402
 
 
 def _bits(t):

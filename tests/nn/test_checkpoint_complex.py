@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tests.nn.test_checkpoint import assert_load_refuses
 

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 CODES = {"uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16", "int32": "I32",

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-import nn
-from nn import checkpoint
+from tinytensor import nn
+from tinytensor.nn import checkpoint
 from tests.nn.test_checkpoint import assert_load_refuses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -77,7 +77,7 @@ def test_a_live_writers_temp_file_is_not_swept(tmp_path):
     # the child writes its first tensor, then holds the save open until told to go on
     child = _child(f"""
 import sys, numpy as np, nn
-from nn import checkpoint
+from tinytensor.nn import checkpoint
 write = checkpoint._write_array
 def paused(f, arr):
     write(f, arr)

@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 from tests.limits import run_cases
 
 
@@ -34,7 +34,7 @@ HOSTILE = {  # name -> (shape, data_offsets, a phrase of the refusal)
 def test_hostile_shapes_are_checkpoint_errors_naming_the_file_within_a_cpu_bound(tmp_path):
     paths = {name: _file(tmp_path / f"{name}.safetensors", shape, offsets)
              for name, (shape, offsets, _) in HOSTILE.items()}
-    results = run_cases("import nn", {name: f"nn.load({path!r})" for name, path in paths.items()},
+    results = run_cases("from tinytensor import nn", {name: f"nn.load({path!r})" for name, path in paths.items()},
                         cpu_s=60, wall_s=300)
     failures = []
     for name, (_, _, phrase) in HOSTILE.items():

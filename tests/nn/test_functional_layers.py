@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 RNG = np.random.default_rng(0)

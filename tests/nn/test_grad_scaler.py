@@ -4,7 +4,7 @@ weights after each step, and state_dict round trips."""
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 torch = pytest.importorskip("torch")

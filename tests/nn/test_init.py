@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
-from nn import init
+from tinytensor import nn
+from tinytensor.nn import init
 
 N = (400, 500)  # 200k values: the sample std of a mean is ~0.2% of the std
 

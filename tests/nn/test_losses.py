@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
+from tinytensor import nn
 
 RNG = np.random.default_rng(0)
 

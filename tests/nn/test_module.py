@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
-from nn import Module, ModuleDict, ModuleList, Parameter, Sequential
+from tinytensor import nn
+from tinytensor.nn import Module, ModuleDict, ModuleList, Parameter, Sequential
 
 
 class Attn(Module):

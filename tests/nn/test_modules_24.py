@@ -9,7 +9,7 @@ import torch
 
 import tinytensor as tt
 import tinytensor.functional as F
-import nn
+from tinytensor import nn
 
 RNG = np.random.default_rng(24)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import CaptureError
 from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi, results

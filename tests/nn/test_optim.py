@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
-from nn import Parameter, optim
+from tinytensor import nn
+from tinytensor.nn import Parameter, optim
 
 SHAPES = [(4, 3), (5,), (2, 3, 2)]
 STEPS = 20

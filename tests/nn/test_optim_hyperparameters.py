@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 

@@ -5,8 +5,8 @@ test below checks one property of it.
 """
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi, results
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 R = np.random  # seeded before every test by conftest

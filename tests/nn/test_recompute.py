@@ -3,7 +3,7 @@ replayed, so values and gradients are bitwise those of the plain run."""
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 

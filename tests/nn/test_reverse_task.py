@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import tinytensor as tt
-import nn
-from nn.utils import rnn as rnn_utils
+from tinytensor import nn
+from tinytensor.nn.utils import rnn as rnn_utils
 
 RNG = np.random.default_rng(0)
 

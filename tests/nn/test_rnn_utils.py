@@ -9,8 +9,8 @@ import torch
 from torch.nn.utils import rnn as trnn
 
 import tinytensor as tt
-import nn
-from nn.utils import rnn
+from tinytensor import nn
+from tinytensor.nn.utils import rnn
 
 RNG = np.random.default_rng(1)
 

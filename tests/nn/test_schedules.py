@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tinytensor as tt
-from nn import Parameter, optim, schedules
+from tinytensor.nn import Parameter, optim, schedules
 
 STEPS = 100
 

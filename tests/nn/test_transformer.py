@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tests.nn.test_attention import causal, compare_modules, kpm, randn
 

@@ -95,7 +95,7 @@ def test_each_op_ends_in_torchs_dtype(low):
 @pytest.fixture(scope="module")
 def gpt_pair(tmp_path_factory):
     transformers = pytest.importorskip("transformers")
-    import models
+    from tinytensor import models
     torch.manual_seed(0)
     ref = transformers.GPT2LMHeadModel(transformers.GPT2Config(
         vocab_size=96, n_positions=32, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,

@@ -180,7 +180,7 @@ def test_errors(fn, kind, words):
 
 
 def test_error_names_the_module_path():
-    import nn
+    from tinytensor import nn
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(5, 2, 3))
     with pytest.raises(ValueError, match=r"conv2d: .* in 1$"):
         net(tt.zeros(1, 3, 8, 8))

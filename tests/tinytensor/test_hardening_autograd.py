@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
-from nn import init, optim
+from tinytensor.nn import init, optim
 from tinytensor.testing import compare_with_torch
 
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tests.limits import cpu_seconds
 import tinytensor.functional as F
@@ -18,8 +18,8 @@ from tinytensor.autograd import STATE
 from tinytensor.viz import GraphvizNotFoundWarning, fmt_flops, op_flops
 from tinytensor.viz import output as viz_output
 from tinytensor.viz.render import ORDER_FILL, SAVED
-from tools.graph import main as graph_main
-from tools.lib.graph_models import build_model, trace
+from tinytensor.tools.graph import main as graph_main
+from tinytensor.tools.lib.graph_models import build_model, trace
 
 HAS_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAS_DOT, reason="Graphviz 'dot' program not installed")

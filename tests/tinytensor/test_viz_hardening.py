@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 _TOOLTIP = re.compile(r'^\s*"([^"]+)" \[label=.*?, tooltip="((?:[^"\\]|\\.)*)"')

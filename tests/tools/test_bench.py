@@ -9,7 +9,7 @@ import pytest
 def test_training_benchmark_configures_transformers_without_warnings():
     import transformers.utils.logging as hf_logging
 
-    from tools.lib.bench_train import CONFIG, build_pair
+    from tinytensor.tools.lib.bench_train import CONFIG, build_pair
     records = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append
@@ -30,7 +30,7 @@ def test_training_benchmark_configures_transformers_without_warnings():
 def test_ops_benchmark_cases_run_and_agree_with_torch():
     # tiny sizes: each case's forward is checked against torch inside ops_cases, and one
     # step of each library runs its backward (no timing: benchmarks never gate tests)
-    from tools.lib.bench_ops import ops_cases
+    from tinytensor.tools.lib.bench_ops import ops_cases
     names = []
     for name, tt_step, th_step in ops_cases(small=True):
         tt_step()
@@ -46,7 +46,7 @@ def test_nanogpt_benchmark_runs_eager_compiled_and_torch_to_the_same_losses(monk
     # The compiled copy on the interpreter: gcc over the step's kernels takes ~30 s on 2
     # loaded cores (the C kernels' own tests are the compiler's: test_gelu_erf.py...)
     monkeypatch.setenv("TINYTENSOR_CACHE_DIR", str(tmp_path))
-    from tools.lib import bench_nanogpt, nanogpt_pair
+    from tinytensor.tools.lib import bench_nanogpt, nanogpt_pair
     tiny = dict(vocab=32, block=8, n_layer=1, n_head=2, n_embd=16)
     steps = bench_nanogpt.variants(tiny, micro=2, accum=2, backend="numpy")
     assert [name for name, _ in steps] == ["tinytensor eager", "tinytensor @tt.compile", "torch eager"]

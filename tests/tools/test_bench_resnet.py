@@ -5,7 +5,7 @@ import pytest
 
 @pytest.mark.slow   # ~2 s unloaded (torch's import in a fresh worker, ResNet-sized arrays)
 def test_batch_norm_cases_agree_with_torch_and_run_their_backward():
-    from tools.lib.bench_conv import batch_norm_cases
+    from tinytensor.tools.lib.bench_conv import batch_norm_cases
     names = []
     for name, tt_step, th_step in batch_norm_cases():   # each checks its forward against torch
         tt_step()
@@ -16,7 +16,7 @@ def test_batch_norm_cases_agree_with_torch_and_run_their_backward():
 
 @pytest.mark.slow   # ~3 s: two ResNet-18s (11M parameters each) built and stepped
 def test_resnet_step_starts_from_torchs_loss(capsys):
-    from tools.lib.bench_conv import run_resnet
+    from tinytensor.tools.lib.bench_conv import run_resnet
     run_resnet(repeat=1, batch=2, size=32, rounds=1)   # asserts the first losses agree
     out = capsys.readouterr().out
     assert "ResNet-18 training step, N=2 3x32x32" in out and "ratio" in out

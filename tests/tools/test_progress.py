@@ -1,7 +1,7 @@
 """The progress bar on a terminal: a loop that stops early leaves no half-drawn line."""
 import io
 
-from tools.lib.progress import progress
+from tinytensor.tools.lib.progress import progress
 
 
 class Terminal(io.StringIO):

@@ -11,11 +11,11 @@ import pytest
 
 from tests.models.text_fixtures import bert, gpt2  # noqa: F401 (fixtures)
 
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 import tinytensor as tt  # noqa: E402
 from tests.limits import ROOT  # noqa: E402
-from tools import embed as embed_cli, generate as generate_cli  # noqa: E402
-from tools.lib import text  # noqa: E402
+from tinytensor.tools import embed as embed_cli, generate as generate_cli  # noqa: E402
+from tinytensor.tools.lib import text  # noqa: E402
 
 NOT_UTF8 = os.fsdecode(b"caf\xc3\xa9 \xff!")  # what Python makes of such argv bytes on POSIX
 

@@ -8,10 +8,10 @@ import pytest
 
 from tests.models.text_fixtures import bert, gpt2  # noqa: F401 (fixtures)
 
-import models  # noqa: E402
+from tinytensor import models  # noqa: E402
 import tinytensor as tt  # noqa: E402
-from tools import embed as embed_cli, generate as generate_cli  # noqa: E402
-from tools.lib import text  # noqa: E402
+from tinytensor.tools import embed as embed_cli, generate as generate_cli  # noqa: E402
+from tinytensor.tools.lib import text  # noqa: E402
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
-from tools import train
+from tinytensor.tools import train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--batch-size", "4",
         "--eval-every", "2", "--sample-tokens", "5", "--max-bytes", "20000"]
@@ -30,8 +30,8 @@ def test_each_kind_of_model_trains_and_writes_its_outputs(model, tmp_path):
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_decoders_leave_a_huggingface_directory_that_generate_reads(model, tmp_path, capsys):
     pytest.importorskip("tokenizers")
-    import models
-    from tools import generate
+    from tinytensor import models
+    from tinytensor.tools import generate
     train.main(["--model", model, "--steps", "2", "--context", "16", "--out", str(tmp_path)] + TINY)
     hf = tmp_path / "hf"
     assert "HuggingFace directory" in capsys.readouterr().out
@@ -100,7 +100,7 @@ def test_resumed_run_sees_the_same_batches_as_an_uninterrupted_one(tmp_path, mon
 @pytest.mark.parametrize("model", ["gpt2", "gpt1", "llama", "bert"])
 def test_dropout_flag_reaches_every_text_model(model):
     import tinytensor as tt
-    from tools.lib import model_zoo
+    from tinytensor.tools.lib import model_zoo
     net = model_zoo.build(model, 20, 16, 8, 1, 2, 0.5)
     ids = tt.tensor(np.arange(16).reshape(2, 8) % 20)
     a, b = (net(ids).logits.detach().numpy() for _ in range(2))

@@ -4,8 +4,8 @@ nn.clip_grad_norm_, which the capture records."""
 import numpy as np
 import pytest
 
-import nn
-from tools import train
+from tinytensor import nn
+from tinytensor.tools import train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--batch-size", "4", "--context", "16",
         "--eval-every", "3", "--sample-tokens", "5", "--max-bytes", "20000", "--warmup", "2"]
@@ -29,7 +29,7 @@ def test_compiled_run_has_the_eager_loss_curve(model, tmp_path):
 
 def test_compile_with_distributed_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="--compile and --distributed"):
-        from tools.lib.training import _run
+        from tinytensor.tools.lib.training import _run
         args = train.parse_args(["--compile", "--out", str(tmp_path)] + TINY)
         _run(args, _OneRank())
 

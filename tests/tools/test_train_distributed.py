@@ -1,9 +1,9 @@
 """tools/train.py --distributed on two ranks: the same run as one process, rank 0 writes."""
 import pytest
 
-import nn
+from tinytensor import nn
 from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi
-from tools import train
+from tinytensor.tools import train
 
 TINY = ["--layers", "1", "--d-model", "16", "--heads", "2", "--batch-size", "4", "--context", "16",
         "--eval-every", "3", "--sample-tokens", "5", "--max-bytes", "20000"]

@@ -3,8 +3,8 @@ import argparse
 
 import pytest
 
-from tools import train
-from tools.lib import memory
+from tinytensor.tools import train
+from tinytensor.tools.lib import memory
 
 
 def test_a_context_of_100000_is_refused_naming_the_flag_and_a_size_that_fits(capsys):

@@ -4,9 +4,9 @@ nn.GradScaler's state in the checkpoint (and back in on --resume)."""
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
-from tools import train
+from tinytensor.tools import train
 
 from .test_train_compile import TINY
 

@@ -38,7 +38,9 @@ from .tensor import Tensor
 
 
 # modules whose Functions are refused complex inputs unless registered (ops/complex_rules.py)
-_BUILT_IN = ("tinytensor.", "nn.", "models.")
+# (tinytensor.nn and tinytensor.models included; the tools' programs are users like any other)
+_BUILT_IN = "tinytensor."
+_USER = "tinytensor.tools."
 
 
 class _Ctx:
@@ -68,7 +70,8 @@ class Function:
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        if "complex_rule" not in cls.__dict__ and not cls.__module__.startswith(_BUILT_IN):
+        if "complex_rule" not in cls.__dict__ and (not cls.__module__.startswith(_BUILT_IN)
+                                              or cls.__module__.startswith(_USER)):
             cls.complex_rule = "own"  # a user's Function: its own business, as in torch
         if "name" not in cls.__dict__:  # LeakyRelu -> leaky_relu
             cls.name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).lower()

@@ -1,7 +1,7 @@
 """Special functions NumPy lacks (erf, erfc), written with NumPy so every backend can run them.
 
 For a = |x| the line is cut into pieces, each a polynomial (coefficients in _erf_coeffs.py,
-made by `python -m tools.erf_coeffs`):
+made by `python -m tinytensor.tools.erf_coeffs`):
   a < 0.5       erf(x) = x * P(x*x)             (erfc = 1 - erf: no cancellation there; float32: a < 1)
   0.5 <= a < 4  erfc(a) = exp(-a*a) * erfcx(a), erfcx a polynomial on [0.5, 1), [1, 2), [2, 4)
   a >= 4        erfc(a) = exp(-a*a) * Q(1 / (a*a)) / a     (0 once exp underflows, a > 27.3)

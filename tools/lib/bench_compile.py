@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from tools.lib.bench_train import lm_step
-from tools.lib.timing import median_n
+from tinytensor.tools.lib.bench_train import lm_step
+from tinytensor.tools.lib.timing import median_n
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -99,7 +99,7 @@ def mlp_case():
     batch 32), Python-overhead bound: timed through the tt.compile call itself."""
     import numpy as np
     import torch
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
     import tinytensor.functional as F
 
@@ -168,7 +168,7 @@ def _tuned_calls():
 def gpt_first_call(cache):
     """Seconds of the first tt.compile call of gpt_step with `cache` as the disk cache, and
     the fused kernels of its program."""
-    from tools.lib import bench_train
+    from tinytensor.tools.lib import bench_train
     import tinytensor as tt
     os.environ["TINYTENSOR_CACHE_DIR"] = cache
     model, _, ids, _, nn, _, _ = bench_train.build_pair()
@@ -183,13 +183,13 @@ def gpt_first_call(cache):
 
 def gpt_case():
     """(name, compiled step, eager step, torch step, kernels, compile times)."""
-    from tools.lib import bench_train
+    from tinytensor.tools.lib import bench_train
     cache = tempfile.mkdtemp(prefix="tt-bench-cache-")
     saved = os.environ.get("TINYTENSOR_CACHE_DIR")
     try:
         cold, kernels, (step, model, opt, ids), backend = gpt_first_call(cache)
         # `tools` is an installed package (pip install -e .), so the child imports it as is
-        code = ("from tools.lib.bench_compile import gpt_first_call; "
+        code = ("from tinytensor.tools.lib.bench_compile import gpt_first_call; "
                 "print(gpt_first_call(%r)[0])" % cache)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=600, cwd=_ROOT, env=dict(os.environ))
@@ -215,9 +215,9 @@ def decode_case(new_tokens=32, prompt=16):
     with the bench's GPT-2-style model: models.generate on tt.compile(model, dynamic=True)
     (one program for the prompt and one for every cache length: no capture per token)
     against eager tinytensor and transformers' generate (torch eager, sdpa, its KV cache)."""
-    from tools.lib import bench_train
+    from tinytensor.tools.lib import bench_train
     import numpy as np
-    import models
+    from tinytensor import models
     ours, ref, ids_tt, ids_th, _, torch, tt = bench_train.build_pair()
     ours.eval(), ref.eval()
     fast = tt.compile(ours, dynamic=True)

@@ -97,11 +97,11 @@ def run_resnet(repeat, batch=8, size=64, rounds=3, compiled=False, markdown=Fals
     import numpy as np
     import torch
 
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
-    from models.resnet import resnet18
-    from tools.lib.torch_resnet import torch_resnet18
-    from tools.lib.timing import median_n
+    from tinytensor.models.resnet import resnet18
+    from tinytensor.tools.lib.torch_resnet import torch_resnet18
+    from tinytensor.tools.lib.timing import median_n
 
     torch.manual_seed(0)
     theirs = torch_resnet18(100)

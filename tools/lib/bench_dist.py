@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tools.lib.bench_train import BATCH, CONFIG, CONTEXT
+from tinytensor.tools.lib.bench_train import BATCH, CONFIG, CONTEXT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,7 +23,7 @@ def _env():
 
 
 def run(steps, bucket_mb=1.0, markdown=False):
-    worker = [sys.executable, "-c", "from tools.lib.bench_dist import worker; "
+    worker = [sys.executable, "-c", "from tinytensor.tools.lib.bench_dist import worker; "
               f"worker({int(steps)}, {float(bucket_mb)!r})"]
     rows = []
     for n, cmd in ((1, worker), (2, ["mpiexec", "-n", "2", "--bind-to", "none"] + worker)):
@@ -54,8 +54,8 @@ def run(steps, bucket_mb=1.0, markdown=False):
 
 def worker(steps, bucket_mb):
     import numpy as np
-    import models
-    import nn
+    from tinytensor import models
+    from tinytensor import nn
     import tinytensor as tt
 
     world, rank, dist = 1, 0, None

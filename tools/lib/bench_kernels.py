@@ -2,7 +2,7 @@
 the CPU, peak attention memory, and on a CUDA device softmax GB/s and attention TFLOP/s."""
 import os
 
-from tools.lib.timing import median_n
+from tinytensor.tools.lib.timing import median_n
 
 
 def kernel_cases_cpu():

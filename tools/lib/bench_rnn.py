@@ -12,7 +12,7 @@ def rnn_cases(compiled=True):
     import numpy as np
     import torch
     import tinytensor as tt
-    import nn
+    from tinytensor import nn
 
     rng = np.random.default_rng(0)
 

@@ -12,10 +12,10 @@ def build_pair():
     import numpy as np
     import torch
     import transformers
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
-    import models
-    from models.gpt_hf import _to_ours
+    from tinytensor import models
+    from tinytensor.models.gpt_hf import _to_ours
 
     torch.manual_seed(0)
     # GPT2Config's special tokens default to GPT-2's 50256, outside this vocabulary; the last id

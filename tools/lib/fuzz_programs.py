@@ -144,7 +144,7 @@ class Program:
                 "import numpy as np  # noqa: F401\n"
                 "import tinytensor as tt  # noqa: F401\n"
                 "import tinytensor.functional as F  # noqa: F401\n"
-                "from tools.lib.fuzz_check import check\n\n"
+                "from tinytensor.tools.lib.fuzz_check import check\n\n"
                 f"INPUTS = {{\n{inputs},\n}}\n\n\n"
                 f"def program({', '.join(params)}):\n"
                 f"    def fn({', '.join(args)}):\n" + "\n".join(body) + "\n    return fn\n\n\n"

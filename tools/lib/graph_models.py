@@ -5,7 +5,7 @@ MLP and a causal attention block; PRESETS holds named sizes (tiny, and GPT-2 sma
 """
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 PRESETS = {  # GPT-2 small as published: 12 layers, 768 wide, 12 heads, 50257 tokens, 1024 context
@@ -43,13 +43,13 @@ class AttentionBlock(nn.Module):
 
 
 def _gpt(s, model_type):
-    from models import GPT, GPTConfig
+    from tinytensor.models import GPT, GPTConfig
     return GPT(GPTConfig(vocab_size=s["vocab"], n_positions=max(s["seq_len"], 8), n_embd=s["d_model"],
                          n_layer=s["layers"], n_head=s["heads"], model_type=model_type))
 
 
 def _llama(s):
-    from models import Llama, LlamaConfig
+    from tinytensor.models import Llama, LlamaConfig
     return Llama(LlamaConfig(vocab_size=s["vocab"], hidden_size=s["d_model"],
                              intermediate_size=8 * s["d_model"] // 3, num_hidden_layers=s["layers"],
                              num_attention_heads=s["heads"],
@@ -58,7 +58,7 @@ def _llama(s):
 
 
 def _bert(s):
-    from models import BERT, BertConfig
+    from tinytensor.models import BERT, BertConfig
     return BERT(BertConfig(vocab_size=s["vocab"], hidden_size=s["d_model"],
                            num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
                            intermediate_size=4 * s["d_model"],
@@ -66,13 +66,13 @@ def _bert(s):
 
 
 def _t5(s):
-    from models import T5, T5Config
+    from tinytensor.models import T5, T5Config
     return T5(T5Config(vocab_size=s["vocab"], d_model=s["d_model"], d_kv=s["d_model"] // s["heads"],
                        d_ff=4 * s["d_model"], num_layers=s["layers"], num_heads=s["heads"]))
 
 
 def _bart(s):
-    from models import BART, BartConfig
+    from tinytensor.models import BART, BartConfig
     return BART(BartConfig(vocab_size=s["vocab"], max_position_embeddings=max(s["seq_len"], 8),
                            d_model=s["d_model"], encoder_layers=s["layers"], decoder_layers=s["layers"],
                            encoder_attention_heads=s["heads"], decoder_attention_heads=s["heads"],
@@ -80,7 +80,7 @@ def _bart(s):
 
 
 def _transformer(s):
-    from models import Transformer, TransformerConfig
+    from tinytensor.models import Transformer, TransformerConfig
     return Transformer(TransformerConfig(vocab_size=s["vocab"], d_model=s["d_model"],
                                          encoder_layers=s["layers"], decoder_layers=s["layers"],
                                          encoder_attention_heads=s["heads"],

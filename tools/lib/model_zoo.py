@@ -1,5 +1,5 @@
 """The small models tools/train.py builds, by --model name, sized by its flags."""
-import models
+from tinytensor import models
 
 DECODERS = ("gpt2", "gpt1", "llama")
 ENCODERS = ("bert",)

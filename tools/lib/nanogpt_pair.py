@@ -96,7 +96,7 @@ def build_pair(config=None, micro=MICRO, accum=ACCUM, batches=4, seed=0):
     `accum` (x, y) micro-batches of random tokens, y = x shifted by one."""
     import numpy as np
     import torch
-    import nn as tt_nn
+    from tinytensor import nn as tt_nn
     import tinytensor as tt
     import tinytensor.functional as tt_F
 

@@ -14,7 +14,7 @@ import numpy as np
 
 import tinytensor as tt
 
-from tools.lib.corpus import byte_tokenizer_json, decode
+from tinytensor.tools.lib.corpus import byte_tokenizer_json, decode
 
 
 class LanguageModeling:
@@ -55,7 +55,7 @@ class LanguageModeling:
     def export(self, model, directory):
         """Write `model` and a tokenizer for its byte tokens as a HuggingFace directory, so
         tools/generate.py (or transformers) continues text with it."""
-        from models.hf import write_json
+        from tinytensor.models.hf import write_json
         model.save_hf(directory)
         write_json(byte_tokenizer_json(), os.path.join(directory, "tokenizer.json"))
         write_json({"tokenizer_class": "PreTrainedTokenizerFast", "padding_side": "left"},
@@ -70,7 +70,7 @@ class MaskedLM(LanguageModeling):
     export = None  # a masked LM does not continue text
 
     def _masked(self, windows, seed):
-        from models import mask_tokens
+        from tinytensor.models import mask_tokens
         inputs, labels = mask_tokens(windows, self.mask_token_id, 256, mlm_probability=0.15, seed=seed)
         return inputs, labels
 

@@ -3,10 +3,10 @@ stream a continuation of a prompt, pool sentence embeddings as sentence-transfor
 import inspect
 import os
 
-import models
+from tinytensor import models
 import tinytensor as tt
-from models.hf_json import ConfigError, optional_int, problem, read_json
-from models.seq2seq import Seq2SeqGenerateMixin
+from tinytensor.models.hf_json import ConfigError, optional_int, problem, read_json
+from tinytensor.models.seq2seq import Seq2SeqGenerateMixin
 
 
 def load(directory, device=None):

@@ -24,13 +24,13 @@ import sys
 import tempfile
 import time
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
-from tools.lib import model_zoo
-from tools.lib.corpus import load_tokens
-from tools.lib.plot import write_curves_svg
-from tools.lib.progress import progress
-from tools.lib.tasks import LanguageModeling, MaskedLM, Reverse
+from tinytensor.tools.lib import model_zoo
+from tinytensor.tools.lib.corpus import load_tokens
+from tinytensor.tools.lib.plot import write_curves_svg
+from tinytensor.tools.lib.progress import progress
+from tinytensor.tools.lib.tasks import LanguageModeling, MaskedLM, Reverse
 
 CHECKPOINT_KEYS = ("config", "history", "model", "optimizer", "step")
 

@@ -1,8 +1,8 @@
 """Shared programs for the compiler tests: small models, steps, and captures of them."""
 import numpy as np
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import interpret
 from tinytensor.compiler.capture import capture, flatten_tensors

@@ -4,7 +4,7 @@ computes them; zeros in their place would turn -0.0 gradients into +0.0 and meet
 import numpy as np
 import pytest
 
-import models
+from tinytensor import models
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.capture import CaptureError

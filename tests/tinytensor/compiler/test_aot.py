@@ -5,8 +5,8 @@ import copy
 import numpy as np
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler import CaptureError

@@ -3,7 +3,7 @@ import warnings
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 from .helpers import gpt, lm_step, mlp, mse_step

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler.codegen import c_index
 from tinytensor.ops.indexing import IndexAdd

@@ -4,7 +4,7 @@ replays exactly as eager would run."""
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import guards
 

@@ -3,7 +3,7 @@ import re
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import CaptureError
 from tinytensor.compiler.capture import capture

@@ -291,7 +291,7 @@ def test_kernels_taking_their_sizes_replay_a_dynamic_training_step_on_the_host(t
     from tinytensor.compiler import interpret
     from tinytensor.compiler.capture import capture
     from tinytensor.compiler.passes import run_all
-    import nn
+    from tinytensor import nn
     m = gpt()
     o = nn.optim.SGD(m.parameters(), lr=0.1)
     step = lambda m, o, ids: lm_step(m, ids)
@@ -424,7 +424,7 @@ def test_gpu_a_grid_stride_loop_covers_more_elements_than_the_grid():
 
 @pytest.mark.gpu
 def test_gpu_dynamic_step_is_one_program_for_every_size_and_matches_the_cpu():
-    import nn
+    from tinytensor import nn
     from .helpers import training_step
     loss = lambda m, ids: m(ids, labels=ids).loss
     mg, mc = gpt().to("cuda"), gpt()

@@ -4,8 +4,8 @@ that change from batch to batch, and with dropout."""
 import numpy as np
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 

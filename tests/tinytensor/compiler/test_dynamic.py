@@ -3,8 +3,8 @@ generation without a capture per token, and clear errors where sizes cannot be s
 import numpy as np
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.core.function import Function

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 

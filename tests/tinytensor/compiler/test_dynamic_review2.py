@@ -5,10 +5,10 @@ fix the cause named in the reason, then drop the mark."""
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
-from nn import positions
+from tinytensor.nn import positions
 
 from .helpers import agrees_dynamic, random_tensor
 

@@ -49,7 +49,7 @@ def test_without_dot_it_writes_the_dot_source(tmp_path, monkeypatch):
 
 
 def test_explain_a_step_writes_every_stage_and_fusion_cuts_nodes_and_bytes(tmp_path):
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
     import tinytensor.functional as F
     tt.manual_seed(0)
@@ -71,7 +71,7 @@ def test_explain_a_step_writes_every_stage_and_fusion_cuts_nodes_and_bytes(tmp_p
 
 
 def test_viz_graph_draws_a_compiled_function_and_a_program_as_explain_does(tmp_path):
-    import nn
+    from tinytensor import nn
     import tinytensor as tt
     tt.manual_seed(0)
     m = nn.Sequential(nn.Linear(8, 8), nn.GELU("tanh"), nn.Linear(8, 2))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tools.lib import fuzz_check
-from tools.lib.fuzz_check import Mismatch
-from tools.lib.fuzz_programs import DEFAULT, FEATURES, KNOWN_BUGS, Input, Op, Program, generate
-from tools.lib.fuzz_run import fuzz, run_program, shrink
+from tinytensor.tools.lib import fuzz_check
+from tinytensor.tools.lib.fuzz_check import Mismatch
+from tinytensor.tools.lib.fuzz_programs import DEFAULT, FEATURES, KNOWN_BUGS, Input, Op, Program, generate
+from tinytensor.tools.lib.fuzz_run import fuzz, run_program, shrink
 
 CI_PROGRAMS = 24     # about 1 s each on 2 cores, both backends
 
@@ -165,7 +165,7 @@ def test_leaves_held_across_calls_keep_their_values():
 
 
 def test_the_long_run_program_fuzzes_and_lists_its_features(capsys):
-    from tools import fuzz_compile
+    from tinytensor.tools import fuzz_compile
     assert fuzz_compile.main(["--programs", "2", "--seed", "3", "--backends", "numpy",
                               "--progress-every", "1"]) == 0
     out = capsys.readouterr().out

@@ -8,8 +8,8 @@ import pytest
 
 import tinytensor as tt
 from tinytensor.core.primitives import sum_to_array
-from tools.lib.fuzz_programs import Input, Op, Program
-from tools.lib.fuzz_run import run_program
+from tinytensor.tools.lib.fuzz_programs import Input, Op, Program
+from tinytensor.tools.lib.fuzz_run import run_program
 
 
 def _bits(a):

@@ -4,7 +4,7 @@ their own arrays, and the step count, learning rate and state are read at each c
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.kernels import fusion
 

@@ -2,7 +2,7 @@
 there, the program's results stay bit for bit the same, and the planned peak drops."""
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.passes import fuse, plan, remat, run_all

@@ -6,10 +6,10 @@ step stays bitwise the eager one."""
 import numpy as np
 import pytest
 
-import nn
-import nn.checkpoint
+from tinytensor import nn
+import tinytensor.nn.checkpoint  # noqa: F401 -- nn.checkpoint below
 import tinytensor as tt
-from nn.schedules import LambdaLR, cosine_with_warmup
+from tinytensor.nn.schedules import LambdaLR, cosine_with_warmup
 
 from .helpers import mlp, training_step
 

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 
@@ -215,7 +215,7 @@ def test_clip_grad_norm_error_if_nonfinite_is_refused_under_capture_naming_the_l
 
 @pytest.mark.parametrize("backend", ["numpy", "c"])
 def test_compiled_llama_follows_position_ids(backend):
-    import models
+    from tinytensor import models
     tt.manual_seed(0)
     m = models.Llama(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)

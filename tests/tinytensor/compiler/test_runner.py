@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import runner as R

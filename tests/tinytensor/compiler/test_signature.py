@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import guards
 

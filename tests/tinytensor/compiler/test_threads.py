@@ -54,7 +54,7 @@ def test_split_kernels_give_the_bits_of_whole_ones(always_split, dtype):
 
 
 def test_a_split_training_step_matches_the_whole_one(always_split):
-    import nn
+    from tinytensor import nn
     rng = np.random.default_rng(1)
     xa, ya = rng.standard_normal((512, 256)).astype(np.float32), rng.integers(0, 10, 512)
 

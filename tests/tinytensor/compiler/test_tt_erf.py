@@ -10,7 +10,7 @@ import pytest
 
 from tinytensor.compiler import cache_disk
 from tinytensor.compiler.codegen import c
-from tools import erf_coeffs
+from tinytensor.tools import erf_coeffs
 
 FUNCS = {  # C function: (element type, reference on a Python float)
     "tt_erff": ("float", math.erf), "tt_erfcf": ("float", math.erfc),

@@ -3,7 +3,7 @@ file's suffix (before, render("x.svg") wrote DOT into x.svg and the picture into
 import shutil
 import warnings
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 
 

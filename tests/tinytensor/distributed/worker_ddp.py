@@ -6,8 +6,8 @@ import sys
 
 import numpy as np
 
-import models
-import nn
+from tinytensor import models
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.distributed as dist
 

@@ -17,7 +17,7 @@ def ddp_step(model):
 
 
 if how == "ddp_exit3":  # rank 1 leaves before its backward: rank 0 waits on a gradient bucket
-    import nn
+    from tinytensor import nn
     model = nn.parallel.DistributedDataParallel(nn.Linear(4, 3))
     if rank == 1:
         sys.exit(3)

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 
-import nn
+from tinytensor import nn
 import tinytensor as tt
 import tinytensor.distributed as dist
 
