@@ -1,5 +1,7 @@
 """tinytensor: a from-scratch tensor library with tape-based reverse-mode autodiff on
 NumPy (cpu) and CuPy (cuda)."""
+import os as _os
+
 from . import dtypes
 from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get_default_dtype,
                      set_default_dtype, result_type)
@@ -114,6 +116,13 @@ def cuda_device_count():
 # nn/, models/ and tools/ install as tinytensor.nn, .models, .tools (pyproject.toml); they
 # import tinytensor themselves, so they load on first use: `tt.nn.Linear` as `torch.nn.Linear`
 _SUBPACKAGES = ("nn", "models", "tools")
+# In a source checkout they sit beside this package: search the checkout's root too, so that
+# `tinytensor.nn` is always the nn/ next to the tinytensor/ that was imported (an editable
+# install maps it to the one checkout it was installed from, not a worktree or a copy).
+_ROOT = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if (_os.path.isfile(_os.path.join(_ROOT, "pyproject.toml"))
+        and _os.path.isfile(_os.path.join(_ROOT, "nn", "__init__.py"))):
+    __path__.append(_ROOT)
 
 
 def __getattr__(name):
