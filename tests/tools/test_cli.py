@@ -47,7 +47,8 @@ def test_bench_kernels_gpu_without_a_gpu_says_nothing_was_measured():
 
 
 def test_tools_is_importable_from_anywhere_without_path_edits(tmp_path):
-    code = "import tools.train, tools.graph, tools.bench, tools.lib.tasks, tools.lib.bench_kernels"
+    code = ("import tinytensor.tools.train, tinytensor.tools.graph, tinytensor.tools.bench, "
+            "tinytensor.tools.lib.tasks, tinytensor.tools.lib.bench_kernels")
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=30)
     assert res.returncode == 0, res.stderr
