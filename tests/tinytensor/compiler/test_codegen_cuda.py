@@ -21,7 +21,7 @@ import pytest
 
 import tinytensor as tt
 from tinytensor.compiler import instantiate, symbolic
-from tinytensor.compiler.codegen import c, cuda
+from tinytensor.compiler.codegen import cuda, runner as c_runner
 from tinytensor.compiler.ir import Instr, Program, Value
 from tinytensor.compiler.passes import fuse
 from tinytensor.kernels import _cuda
@@ -188,7 +188,7 @@ GRID, BLOCK = 3, 7   # 21 threads: every kernel of the test programs loops more 
 
 
 def host_runner(program, tmp_path, env=None):
-    """c.Runner over the CUDA kernels compiled for the host, each launched on a
+    """c_runner.Runner over the CUDA kernels compiled for the host, each launched on a
     GRID x BLOCK grid by a loop over blocks and threads. env ({symbol: size}): `program`
     has symbolic sizes; its kernels are launched with those."""
     cxx = shutil.which("g++") or shutil.which("clang++")
@@ -215,9 +215,9 @@ def host_runner(program, tmp_path, env=None):
     lib = ctypes.CDLL(str(lib_path))
     kernels = {k: getattr(lib, f"host_{name}") for k, name in names.items()}
     if env is None:   # the launchers' size argument is unused: point it at a zero
-        return c.Runner(program, kernels, source, sizes=[0])
+        return c_runner.Runner(program, kernels, source, sizes=[0])
     sizes = [env[f"s{k}"] for k in range(len(env))]
-    return c.Runner(instantiate.at(program, env), kernels, source, sizes=sizes)
+    return c_runner.Runner(instantiate.at(program, env), kernels, source, sizes=sizes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
