@@ -9,6 +9,7 @@ import pytest
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import c, columns, cuda, rows as c_rows
+from tinytensor.compiler import pipeline
 from tinytensor.compiler.passes import fuse
 
 from ._programs import bits, fused_instrs, interpreted, program_of
@@ -51,7 +52,7 @@ def test_sums_and_maxima_over_rows_are_numpys_bits(n, dtype):
     fused = fuse.run(program).verify()
     # one kernel per row shape: over (3, 2) rows of n, and over 3 rows of 2 * n
     assert len(fused_instrs(fused)) == 2 and all(i.op == "fused" for i in fused.instrs)
-    assert_bitwise(c.build(fused)(inputs), interpreted(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), interpreted(program, inputs))
 
 
 def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
@@ -64,7 +65,7 @@ def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
     program, inputs = program_of(f, x)
     fused = fuse.run(program)
     assert len(fused_instrs(fused)) == 2
-    got, want = c.build(fused)(inputs), interpreted(program, inputs)
+    got, want = c.build(pipeline.after_fusion(fused, "c"))(inputs), interpreted(program, inputs)
     assert_bitwise(got, want)
     assert np.isnan(got[1][1, 0]) and np.isnan(got[0])
 
@@ -87,7 +88,7 @@ def test_a_rows_max_in_lanes_keeps_the_first_nan_infinities_and_every_length(dty
         x[4, 0] = np.nan
         x[5, -1] = -np.inf
         program, inputs = program_of(lambda x: (x * 1.0).amax(-1) + 0.0, x)
-        (got,), (want,) = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+        (got,), (want,) = c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs)
         nan = np.isnan(want)
         assert list(np.nonzero(nan)[0]) == [3, 4] and np.array_equal(np.isnan(got), nan)
         np.testing.assert_array_equal(bits(got[~nan]), bits(want[~nan]))
@@ -163,7 +164,7 @@ def compiled_case(name, n, dtype):
     tensors = tuple(tt.tensor(a, requires_grad=r) for a, r in zip(arrays, grad))
     program, want, inputs = captured(step, tensors)
     fused = fuse.run(program).verify()
-    return fused, c.build(fused)(inputs), want, (step, arrays, grad)
+    return fused, c.build(pipeline.after_fusion(fused, "c"))(inputs), want, (step, arrays, grad)
 
 
 def reference(step, arrays, grad):
@@ -265,7 +266,7 @@ def test_sums_over_leading_dims_are_column_kernels_with_numpys_bits(shape, dtype
     x, b = rows(shape[-1], dtype, lead=shape[:-1]), rows(shape[-1], dtype, seed=1, lead=())
     x.reshape(-1)[:4] = [-0.0, 1e30, -1e-30, -0.0]
     program, inputs = program_of(column_sums, x, b)
-    compiled = c.build(fuse.run(program))
+    compiled = c.build(pipeline.lower(program, "c"))
     assert_bitwise(compiled(inputs), interpreted(program, inputs))
     kernels = [k for k in fused_instrs(fuse.columns(fuse.run(program))) if columns.is_column_kernel(k.attrs["body"])]
     # the chain's kernel sums its own result (g is an output too: g * 2.0 reads it)
@@ -281,7 +282,7 @@ def body_ops(kernel):
 def test_a_column_of_negative_zeros_sums_to_zero_as_in_numpy():
     x = np.full((5, 3), -0.0, np.float32)
     program, inputs = program_of(lambda x: (x * 1.0).sum(0), x)
-    [got] = c.build(fuse.run(program))(inputs)
+    [got] = c.build(pipeline.lower(program, "c"))(inputs)
     assert not np.signbit(got).any()
     assert_bitwise([got], interpreted(program, inputs))
 
@@ -294,7 +295,7 @@ def test_one_column_or_a_strided_operand_stays_numpys():
     program, inputs = program_of(f, rows(1, np.float32, lead=(300,)), rows(300, np.float32, lead=(7,)))
     fused = fuse.columns(fuse.run(program))
     assert not any(columns.is_column_kernel(k.attrs["body"]) for k in fused_instrs(fused))
-    assert_bitwise(c.build(fuse.run(program))(inputs), interpreted(program, inputs))
+    assert_bitwise(c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs))
 
 
 def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
@@ -309,7 +310,7 @@ def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
     fused = fuse.columns(fuse.run(program))
     for k in fused_instrs(fused):
         assert not set(k.inputs) & set(k.attrs["body"].consts)
-    got, want = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+    got, want = c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)   # C tanh is not NumPy's
     assert_bitwise(got[1:], want[1:])
 
@@ -323,4 +324,4 @@ def test_the_bias_gradients_of_an_mlp_step_are_column_kernels_with_eagers_bits()
     fused = fuse.columns(fuse.run(program))
     sums = [k for k in fused_instrs(fused) if columns.is_column_kernel(k.attrs["body"])]
     assert len(sums) == 2 and not any(i.op == "sum_to" for i in fused.instrs)
-    assert_bitwise(c.build(fuse.run(program))(arrays), outs)
+    assert_bitwise(c.build(pipeline.lower(program, "c"))(arrays), outs)

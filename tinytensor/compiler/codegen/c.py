@@ -2,8 +2,9 @@
 
 `build(program)` returns a runner (codegen/runner.py): `runner(list of input arrays) -> list
 of outputs`. Fused instructions run their generated C function; every other instruction
-runs its Function's NumPy forward, exactly as eager does. `build` first compiles sums over
-leading dims into column kernels (passes/fuse.py `columns`; the C backend's alone).
+runs its Function's NumPy forward, exactly as eager does. The program comes lowered by
+compiler/pipeline.py (fused, column kernels made, memory planned): this module only emits,
+compiles and hands the result to the runner.
 
 The kernels' sources come from loops.py (a body without reductions), rows.py (sums and
 maxima over trailing dims) and columns.py (sums over leading dims), their op expressions
@@ -12,7 +13,6 @@ tt_math.h, written to vectorize (libm calls would not): exp, log, tanh, and erf 
 exact GELU and its slope, which are not exactly rounded (within an ulp or two of the exact
 value, as eager's are), so kernels using them are not bitwise eager's.
 """
-from ..passes import fuse
 from .. import instantiate, symbolic
 from . import runner as _runner, threads as _threads_mod
 from .columns import column_kernel_source, is_column_kernel
@@ -59,10 +59,10 @@ def build_dynamic(program, write_back=None, threads=None):
     argument, and an instantiate.Instances that makes the runner of each call's sizes (the
     program at those sizes: its memory plan, arena and NumPy steps) from those kernels.
     threads: as in `build`."""
-    program = fuse.columns(program)
+    _lowered(program, "build_dynamic")
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
-    kernels, source = _compiled(program, in_place)
+    kernels, source = compiled(program, in_place)
     symbols = symbolic.program_symbols(program)
     count = 1 + max((int(s[1:]) for s in symbols), default=-1)
     threads = _threads_of(threads)
@@ -75,13 +75,21 @@ def build_dynamic(program, write_back=None, threads=None):
     return instantiate.Instances(at, generic)
 
 
-def _compiled(program, in_place):
+def compiled(program, in_place):
     """({instr index: (loaded C function, its `_part` entry)}, source) of a program's
     fused kernels."""
     source, names = program_source(program, in_place)
     lib = load_with_math(source) if names else None
     # {k: (the whole kernel, its parts' entry)}
     return {k: (getattr(lib, name), getattr(lib, f"{name}_part")) for k, name in names.items()}, source
+
+
+def _lowered(program, who):
+    """Code generation only emits: fusion, column kernels and the memory plan are the
+    pipeline's (compiler/pipeline.py), run before; a program without its plan skipped them."""
+    if program.memory is None:
+        raise ValueError(f"codegen.c.{who}: the program is not lowered for the C backend (no "
+                         f"memory plan); run compiler/pipeline.py `lower(program, 'c')` first")
 
 
 def _threads_of(threads):
@@ -93,8 +101,8 @@ def build(program, write_back=None, threads=None):
     write_back: {output index: input index} that the runner may compute in place.
     threads: how many parts big kernels and matmuls run in (codegen/threads.py); None: as
     many as NumPy's OpenBLAS runs (1 with another BLAS)."""
-    program = fuse.columns(program)
+    _lowered(program, "build")
     fused = {k for k, ins in enumerate(program.instrs) if ins.op == "fused"}
     in_place = _runner.in_place(program, fused, write_back or {})
-    kernels, source = _compiled(program, in_place)
+    kernels, source = compiled(program, in_place)
     return Runner(program, kernels, source, in_place, threads=_threads_of(threads))
