@@ -29,7 +29,7 @@ from .toolchain import FLAGS, source_file
 
 SPIN_NS = 200_000   # how long a worker spins for the next job before sleeping (0.2 ms)
 
-SOURCE = source_file("c_pool.c")
+SOURCE = source_file("c_pool.c") + "\n" + source_file("gemm.c")   # one library: the pool runs gemm jobs
 
 
 class Gemm(ctypes.Structure):
