@@ -103,5 +103,5 @@ def test_gpu_tensors_choose_cuda():
     assert choose.backend((_cuda_tensor(),), {}, meta) == "cuda"
     assert choose.backend((tt.randn(3),), {}, meta) == "c"
     # a parameter on the GPU (a compiled model called on CPU ids would still fail there)
-    assert choose.backend((tt.randn(3),), {}, {"tree": None,
-                                               "bindings": [("param", _cuda_tensor())]}) == "cuda"
+    on_gpu = types.SimpleNamespace(tree=None, bindings=[("param", _cuda_tensor())])
+    assert choose.backend((tt.randn(3),), {}, on_gpu) == "cuda"
