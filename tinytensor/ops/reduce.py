@@ -13,6 +13,7 @@ from ..messages import plain
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
+from ..core.rules import Rule, per_input as _per_input
 from ..core.tensor import Tensor
 from ..kernels import c_rows as _c_rows
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, isnan,
@@ -60,6 +61,7 @@ def _expand_back(g, in_shape, dims, keepdim):
 
 
 class Sum(Function):
+    compile_rule = Rule(reduce="sum", flops=_per_input)
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         x = summand(x)   # added in the order of the indices, whatever x's layout
@@ -193,6 +195,7 @@ class _Extreme(_SavesOutput):
 
 
 class Amax(_Extreme):
+    compile_rule = Rule(reduce="max", flops=_per_input)
     reduce = "max"
 
 
