@@ -130,6 +130,7 @@ def float_operand(x, op):
 
 # ---------------------------------------------------------------- device copies and clones
 class ToDevice(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "to_device"
 
     @staticmethod
@@ -758,6 +759,7 @@ def _sign_array(x):
 
 
 class Sign(Function):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _sign_array(x)
@@ -1355,18 +1357,21 @@ class LogicalNot(_Predicate):
 
 
 class Isfinite(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isfinite(x)
 
 
 class Isnan(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isnan(x)
 
 
 class Isinf(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isinf(x)

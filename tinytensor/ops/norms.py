@@ -73,6 +73,13 @@ def _dx(gy, xh, rs, dims, rms):
     return rs * inner
 
 
+def _norm_flops(base):
+    """FLOPs of a norm: `base` per element (layer norm 5: mean, subtract, square, mean, scale;
+    RMS norm 3), plus one each for a weight and a bias (the fused ops' attributes)."""
+    return lambda attrs, i, o: (base + bool(attrs.get("has_weight")) + bool(attrs.get("has_bias"))) \
+        * math.prod(o[0][0])
+
+
 def _steps(x, dims, eps, rms):
     """(xhat, mean or None, 1/std) as the reference forward's NumPy ops, in its order, np.mean
     as a sum divided by the count: the one spelling of what tt.compile computes for the
@@ -113,7 +120,7 @@ class _NormCore(Function):
 
 class LayerNormCore(_NormCore):
     """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
-    compile_rule = Rule(lower=True, flops=5)
+    compile_rule = Rule(lower=True, flops=_norm_flops(5))
     name = "layer_norm"
 
     @staticmethod
@@ -136,7 +143,7 @@ class LayerNormCore(_NormCore):
 
 class RMSNormCore(_NormCore):
     """x / sqrt(mean(x^2) + eps) over `dims`."""
-    compile_rule = Rule(lower=True, flops=3)
+    compile_rule = Rule(lower=True, flops=_norm_flops(3))
     name = "rms_norm"
 
     @staticmethod
@@ -273,6 +280,7 @@ def _cpu_backward(g2, x2, w, mu, rstd, rms, need_x, need_w, need_b):
 class FusedNorm(Function):
     """layer_norm or rms_norm over the last `nd` dims with optional weight and bias, one op.
     Saves x, the weight and per row the mean and 1/std (xhat is recomputed in backward)."""
+    compile_rule = Rule(flops=_norm_flops(5))
     name = "layer_norm"
     fusion = "fused"
 
@@ -331,6 +339,7 @@ class FusedNorm(Function):
 
 
 class FusedRMSNorm(FusedNorm):
+    compile_rule = Rule(flops=_norm_flops(3))
     name = "rms_norm"
 
 

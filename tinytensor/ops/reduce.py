@@ -151,6 +151,7 @@ def _signed_zero_extreme(x, out, dims, keepdim, is_max):
 
 
 class Prod(_SavesOutput):
+    compile_rule = Rule(flops=_per_input)
     reduce = "prod"
 
     @staticmethod
@@ -185,6 +186,7 @@ def prod(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
 
 class _Extreme(_SavesOutput):
     """amax/amin: ties share the gradient evenly (PyTorch's rule for amax and max())."""
+    compile_rule = Rule(flops=_per_input)
 
     @staticmethod
     def backward(ctx, g):
@@ -345,6 +347,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 class Std(Function):
     """sqrt(var) with PyTorch's gradient at a zero std: 0, not 0 * inf = nan."""
+    compile_rule = Rule(flops=lambda attrs, i, o: 3 * _per_input(attrs, i, o))
 
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction):
@@ -389,6 +392,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 
 class LogSumExp(Function):
+    compile_rule = Rule(flops=lambda attrs, i, o: 3 * _per_input(attrs, i, o))
     name = "logsumexp"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
@@ -419,6 +423,7 @@ def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
 class Norm(Function):
     """The vector p-norm over `dims` for every p torch defines: inf / -inf (largest /
     smallest |x|), 0 (the count of nonzero entries), negative p and 0 < p < 1 included."""
+    compile_rule = Rule(flops=lambda attrs, i, o: 2 * _per_input(attrs, i, o))
 
     @staticmethod
     def forward(ctx, x, p, dims, keepdim):
@@ -516,6 +521,7 @@ def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
 
 
 class Cumsum(Function):
+    compile_rule = Rule(flops=_per_input)
     @staticmethod
     def forward(ctx, x, dim):
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
