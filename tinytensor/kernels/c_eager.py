@@ -178,7 +178,7 @@ def _build(name, fn, dtypes, layout):
     from ..compiler import cache_disk, symbolic
     from ..compiler.capture import capture
     from ..compiler.codegen import c
-    from ..compiler.passes import fuse, run_all
+    from ..compiler.passes import columns, fuse, run_all
     from ..core.grad_mode import STATE
     # a kernel first needed inside tt.compile's capture or a record() block: its own capture
     # must not be theirs, nor its ops (nor its sample tensors: a capture would take them as
@@ -216,7 +216,7 @@ def _build(name, fn, dtypes, layout):
         symbols = [(s, letter_of[v]) for s, v in symbols]
         with symbolic.formulas():
             program, _ = run_all(program)
-            program = _lone_kernels(fuse.columns(fuse.run(program)))
+            program = _lone_kernels(columns.run(fuse.run(program)))
             other = [ins.op for ins in program.instrs if ins.op != "fused"]
             if other:
                 raise NotImplementedError(f"its program runs {', '.join(other)} outside a kernel")
