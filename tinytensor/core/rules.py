@@ -35,6 +35,10 @@ class Rule:
     transcendental: evaluates exp, log, erf, tanh... per element (remat's cost model: such
         a value is recomputed only where the backward evaluates the same function anyway);
         or a callable (attrs) -> bool.
+    evaluates: names of the transcendental functions of its (first) input it evaluates, or a
+        callable (attrs) -> names: two ops naming one function of one input evaluate it once
+        in a shared kernel (gelu(x) and its slope: one erfc; silu and sigmoid: one sigmoid);
+        None: the op itself is the function (remat's cost model, passes/remat.py).
     commutes: a op b == b op a bit for bit (IEEE + and *): a kernel computes the two once.
     reduce: "sum" or "max" for a reduction a row kernel computes (over trailing dims).
     lower: the compiler writes the op as its `decompose` steps before fusing (softmax, the
@@ -53,7 +57,8 @@ class Rule:
     fuses_if: object = None
     alone: bool = False
     cheap: bool = False
-    transcendental: bool = False
+    transcendental: object = False
+    evaluates: object = None
     commutes: bool = False
     reduce: str = None
     lower: bool = False

@@ -590,7 +590,8 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
-    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, c=lambda a, ins, t, C: C.sigmoid(a[0], t))
+    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
+                        c=lambda a, ins, t, C: C.sigmoid(a[0], t))
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("sigmoid", sigmoid, [x])
@@ -637,7 +638,8 @@ class Erf(Function):
 
 
 class Silu(Function):
-    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, c=lambda a, ins, t, C: f"({a[0]} * {C.sigmoid(a[0], t)})")
+    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
+                        c=lambda a, ins, t, C: f"({a[0]} * {C.sigmoid(a[0], t)})")
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -825,7 +827,9 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 class Gelu(Function):
-    compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("approximate") in ("tanh", "none"), alone=True, cheap=True, transcendental=True, in_kernel=True)
+    compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("approximate") in ("tanh", "none"),
+                        alone=True, cheap=True, transcendental=True, in_kernel=True,
+                        evaluates=lambda attrs: ("erfc_gelu",) if attrs["approximate"] == "none" else ("tanh_gelu",))
     @staticmethod
     def forward(ctx, x, approximate):
         ctx.save_for_backward(x)
@@ -973,7 +977,8 @@ def _gelu_c(fname, suffix32="f"):
 class GeluErfSlope(Function):
     """d gelu(x) / dx of the exact GELU, as eager's backward computes it (in float64:
     `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf, within an ulp."""
-    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True)
+    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
+                        evaluates=("erfc_gelu", "exp_gelu"))
     name = "gelu_erf_slope"
 
     @staticmethod
@@ -992,7 +997,7 @@ class GeluErfSlope(Function):
 
 class GeluCdf(Function):
     """cdf(x) = erfc(-x / sqrt 2) / 2 as float64, for x of either float dtype."""
-    compile_rule = Rule(transcendental=True, c=_gelu_c("tt_gelu_cdf", "32"))
+    compile_rule = Rule(transcendental=True, evaluates=("erfc_gelu",), c=_gelu_c("tt_gelu_cdf", "32"))
     name = "gelu_cdf"
 
     @staticmethod
@@ -1015,7 +1020,7 @@ class GeluFromCdf(Function):
 class GeluSlopeFromCdf(Function):
     """cdf(x) (rounded to x's dtype first) + x pdf(x), rounded once to x's dtype: the exact
     GELU's slope (tt_gelu_erf_slope_cdf[f])."""
-    compile_rule = Rule(transcendental=True, c=_gelu_c("tt_gelu_erf_slope_cdf"))
+    compile_rule = Rule(transcendental=True, evaluates=("exp_gelu",), c=_gelu_c("tt_gelu_erf_slope_cdf"))
     name = "gelu_erf_slope_from_cdf"
 
     @staticmethod

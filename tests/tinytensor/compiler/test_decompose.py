@@ -90,3 +90,14 @@ def test_the_exact_gelu_in_a_kernel_agrees_with_its_forward(fn, attrs, dtype):
     assert got.dtype == want.dtype
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(got, want, rtol=4 * eps, atol=4 * eps)
+
+
+@pytest.mark.parametrize("approximate, ops", [("none", ["gelu_cdf", "gelu_erf_from_cdf"]),
+                                               ("tanh", ["mul"] * 3 + ["add", "mul", "tanh", "mul", "add", "mul"])])
+def test_a_0d_gelu_is_written_as_its_steps_in_a_kernel(approximate, ops):
+    # a lone GELU is a kernel (worth one alone), of a 0-d value too (fuzz seed 130018)
+    from tinytensor.compiler.passes import fuse
+    import tinytensor.functional as F
+    program, inputs = program_of(lambda t: F.gelu(t, approximate=approximate), np.float32(0.75))
+    (k,) = fuse.run(program).instrs
+    assert [i.op for i in k.attrs["body"].instrs] == ops

@@ -51,7 +51,8 @@ def run(program):
     consts = dict(program.consts)
     out, changed = [], False
     for ins in program.instrs:
-        lowered = rule_of(ins.fn).lower and ins.inputs and math.prod(ins.inputs[0].shape) != 0
+        lowered = rule_of(ins.fn).lower and ins.inputs and ins.inputs[0].ndim > 0 \
+            and math.prod(ins.inputs[0].shape) != 0   # a row kernel has rows, of elements
         new = steps(ins, consts) if lowered else None
         if new is None or not all(_row_kernel_reduction(i) for i in new if rule_of(i.fn).reduce):
             out.append(ins)
@@ -76,7 +77,7 @@ def steps(ins, consts):
     if decompose is None or ins.saved or ins.attr_inputs or len(ins.inputs) != 1 or len(ins.outputs) != 1:
         return None
     x, y = ins.inputs[0], ins.outputs[0]
-    if x.dtype.name not in FLOAT or x.ndim == 0 or x.ndim > len(_PRIMES) \
+    if x.dtype.name not in FLOAT or x.ndim > len(_PRIMES) \
             or not all(isinstance(d, int) for d in x.shape):
         return None
     key = (ins.fn, x.dtype.name, x.ndim, freeze(ins.attrs))

@@ -50,16 +50,9 @@ def evaluations(ins, made=None):
     if not ins.inputs or not _transcendental(ins):
         return []
     x = ins.inputs[0].id
-    if fn is E.Gelu:
-        return [("erfc_gelu", x)] if ins.attrs.get("approximate") == "none" else [("tanh_gelu", x)]
-    if fn is E.GeluErfSlope:
-        return [("erfc_gelu", x), ("exp_gelu", x)]
-    if fn is E.GeluCdf:                 # a kernel's share of both (Gelu.decompose)
-        return [("erfc_gelu", x)]
-    if fn is E.GeluSlopeFromCdf:
-        return [("exp_gelu", x)]
-    if fn in (E.Sigmoid, E.Silu):
-        return [("sigmoid", x)]
+    shared = rule_of(fn).evaluates   # the functions of x it evaluates, named to be shared
+    if shared is not None:
+        return [(name, x) for name in (shared(ins.attrs) if callable(shared) else shared)]
     if fn is E.Tanh and made is not None:
         gelu_x = _tanh_gelu_input(ins, made)
         if gelu_x is not None:
