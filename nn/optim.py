@@ -13,7 +13,7 @@ the same formulas in tinytensor ops, out of place, recorded with role "optimizer
 changes from call to call (the learning rate, the bias corrections of the step count, the
 state arrays) is read by the program as inputs, and the new parameters and state are
 written back into their own arrays after every replay (the compiler's
-`_CaptureTape.assign`). The ops round as the array math does (a Python float meets a
+`CaptureTape.assign`). The ops round as the array math does (a Python float meets a
 float32 array as a float32 in both), so a replay gives eager's numbers.
 
 Parameter groups are dicts: `{"params": [...], "lr": ..., "weight_decay": ...}`; keys a

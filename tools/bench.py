@@ -164,13 +164,13 @@ def compile_(args):
     import platform
     import numpy as np
     import tinytensor as tt
-    from tinytensor.compiler.codegen import c
+    from tinytensor.compiler.codegen import toolchain
     torch = _torch_threads(args.threads)
     rows = bench_compile.run_compile(args.repeat)
     cpu = platform.processor() or platform.machine()
     print(f"\nmachine: {cpu}, {os.cpu_count()} cores, {args.threads} threads for torch and BLAS "
           f"(the generated C: tt.compile's default, as many as BLAS); numpy {np.__version__}, torch {torch.__version__}, "
-          f"tinytensor {tt.__version__}; C flags {' '.join(c.FLAGS)}")
+          f"tinytensor {tt.__version__}; C flags {' '.join(toolchain.FLAGS)}")
     if args.markdown:
         print("\n| benchmark | compiled (ms) | eager (ms) | torch (ms) | eager / compiled | torch / compiled |")
         print("|---|---:|---:|---:|---:|---:|")

@@ -5,6 +5,7 @@
     ir.py         the SSA program: Value, Instr, Program, verify(), text()
     interpret.py  the oracle: runs a Program with the ops' own forwards
     passes/       dce, cse, fold, simplify, fuse, plan (program in, program out)
+    pipeline.py   which passes run, in which order, for each backend (one list)
     codegen/c.py  fused kernels as C (cc, ctypes); cache_disk.py keeps them by source hash
     explain.py    tt.compiler.explain(step, *args, out=...): every stage as text, picture, C
     guards.py     the signature a program is valid for

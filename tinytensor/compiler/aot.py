@@ -26,6 +26,7 @@ Not supported, each refused by name: create_graph=True through a compiled functi
 hook or retain_grad() on a tensor inside it. Tensors a call stores into a state object
 (a KV cache) carry no history, as before.
 """
+import dataclasses
 import functools
 
 import numpy as np
@@ -37,7 +38,8 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from . import absent, instantiate, interpret, state
 from .api import _DynamicEntry, _Entry
-from .capture import CaptureError, flatten_tensors, own, owner, rebuild, user_frame
+from .errors import CaptureError, user_frame
+from .pytree import flatten_tensors, own, owner, rebuild
 from .ir import Value
 from .passes import finish, is_random, rewire
 
@@ -51,7 +53,7 @@ class Joint:
         self.results, self.wrt, self.grads = results, wrt, grads
 
     def add_outputs(self, builder, outputs):
-        """Append the gradients to the program's outputs; meta["aot"] for the split."""
+        """Append the gradients to the program's outputs; meta.aot for the split."""
         n_forward = len(outputs)
         grad_outputs = []
         for g in self.grads:
@@ -173,9 +175,9 @@ class Split:
 
 
 def split(program, meta):
-    aot = meta["aot"]
-    bindings = meta["bindings"]
-    up = [k for k, b in enumerate(bindings) if b[0] == "upstream"]
+    aot = meta.aot
+    bindings = meta.bindings
+    up = [k for k, b in enumerate(bindings) if b.kind == "upstream"]
     up_ids = {program.inputs[k].id for k in up}
     n_forward = aot["n_forward"]
     fwd_outs = program.outputs[:n_forward]
@@ -264,7 +266,7 @@ def split(program, meta):
             b_out += 1
     tensor_kinds = ("arg", "param", "slot")
     for k in [f_index[k] for k in aot["wrt"]] + [n for how, n in saved if how == "in"]:
-        if k not in fn_inputs and bindings[keep[k]][0] in tensor_kinds and \
+        if k not in fn_inputs and bindings[keep[k]].kind in tensor_kinds and \
                 (k in grads or any(how == "in" and n == k for how, n in saved)):
             fn_inputs.append(k)
             grad_of.append(grads.get(k))
@@ -289,7 +291,7 @@ EVERY = _Every()
 def reads_no_grad(meta):
     """True when a program reads no parameter's .grad (nor writes one): its replay is right
     whatever .grads a backward left, so api also keys it without them."""
-    return not meta["grads"] and all(kind != "grad" for kind, _ in meta["bindings"])
+    return not meta.grads and all(kind != "grad" for kind, _ in meta.bindings)
 
 
 # ----------------------------------------------------------------------------- build
@@ -297,8 +299,8 @@ def entry(program, meta, backend, dynamic=False, name=""):
     """The cache entry of a joint program: its forward and backward programs, each built
     by `backend` (api._backend's function)."""
     parts = split(program, meta)
-    f_meta = dict(meta, bindings=parts.bindings)
-    f_runner = _build(backend, parts.forward, meta["write_back"], dynamic)
+    f_meta = dataclasses.replace(meta, bindings=parts.bindings)
+    f_runner = _build(backend, parts.forward, meta.write_back, dynamic)
     b_runner = _build(backend, parts.backward, {}, dynamic)
     cls = _DifferentiableDynamic if dynamic else _DifferentiableEntry
     e = cls(parts.forward, f_meta, f_runner)

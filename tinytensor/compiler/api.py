@@ -1,5 +1,6 @@
 """`tt.compile`: capture a step once per signature, run passes, replay the program."""
 import contextlib
+import enum
 import functools
 import gc
 import warnings
@@ -11,8 +12,8 @@ from ..core.tensor import Tensor
 from ..device import device_of_array
 from . import dynamic as _dynamic
 from . import choose, guards, instantiate, interpret, state, symbolic
-from .capture import capture, flatten_tensors, known_tensors, own, owner, rebuild
-from .passes import run_all
+from .capture import capture
+from .pytree import flatten_tensors, known_tensors, own, owner, rebuild
 
 LIMIT = 8  # compiled signatures per function; past it, new signatures run eagerly
 BACKENDS = ("numpy", "c", "cuda")
@@ -140,15 +141,15 @@ class CompiledFunction:
                                             differentiable=True)
             known = {id(p) for p in self._extra}
             found, rekey = len(self._extra), False
-            for kind, t in meta["bindings"]:
+            for kind, t in meta.bindings:
                 if (kind == "param" and t.requires_grad and id(t) not in known
                         and not _in_args(t, args, kwargs)):
                     self._extra.append(t)
                     known.add(id(t))
-            if self.dynamic and not meta["symbolic"]["static"] <= self._static:
+            if self.dynamic and not meta.symbolic.static <= self._static:
                 # dims this capture found tied to a fixed size: static from now on, in the
                 # key too (this program, which pins them by guards, is stored under it)
-                self._static = dyn = self._static | meta["symbolic"]["static"]
+                self._static = dyn = self._static | meta.symbolic.static
                 rekey = True
             if rekey or len(self._extra) > found:
                 # leaves outside the arguments (a model a closure reads): every later call's
@@ -157,24 +158,25 @@ class CompiledFunction:
                 labels = {}
                 parts = guards.keep_attributes(
                     guards.signature(args, kwargs, self._extra, self._cleared, labels, dyn,
-                                     entry_grads=meta["entry_grads"], entry_slots=entry_slots), parts)
+                                     entry_grads=meta.entry_grads, entry_slots=entry_slots), parts)
                 key = guards.key(parts)
-            if meta["cleared"] - self._cleared:
+            if meta.cleared - self._cleared:
                 # the step clears these .grads (zero_grad) before reading them: the program
                 # does not depend on them, so the key leaves them out (else the .grads the
                 # first call leaves would miss the cache once)
-                self._cleared |= meta["cleared"]
-                drop = {label for i in meta["cleared"] for label in labels.get(i, ())}
+                self._cleared |= meta.cleared
+                drop = {label for i in meta.cleared for label in labels.get(i, ())}
                 parts = [(label, v) for label, v in parts if label not in drop]
                 key = guards.key(parts)
+            from . import pipeline   # the passes load at the first compile: import tinytensor skips them
             with symbolic.formulas():
-                program, self.counts = run_all(program)
-                if meta["aot"] is not None:   # differentiable results: forward and backward programs
+                program, self.counts = pipeline.run(program, pipeline.COMMON)
+                if meta.aot is not None:   # differentiable results: forward and backward programs
                     entry = aot.entry(program, meta, self._builder(args, kwargs, meta), self.dynamic,
                                        self.__name__)
                 else:
-                    backend = self._builder(args, kwargs, meta)(program, meta["write_back"], self.dynamic)
-            if meta["aot"] is not None:
+                    backend = self._builder(args, kwargs, meta)(program, meta.write_back, self.dynamic)
+            if meta.aot is not None:
                 if self.dynamic:
                     self._cache.setdefault(key, []).append(entry)
                 else:
@@ -235,21 +237,22 @@ class _Entry:
     def __init__(self, program, meta, runner):
         self.program, self.meta, self.runner = program, meta, runner
         # per call, only the arrays change: what to read for each input, where results go
-        self._fetch = [(_FETCH[kind], x) for kind, x in meta["bindings"]]
-        self._devices = [t._device for t in flatten_tensors(meta["tree"])]
-        self._plain = all(how < 4 for how, _ in self._fetch)
+        self._fetch = [(Fetch[kind.upper()], x) for kind, x in meta.bindings]
+        self._devices = [t._device for t in flatten_tensors(meta.tree)]
+        self._plain = all(how in _PLAIN for how, _ in self._fetch)
         # .grads of parameters, and of the tensor arguments (this call's, by binding)
-        at = meta.get("grad_args") or [None] * len(meta["grads"])
-        self._grads = [g for g, b in zip(meta["grads"], at) if b is None]
-        self._arg_grads = [(b, k) for (_, k), b in zip(meta["grads"], at) if b is not None]
+        at = meta.grad_args or [None] * len(meta.grads)
+        self._grads = [g for g, b in zip(meta.grads, at) if b is None]
+        self._arg_grads = [(b, k) for (_, k), b in zip(meta.grads, at) if b is not None]
 
     def __call__(self, args, kwargs):
         meta = self.meta
-        for f in meta["before_call"]:  # an optimizer's step count, which its inputs read
+        for f in meta.before_call:  # an optimizer's step count, which its inputs read
             f()
         tensors = flatten_tensors((args, kwargs))
-        if self._plain:
-            arrays = [tensors[x].data if how == 0 else x.data if how == 1 else x() if how == 2
+        if self._plain:   # the common bindings, by locals (this runs per input per call)
+            ARG, PARAM, CALL = Fetch.ARG, Fetch.PARAM, Fetch.CALL
+            arrays = [tensors[x].data if how == ARG else x.data if how == PARAM else x() if how == CALL
                       else x.grad.data for how, x in self._fetch]
         else:   # state objects' tensors too
             arrays = [self._read(k, args, kwargs, tensors) for k in range(len(self._fetch))]
@@ -258,18 +261,22 @@ class _Entry:
     def _read(self, k, args, kwargs, tensors):
         """The array of program input k for this call (None for a number of sizes)."""
         how, x = self._fetch[k]
-        if how == 0:
+        if how == Fetch.ARG:
             return tensors[x].data
-        if how == 4:
+        if how == Fetch.SLOT:
             return state.read(args, kwargs, x).data
-        if how == 6:
+        if how == Fetch.ARG_GRAD:
             return _argument(x, args, kwargs, tensors).grad.data
-        return x.data if how == 1 else x() if how == 2 else x.grad.data if how == 3 else None
+        if how == Fetch.PARAM:
+            return x.data
+        if how == Fetch.CALL:
+            return x()
+        return x.grad.data if how == Fetch.GRAD else None   # SIZE: filled in by the caller
 
     def _finish(self, args, kwargs, arrays, outs, env=None):
         """The writes, .grads, state slots and results of a replay's output arrays."""
         meta = self.meta
-        for k, write in meta["writes"]:  # copies into the parameters' and state's own arrays
+        for k, write in meta.writes:  # copies into the parameters' and state's own arrays
             write(outs[k])
         handed = set()
         inputs = {id(a) if a.base is None else id(owner(a)) for a in arrays}
@@ -283,15 +290,27 @@ class _Entry:
             for b, k in self._arg_grads:
                 p = _argument(b, args, kwargs, tensors)
                 p.grad = None if k is None else make(own(outs[k], handed, inputs), p._device, False)
-        for k, path in meta["slot_writes"]:   # a KV cache's new keys and values, and the like
+        for k, path in meta.slot_writes:   # a KV cache's new keys and values, and the like
             new = None if k is None else make(own(outs[k], handed, inputs),
                                               device_of_array(outs[k]), False)
             state.write(args, kwargs, path, new)
         leaf = None if env is None else (lambda o: symbolic.evaluate(o, env))  # sizes returned
-        return rebuild(meta["tree"], results, leaf)
+        return rebuild(meta.tree, results, leaf)
 
 
-_FETCH = {"arg": 0, "param": 1, "call": 2, "grad": 3, "slot": 4, "size": 5, "arg_grad": 6}
+class Fetch(enum.IntEnum):
+    """How a replay reads program input k, by its binding's kind (records.Binding): an int
+    compared in the per-call loop, named here."""
+    ARG = 0        # the call's tensor argument
+    PARAM = 1      # a parameter's or buffer's array
+    CALL = 2       # fn(): an optimizer's learning rate, bias correction, state
+    GRAD = 3       # a parameter's .grad
+    SLOT = 4       # a tensor a state object holds (a KV cache)
+    SIZE = 5       # a number of the call's sizes (dynamic=True)
+    ARG_GRAD = 6   # the .grad of the call's tensor argument
+
+
+_PLAIN = (Fetch.ARG, Fetch.PARAM, Fetch.CALL, Fetch.GRAD)   # read without the call's state objects
 
 
 def _argument(binding, args, kwargs, tensors):
@@ -307,12 +326,12 @@ class _DynamicEntry(_Entry):
 
     def __init__(self, program, meta, instances):
         super().__init__(program, meta, instances)
-        bindings = meta["bindings"]
+        bindings = meta.bindings
         self._sized = [k for k, (kind, _) in enumerate(bindings) if kind in ("arg", "slot")]
         self._sized_inputs = [program.inputs[k] for k in self._sized]
         self._sizes = [(k, x) for k, (kind, x) in enumerate(bindings) if kind == "size"]
-        self._symbols = sorted(meta["symbolic"]["symbols"])
-        self._guards = meta["symbolic"]["guards"]
+        self._symbols = sorted(meta.symbolic.symbols)
+        self._guards = meta.symbolic.guards
 
     def __call__(self, args, kwargs):
         tensors = flatten_tensors((args, kwargs))
@@ -321,7 +340,7 @@ class _DynamicEntry(_Entry):
         if env is None or len(env) != len(self._symbols) \
                 or not _dynamic.shapes_agree(self._sized_inputs, sized, env) or not self._guards.hold(env):
             return _MISS
-        for f in self.meta["before_call"]:
+        for f in self.meta.before_call:
             f()
         arrays = [self._read(k, args, kwargs, tensors) for k in range(len(self._fetch))]
         for k, (value, dt) in self._sizes:
@@ -370,7 +389,7 @@ def _backend(name, threads=None):
             return functools.partial(interpret.run, program)
         return numpy_backend
     # code generation loads when a backend is chosen: ~10 ms import tinytensor skips
-    from .passes import fuse
+    from . import pipeline
     if name == "cuda":
         from .codegen import cuda as codegen
     else:
@@ -378,9 +397,10 @@ def _backend(name, threads=None):
     more = {} if name == "cuda" else {"threads": threads}
 
     def generated(program, write_back, dynamic=False):
+        program = pipeline.lower(program, name)
         if dynamic:
-            return codegen.build_dynamic(fuse.run(program), write_back, **more)
-        return codegen.build(fuse.run(program), write_back, **more)
+            return codegen.build_dynamic(program, write_back, **more)
+        return codegen.build(program, write_back, **more)
     return generated
 
 

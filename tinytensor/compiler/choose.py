@@ -13,15 +13,15 @@ backend="c" still raises.
 """
 import warnings
 
-from .capture import flatten_tensors
+from .pytree import flatten_tensors
 
 _warned = set()   # the warnings given in this process
 
 
 def backend(args, kwargs, meta):
     """The backend name for a step just captured on (args, kwargs) (meta: capture's)."""
-    tensors = flatten_tensors((args, kwargs)) + flatten_tensors(meta["tree"])
-    tensors += [x for kind, x in meta["bindings"] if kind in ("param", "grad")]
+    tensors = flatten_tensors((args, kwargs)) + flatten_tensors(meta.tree)
+    tensors += [x for kind, x in meta.bindings if kind in ("param", "grad")]
     if any(t._device.type == "cuda" for t in tensors):
         return "cuda"
     from . import cache_disk   # hashlib, ctypes, subprocess: loaded at the first compile

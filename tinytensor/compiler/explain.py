@@ -13,7 +13,6 @@ moved, around the ops it replaced; each op shows its module path. Bytes moved co
 each top-level instruction reads and writes (a kernel's inputs and outputs; its internal
 values stay in registers). FLOPs count one per element per elementwise op.
 """
-import importlib
 import math
 import os
 import re
@@ -22,7 +21,6 @@ import shutil
 from . import instantiate, symbolic
 from .capture import capture
 from .ir import nbytes
-from .passes import DEFAULT
 from .passes import plan as plan_pass
 
 _FUSED_COLOR = "#fff4d6"
@@ -46,14 +44,14 @@ def stats(program):
 
 
 def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
-    """Capture `fn(*args, **kwargs)` once, run the passes of `tt.compile(backend="c")` one
-    by one, and write every stage to `out` (see the module docstring). Returns the stats
+    """Capture `fn(*args, **kwargs)` once, run the stages of `tt.compile(backend="c")` one
+    by one (compiler/pipeline.py `stages("c")`), and write every stage to `out` (see the module docstring). Returns the stats
     rows, one per stage. `fn` may be a tt.compile'd function (its own function is
     captured, with its dynamic setting unless `dynamic` says otherwise); dynamic=True
     shows the program of symbolic sizes (shapes such as [s0, s1]; bytes and peak at the
     captured sizes)."""
-    # fuse loads with the code generators, on first use: import tinytensor skips it
-    from .passes import fuse
+    # the passes load on first use: import tinytensor skips them
+    from . import pipeline
     if dynamic is None:
         dynamic = getattr(fn, "dynamic", False)
     module = getattr(fn, "_module", None)
@@ -63,10 +61,10 @@ def explain(fn, *args, out="out/compile", dynamic=None, **kwargs):
                             dynamic=dynamic, differentiable=True)   # as tt.compile runs it
     stages = {"captured": program}
     with symbolic.formulas():
-        for k, name in enumerate(DEFAULT):
-            program = importlib.import_module(f"{__package__}.passes.{name}").run(program)
-            stages[name if name not in stages else f"{name}{k}"] = program
-        stages["fuse"] = fuse.run(program)
+        for k, stage in enumerate(pipeline.stages("c")):
+            program = stage.run(program)
+            if stage.rewrites:   # the plan's stage: every row has its planned peak
+                stages[stage.name if stage.name not in stages else f"{stage.name}{k}"] = program
         return explain_stages(stages, out)
 
 

@@ -5,6 +5,7 @@ import collections
 import dataclasses
 
 from . import symbolic
+from .passes import plan
 
 KEEP = 4     # instances kept per program (each has its arena)
 STREAK = 3   # calls in a row at one size that earn it an instance
@@ -30,10 +31,12 @@ def at(program, env):
         return dataclasses.replace(ins, inputs=[value(v) for v in ins.inputs],
                                    outputs=[value(v) for v in ins.outputs], attrs=attrs)
 
-    return program.replace(inputs=[value(v) for v in program.inputs],
-                           consts={value(v): a for v, a in program.consts.items()},
-                           instrs=[instr(ins) for ins in program.instrs],
-                           outputs=[value(v) for v in program.outputs])
+    out = program.replace(inputs=[value(v) for v in program.inputs],
+                          consts={value(v): a for v, a in program.consts.items()},
+                          instrs=[instr(ins) for ins in program.instrs],
+                          outputs=[value(v) for v in program.outputs])
+    # a planned program is planned at these sizes too (the plan is the pipeline's last stage)
+    return plan.run(out) if program.memory is not None else out
 
 
 def captured(program):

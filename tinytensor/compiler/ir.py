@@ -79,6 +79,9 @@ class Program:
     instrs: list
     outputs: list
     consts: dict = dataclasses.field(default_factory=dict)
+    # the memory plan of its intermediates, set by the C backend's last stage (passes/plan.py
+    # `run`): a plan.MemoryPlan, plan.AT_SIZES for symbolic sizes, None before it ran
+    memory: object = None
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)

@@ -200,7 +200,7 @@ def _poly(x):
 
 
 def _user_line():
-    from .capture import user_frame   # capture imports this module
+    from .errors import user_frame
     return user_frame()
 
 

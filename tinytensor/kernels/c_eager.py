@@ -125,7 +125,7 @@ class _Kernel:
                                [(v.id, [_dim(d) for d in v.shape], v.dtype.np) for v in ins.outputs],
                                [v.id for v in ins.inputs]))
         self.pools = {}   # thread count -> the C pool (threads.pool takes a lock)
-        from ..compiler.codegen.runner import data_pointer   # 0.13 µs, against 1.8 for a.ctypes.data
+        from ..compiler.codegen.pointers import data_pointer   # 0.13 µs, against 1.8 for a.ctypes.data
         self.pointer = data_pointer
 
     def __call__(self, arrays):
@@ -178,7 +178,7 @@ def _build(name, fn, dtypes, layout):
     from ..compiler import cache_disk, symbolic
     from ..compiler.capture import capture
     from ..compiler.codegen import c
-    from ..compiler.passes import columns, fuse, run_all
+    from ..compiler import pipeline
     from ..core.grad_mode import STATE
     # a kernel first needed inside tt.compile's capture or a record() block: its own capture
     # must not be theirs, nor its ops (nor its sample tensors: a capture would take them as
@@ -196,11 +196,11 @@ def _build(name, fn, dtypes, layout):
             samples.append(tensor(a))
         with np.errstate(all="ignore"):   # the samples' values do not matter (log of a negative)
             program, _, meta = capture(fn, tuple(samples), name=f"eager_{name}", dynamic=True)
-        sym = meta["symbolic"]
-        if sym["static"]:
-            raise NotImplementedError(f"its decomposition fixes a size ({sym['guards'].describe()})")
+        sym = meta.symbolic
+        if sym.static:
+            raise NotImplementedError(f"its decomposition fixes a size ({sym.guards.describe()})")
         bindings = []
-        for kind, x in meta["bindings"]:
+        for kind, x in meta.bindings:
             if kind not in ("arg", "size"):
                 raise NotImplementedError(f"its program reads a {kind!r} input")
             bindings.append((kind, x))
@@ -208,23 +208,24 @@ def _build(name, fn, dtypes, layout):
         for letters in layout:
             for x in letters:
                 letter_of.setdefault(SAMPLE[x], x)
-        symbols = sorted(sym["symbols"].items(), key=lambda kv: int(kv[0][1:]))
+        symbols = sorted(sym.symbols.items(), key=lambda kv: int(kv[0][1:]))
         if len(symbols) != len({x for letters in layout for x in letters}):
             raise NotImplementedError(f"its capture found sizes {symbols} for layout {layout}")
         if [s for s, _ in symbols] != [f"s{k}" for k in range(len(symbols))]:
             raise NotImplementedError(f"unexpected symbols {symbols}")
         symbols = [(s, letter_of[v]) for s, v in symbols]
         with symbolic.formulas():
-            program, _ = run_all(program)
-            program = _lone_kernels(columns.run(fuse.run(program)))
+            # the pipeline's stages up to the kernels: no runner, so no memory plan
+            program, _ = pipeline.run(program, pipeline.COMMON + (pipeline.FUSE_C,))
+            program = _lone_kernels(program)
             other = [ins.op for ins in program.instrs if ins.op != "fused"]
             if other:
                 raise NotImplementedError(f"its program runs {', '.join(other)} outside a kernel")
-            kernels, _ = c._compiled(program, {})
+            kernels, _ = c.compiled(program, {})
         k = _Kernel(program, kernels, bindings, symbols, layout)
         # what the capture compared sizes against (a size used as a number is checked to
         # fit an int64): checked at each call, where there are any
-        k.guards = sym["guards"] if sym["guards"].items else None
+        k.guards = sym.guards if sym.guards.items else None
         return k
     except (cache_disk.CompilerNotFound, cache_disk.CompileError, NotImplementedError) as e:
         warnings.warn(f"eager kernel {name} ({', '.join(d.name for d in dtypes)}) could not be "

@@ -3,7 +3,7 @@ erf (until the codegen emits erf: their math is tt_math.h's `tt_erf*`/`tt_gelu_e
 functions it will emit) and top-k over the last dim (a selection, no IR op).
 
 Same machinery as kernels/c_eager.py: the same flags, header and private disk cache
-(codegen/c.py FLAGS, compiler/cache_disk.py), the `name_part(b, n, part, parts)` entry the
+(codegen/toolchain.py FLAGS, compiler/cache_disk.py), the `name_part(b, n, part, parts)` entry the
 C pool (codegen/c_pool.py) splits over threads, each part a range of elements or rows, so
 results do not depend on the thread count; the same switch (`c_eager.enabled`) and the
 same fallback to NumPy. Each function returns None where NumPy must compute.
@@ -251,8 +251,8 @@ def flash_probs(s, m, logl, i0, j0, causal):
 
 
 def _clones():
-    from ..compiler.codegen import c
-    return c._CLONES
+    from ..compiler.codegen import toolchain
+    return toolchain.CLONES
 
 
 def _load(kind, char, source_fn):
@@ -264,12 +264,11 @@ def _load(kind, char, source_fn):
         got = _libs.get(key, False)
         if got is False:
             from ..compiler import cache_disk
-            from ..compiler.codegen import c
+            from ..compiler.codegen import toolchain
             name = f"tt_eager_{kind}_{char}"
-            source = "\n".join([c.INCLUDE, source_fn(name, _CT[char])])
+            source = "\n".join([toolchain.INCLUDE, source_fn(name, _CT[char])])
             try:
-                with open(c.HEADER) as f:
-                    lib = cache_disk.load(source, c.FLAGS, extra=f.read())
+                lib = toolchain.load_with_math(source)
                 part = getattr(lib, f"{name}_part")
                 part.restype = None
                 part.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2

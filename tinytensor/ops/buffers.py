@@ -3,7 +3,7 @@ num_batches_tracked) so that tt.compile replays the update instead of freezing i
 
 Eager: the new value (computed in ops under no_grad) is copied into the tensor's own array
 and its version bumped, as torch's in-place update does. Under capture: the update is a
-recorded assignment (`_CaptureTape.assign`): the program computes the new value at every
+recorded assignment (`CaptureTape.assign`): the program computes the new value at every
 replay and writes it into the same array; the old value is read as a program input at
 every call, never copied into the program as a constant. A buffer of a Module passed to
 the compiled function is such an input already; one the function reaches otherwise (a

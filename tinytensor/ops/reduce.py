@@ -136,7 +136,7 @@ def _signed_zero_extreme(x, out, dims, keepdim, is_max):
     (-0.0 when a -0.0 is, for a min). NumPy's own choice between tied zeros is neither
     the first nor the last: it depends on where each zero falls in its SIMD lanes (the
     vector width of the CPU) and on whether the row is contiguous, so no compiled kernel
-    could give its bits on every machine and layout; this rule it can (codegen/c.py
+    could give its bits on every machine and layout; this rule it can (codegen/rows.py
     RowKernel `_max_phase`). Costs one comparison over the result unless it holds a zero."""
     if out.dtype.kind != "f":
         return out

@@ -243,8 +243,8 @@ def decode_case(new_tokens=32, prompt=16):
 
 def kernels_of(program):
     """The C kernels the C backend builds for a program (fused groups, then column sums)."""
-    from tinytensor.compiler.passes import columns, fuse
-    return sum(ins.op == "fused" for ins in columns.run(fuse.run(program)).instrs)
+    from tinytensor.compiler import pipeline
+    return sum(ins.op == "fused" for ins in pipeline.lower(program, "c").instrs)
 
 
 def run_compile(repeat, gpt=True):

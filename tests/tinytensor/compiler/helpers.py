@@ -52,14 +52,14 @@ def bound_arrays(meta, args, kwargs=None):
     tensors = flatten_tensors((args, kwargs or {}))
     return [tensors[x].data if k == "arg" else x.data if k == "param"
             else tensors[x[1]].grad.data if k == "arg_grad" else x.grad.data
-            for k, x in meta["bindings"]]
+            for k, x in meta.bindings]
 
 
 def captured(step, args):
     """(program, captured output arrays (result, then grads), input arrays)."""
     program, result, meta = capture(step, args)
     outs = [t.data for t in flatten_tensors(result)]
-    outs += [p.grad.data for p, k in meta["grads"] if k is not None]
+    outs += [p.grad.data for p, k in meta.grads if k is not None]
     return program, outs, bound_arrays(meta, args)
 
 

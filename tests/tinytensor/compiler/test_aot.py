@@ -186,7 +186,7 @@ def test_no_grad_and_nothing_requiring_grad_give_results_without_history():
         out = fast(x)
         assert out.grad_fn is None and not out.requires_grad
         _close(out, m(x))
-    assert all(e.meta["aot"] is None for e in fast._entries())
+    assert all(e.meta.aot is None for e in fast._entries())
 
 
 def test_a_step_with_its_own_backward_keeps_its_path():
@@ -208,7 +208,7 @@ def test_a_step_with_its_own_backward_keeps_its_path():
         _close(got, want)
         for p, q in zip(m.parameters(), e.parameters()):
             _close(p.grad, q.grad)
-    assert all(en.meta["aot"] is None for en in fast._entries())
+    assert all(en.meta.aot is None for en in fast._entries())
 
 
 def test_dropout_draws_what_eager_draws_and_hooks_run_at_the_users_backward():

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent("""
     scale = float(sys.argv[1])
     x = tt.tensor(np.arange(4, dtype=np.float32))
     program, _, _ = capture(lambda x: (x * scale + 1.0).relu(), (x,))
-    (out,) = c.build(fuse.run(program))([x.data])
+    (out,) = c.build(pipeline.lower(program, "c"))([x.data])
     print(cache_disk.compiles, out.tolist())
 """)
 

@@ -18,7 +18,8 @@ import pytest
 import tinytensor as tt
 from tinytensor.compiler import cache_disk
 from tinytensor.compiler.capture import capture
-from tinytensor.compiler.codegen import c, cuda
+from tinytensor.compiler.codegen import c, cuda, toolchain
+from tinytensor.compiler import pipeline
 from tinytensor.compiler.passes import fuse
 
 FLAGS = ["-O1", "-fPIC", "-shared"]
@@ -149,12 +150,12 @@ def test_a_header_planted_in_the_cache_directory_is_not_compiled_in(tmp_path, mo
     cache_disk.cache_dir()
     marker = tmp_path / "marker"
     # the real header plus a constructor: it would compile and run under the honest key
-    (cache / "tt_math.h").write_text(f'#include "{c.HEADER}"\n' + PLANTED.replace(
+    (cache / "tt_math.h").write_text(f'#include "{toolchain.HEADER}"\n' + PLANTED.replace(
         "int tt_probe(void) { return -1; }", "") % marker)
     scale = 1.0 + uuid.uuid4().int % 1000 / 7
     x = tt.tensor(np.arange(4, dtype=np.float32))
     program, _, _ = capture(lambda x: (x * scale + 1.0).relu(), (x,))
-    (out,) = c.build(fuse.run(program))([x.data])
+    (out,) = c.build(pipeline.lower(program, "c"))([x.data])
     np.testing.assert_array_equal(out, np.maximum(np.arange(4, dtype=np.float32) * np.float32(scale)
                                                   + np.float32(1.0), 0))
     assert not marker.exists(), "the planted header was compiled in"

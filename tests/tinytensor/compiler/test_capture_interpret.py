@@ -24,7 +24,7 @@ def test_capture_roles_inputs_and_grad_outputs():
     roles = [i.role for i in program.instrs]
     assert roles[0] == "forward" and roles[-1] == "backward" and "backward" in roles
     assert roles == sorted(roles, key=["forward", "backward"].index)  # forward, then backward
-    assert len(program.outputs) == 1 + 4 and len(meta["grads"]) == 4
+    assert len(program.outputs) == 1 + 4 and len(meta.grads) == 4
     assert result.grad_fn is None and all(p.grad.grad_fn is None for p in m.parameters())
     assert all(c.ndim == 0 for c in program.consts.values())  # only Python numbers baked
 
@@ -72,7 +72,7 @@ def test_existing_grad_is_read_at_each_call():
     mse_step(m, x, y)  # every parameter has a .grad now
     before = [p.grad.data.copy() for p in m.parameters()]
     program, result, meta = capture(mse_step, (m, x, y))
-    assert [k for k, _ in meta["bindings"]].count("grad") == 4
+    assert [k for k, _ in meta.bindings].count("grad") == 4
     assert all(np.array_equal(p.grad.data, 2 * b) for p, b in zip(m.parameters(), before))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.compiler import capture as C
+from tinytensor.compiler import capture as C, capture_tape as T
 
 from .helpers import assert_bitwise, captured, interpreted
 
@@ -60,7 +60,7 @@ def test_the_program_of_a_step_with_released_values_is_exact():
 def _holds(w, x):
     early = [x * w, x - w]            # held by the step through many later ops
     h = x
-    for _ in range(3 * C.RELEASE_BATCH):
+    for _ in range(3 * T.RELEASE_BATCH):
         h = h * 0.5 + w
     return (h + early[0] * early[1]).sum()
 
@@ -74,7 +74,7 @@ def test_a_value_the_step_still_holds_keeps_its_array():
 
 
 def test_a_released_array_refuses_to_be_computed_with():
-    gone = C._Released(np.ones((2, 3), np.float32))
+    gone = T._Released(np.ones((2, 3), np.float32))
     assert gone.shape == (2, 3) and gone.dtype == np.float32
     for use in (lambda: np.add(gone, 1.0), lambda: np.asarray(gone), lambda: gone.strides,
                 lambda: np.concatenate([np.ones((2, 3)), gone])):
@@ -85,7 +85,7 @@ def test_a_released_array_refuses_to_be_computed_with():
 def _through_a_weakref(w, x):
     kept = weakref.ref(x * w)          # eager lets it die at once; the recording holds it
     h = x
-    for _ in range(3 * C.RELEASE_BATCH):
+    for _ in range(3 * T.RELEASE_BATCH):
         h = h * 0.5 + w
     y = kept()
     return (h + y).sum() if y is not None else h.sum()

@@ -9,7 +9,8 @@ import pytest
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler import cache_disk
-from tinytensor.compiler.codegen import c
+from tinytensor.compiler.codegen import c, toolchain
+from tinytensor.compiler import pipeline
 from tinytensor.compiler.passes import fuse
 
 from ._programs import bits, eager, fused_instrs, interpreted, program_of
@@ -24,7 +25,7 @@ def compiled(fn, *arrays):
     program, inputs = program_of(fn, *arrays)
     fused = fuse.run(program).verify()
     assert fused_instrs(fused), "nothing was fused: the test would not exercise the C backend"
-    return c.build(fused)(inputs), program, inputs
+    return c.build(pipeline.after_fusion(fused, "c"))(inputs), program, inputs
 
 
 def specials(dtype):
@@ -213,11 +214,11 @@ def test_a_missing_c_compiler_names_the_package_to_install(tmp_path, monkeypatch
     monkeypatch.delenv("CC", raising=False)
     program, _ = program_of(lambda x: (x * 2.0).exp() + 1.0, np.ones(3, np.float32))
     with pytest.raises(cache_disk.CompilerNotFound, match=r"apt-get install gcc.*build-essential"):
-        c.build(fuse.run(program))
+        c.build(pipeline.lower(program, "c"))
 
 
 def test_generated_source_keeps_ieee_flags_and_one_function_per_kernel():
-    assert "-ffp-contract=off" in c.FLAGS and not any("fast-math" in f for f in c.FLAGS)
+    assert "-ffp-contract=off" in toolchain.FLAGS and not any("fast-math" in f for f in toolchain.FLAGS)
     x = np.ones((2, 3), np.float32)
     program, _ = program_of(lambda x: ((x * 2.0).exp() @ x.transpose(0, 1)).tanh() * 3.0, x)
     fused = fuse.run(program)

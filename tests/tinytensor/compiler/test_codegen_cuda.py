@@ -21,9 +21,9 @@ import pytest
 
 import tinytensor as tt
 from tinytensor.compiler import instantiate, symbolic
-from tinytensor.compiler.codegen import c, cuda
+from tinytensor.compiler.codegen import cuda, runner as c_runner
 from tinytensor.compiler.ir import Instr, Program, Value
-from tinytensor.compiler.passes import fuse
+from tinytensor.compiler.passes import fuse, plan
 from tinytensor.kernels import _cuda
 from tinytensor.ops import elementwise as E
 
@@ -84,10 +84,10 @@ def _captured_program(step, model_fn, *arrays):
 def _dynamic_program(step, model_fn, *arrays):
     """The fused program of a dynamic=True capture: kernels whose sizes are arguments."""
     from tinytensor.compiler.capture import capture
-    from tinytensor.compiler.passes import run_all
+    from tinytensor.compiler import pipeline
     program, _, _ = capture(step, (model_fn(),) + tuple(tt.tensor(a) for a in arrays), dynamic=True)
     with symbolic.formulas():   # the passes compare formulas, as tt.compile runs them
-        return fuse.run(run_all(program)[0])
+        return fuse.run(pipeline.run(program)[0])
 
 
 PROGRAMS = {  # name -> () -> fused program
@@ -188,7 +188,7 @@ GRID, BLOCK = 3, 7   # 21 threads: every kernel of the test programs loops more 
 
 
 def host_runner(program, tmp_path, env=None):
-    """c.Runner over the CUDA kernels compiled for the host, each launched on a
+    """c_runner.Runner over the CUDA kernels compiled for the host, each launched on a
     GRID x BLOCK grid by a loop over blocks and threads. env ({symbol: size}): `program`
     has symbolic sizes; its kernels are launched with those."""
     cxx = shutil.which("g++") or shutil.which("clang++")
@@ -214,10 +214,11 @@ def host_runner(program, tmp_path, env=None):
                     str(path)], check=True, capture_output=True, timeout=60)
     lib = ctypes.CDLL(str(lib_path))
     kernels = {k: getattr(lib, f"host_{name}") for k, name in names.items()}
+    program = plan.run(program)   # the C runner's arena: the pipeline's last stage
     if env is None:   # the launchers' size argument is unused: point it at a zero
-        return c.Runner(program, kernels, source, sizes=[0])
+        return c_runner.Runner(program, kernels, source, sizes=[0])
     sizes = [env[f"s{k}"] for k in range(len(env))]
-    return c.Runner(instantiate.at(program, env), kernels, source, sizes=sizes)
+    return c_runner.Runner(instantiate.at(program, env), kernels, source, sizes=sizes)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -248,11 +249,11 @@ def test_kernels_on_the_host_broadcast_and_read_non_contiguous_inputs(tmp_path):
 @pytest.mark.slow   # g++ over the kernel: ~4-7 s on 2 loaded cores
 def test_the_exact_gelu_and_its_slope_on_the_host_share_a_cdf_within_rounding(tmp_path):
     # the exact GELU forward and backward: one kernel, gelu_cdf once (PRELUDE's erfc)
-    from tinytensor.compiler.passes import run_all
+    from tinytensor.compiler import pipeline
     from .test_gelu_erf import _inputs, _reference_grad, _step
     x, w = _inputs(np.float32, 512)
     program, want, inputs = captured(_step, (x, w))
-    fused = fuse.run(run_all(program)[0])
+    fused = fuse.run(pipeline.run(program)[0])
     assert [i.op for k in fused_instrs(fused) for i in k.attrs["body"].instrs].count("gelu_cdf") == 1
     got = host_runner(fused, tmp_path)(inputs)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
@@ -290,19 +291,19 @@ def test_kernels_taking_their_sizes_replay_a_dynamic_training_step_on_the_host(t
     # than the captured one, against the same program interpreted at that size
     from tinytensor.compiler import interpret
     from tinytensor.compiler.capture import capture
-    from tinytensor.compiler.passes import run_all
+    from tinytensor.compiler import pipeline
     from tinytensor import nn
     m = gpt()
     o = nn.optim.SGD(m.parameters(), lr=0.1)
     step = lambda m, o, ids: lm_step(m, ids)
     program, _, meta = capture(step, (m, o, tt.tensor(np.arange(16).reshape(2, 8) % 32)), dynamic=True)
     with symbolic.formulas():
-        program = run_all(program)[0]
+        program = pipeline.run(program)[0]
         fused = fuse.run(program)
     ids = (np.arange(15).reshape(3, 5) * 7) % 32
     env = {"s0": 3, "s1": 5}
     inputs = [ids if kind == "arg" else x.data if kind == "param" else
-              np.asarray(symbolic.evaluate(x[0], env), dtype=x[1]) for kind, x in meta["bindings"]]
+              np.asarray(symbolic.evaluate(x[0], env), dtype=x[1]) for kind, x in meta.bindings]
     want = interpret.run(instantiate.at(program, env), inputs)
     with symbolic.formulas():
         runner = host_runner(fused, tmp_path, env)

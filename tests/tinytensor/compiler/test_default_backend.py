@@ -1,6 +1,7 @@
 """Plain `tt.compile` runs the fastest backend that works: the generated C where a C
 compiler is found, CUDA for GPU tensors, else the interpreter with one warning naming the
 compiler to install; a program C fails to build runs on the interpreter with a warning."""
+import types
 import warnings
 
 import numpy as np
@@ -98,7 +99,7 @@ def _cuda_tensor():
 
 
 def test_gpu_tensors_choose_cuda():
-    meta = {"tree": None, "bindings": []}
+    meta = types.SimpleNamespace(tree=None, bindings=[])   # what choose reads of capture's meta
     assert choose.backend((_cuda_tensor(),), {}, meta) == "cuda"
     assert choose.backend((tt.randn(3),), {}, meta) == "c"
     # a parameter on the GPU (a compiled model called on CPU ids would still fail there)

@@ -8,8 +8,9 @@ import pytest
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.compiler.codegen import c, cuda
-from tinytensor.compiler.passes import fuse
+from tinytensor.compiler.codegen import c, columns, cuda, rows as c_rows
+from tinytensor.compiler import pipeline
+from tinytensor.compiler.passes import columns as column_pass, fuse
 
 from ._programs import bits, fused_instrs, interpreted, program_of
 from .helpers import captured
@@ -51,7 +52,7 @@ def test_sums_and_maxima_over_rows_are_numpys_bits(n, dtype):
     fused = fuse.run(program).verify()
     # one kernel per row shape: over (3, 2) rows of n, and over 3 rows of 2 * n
     assert len(fused_instrs(fused)) == 2 and all(i.op == "fused" for i in fused.instrs)
-    assert_bitwise(c.build(fused)(inputs), interpreted(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), interpreted(program, inputs))
 
 
 def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
@@ -64,18 +65,18 @@ def test_a_sum_of_the_whole_array_and_a_nan_in_a_max():
     program, inputs = program_of(f, x)
     fused = fuse.run(program)
     assert len(fused_instrs(fused)) == 2
-    got, want = c.build(fused)(inputs), interpreted(program, inputs)
+    got, want = c.build(pipeline.after_fusion(fused, "c"))(inputs), interpreted(program, inputs)
     assert_bitwise(got, want)
     assert np.isnan(got[1][1, 0]) and np.isnan(got[0])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_rows_max_in_lanes_keeps_the_first_nan_infinities_and_every_length(dtype):
-    # the C max scans a row in c.MAX_LANES interleaved lanes, block by block of
-    # c.MAX_BLOCK elements: rows shorter than the lanes, tails, several blocks, nans (of two signs: which one NumPy's SIMD reduction returns is its own
+    # the C max scans a row in c_rows.MAX_LANES interleaved lanes, block by block of
+    # c_rows.MAX_BLOCK elements: rows shorter than the lanes, tails, several blocks, nans (of two signs: which one NumPy's SIMD reduction returns is its own
     # business, so a nan row is compared as nan), +-inf, all -inf
-    lengths = [1, 3, c.MAX_LANES, c.MAX_LANES + 1, 2 * c.MAX_LANES + 5, 100, c.MAX_BLOCK,
-               c.MAX_BLOCK + 2, 2 * c.MAX_BLOCK + c.MAX_LANES + 3]
+    lengths = [1, 3, c_rows.MAX_LANES, c_rows.MAX_LANES + 1, 2 * c_rows.MAX_LANES + 5, 100, c_rows.MAX_BLOCK,
+               c_rows.MAX_BLOCK + 2, 2 * c_rows.MAX_BLOCK + c_rows.MAX_LANES + 3]
     for n in lengths:
         x = rows(n, dtype, seed=n, lead=(6,))
         x[1, -1] = np.inf
@@ -87,17 +88,17 @@ def test_a_rows_max_in_lanes_keeps_the_first_nan_infinities_and_every_length(dty
         x[4, 0] = np.nan
         x[5, -1] = -np.inf
         program, inputs = program_of(lambda x: (x * 1.0).amax(-1) + 0.0, x)
-        (got,), (want,) = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+        (got,), (want,) = c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs)
         nan = np.isnan(want)
         assert list(np.nonzero(nan)[0]) == [3, 4] and np.array_equal(np.isnan(got), nan)
         np.testing.assert_array_equal(bits(got[~nan]), bits(want[~nan]))
 
 
 def test_pairwise_leaves_are_numpys_recursion():
-    assert c.pairwise_leaves(128) == [(0, 128)]
-    assert c.pairwise_leaves(129) == [(0, 64), (64, 65)]
+    assert c_rows.pairwise_leaves(128) == [(0, 128)]
+    assert c_rows.pairwise_leaves(129) == [(0, 64), (64, 65)]
     for n in (129, 1000, 4097, 50257):
-        leaves = c.pairwise_leaves(n)
+        leaves = c_rows.pairwise_leaves(n)
         assert sum(m for _, m in leaves) == n and all(m <= 128 for _, m in leaves)
         assert [a for a, _ in leaves] == list(np.cumsum([0] + [m for _, m in leaves[:-1]]))
 
@@ -163,7 +164,7 @@ def compiled_case(name, n, dtype):
     tensors = tuple(tt.tensor(a, requires_grad=r) for a, r in zip(arrays, grad))
     program, want, inputs = captured(step, tensors)
     fused = fuse.run(program).verify()
-    return fused, c.build(fused)(inputs), want, (step, arrays, grad)
+    return fused, c.build(pipeline.after_fusion(fused, "c"))(inputs), want, (step, arrays, grad)
 
 
 def reference(step, arrays, grad):
@@ -265,9 +266,9 @@ def test_sums_over_leading_dims_are_column_kernels_with_numpys_bits(shape, dtype
     x, b = rows(shape[-1], dtype, lead=shape[:-1]), rows(shape[-1], dtype, seed=1, lead=())
     x.reshape(-1)[:4] = [-0.0, 1e30, -1e-30, -0.0]
     program, inputs = program_of(column_sums, x, b)
-    compiled = c.build(fuse.run(program))
+    compiled = c.build(pipeline.lower(program, "c"))
     assert_bitwise(compiled(inputs), interpreted(program, inputs))
-    kernels = [k for k in fused_instrs(fuse.columns(fuse.run(program))) if c.is_column_kernel(k.attrs["body"])]
+    kernels = [k for k in fused_instrs(column_pass.run(fuse.run(program))) if columns.is_column_kernel(k.attrs["body"])]
     # the chain's kernel sums its own result (g is an output too: g * 2.0 reads it)
     assert any(body_ops(k)[-1] == "sum" and "mul" in body_ops(k) for k in kernels)
     assert sum(body_ops(k).count("sum") for k in kernels) == 3
@@ -281,7 +282,7 @@ def body_ops(kernel):
 def test_a_column_of_negative_zeros_sums_to_zero_as_in_numpy():
     x = np.full((5, 3), -0.0, np.float32)
     program, inputs = program_of(lambda x: (x * 1.0).sum(0), x)
-    [got] = c.build(fuse.run(program))(inputs)
+    [got] = c.build(pipeline.lower(program, "c"))(inputs)
     assert not np.signbit(got).any()
     assert_bitwise([got], interpreted(program, inputs))
 
@@ -292,9 +293,9 @@ def test_one_column_or_a_strided_operand_stays_numpys():
     def f(x, y):
         return (x * 2.0).sum(0), (y.mT * 2.0).sum(0)
     program, inputs = program_of(f, rows(1, np.float32, lead=(300,)), rows(300, np.float32, lead=(7,)))
-    fused = fuse.columns(fuse.run(program))
-    assert not any(c.is_column_kernel(k.attrs["body"]) for k in fused_instrs(fused))
-    assert_bitwise(c.build(fuse.run(program))(inputs), interpreted(program, inputs))
+    fused = column_pass.run(fuse.run(program))
+    assert not any(columns.is_column_kernel(k.attrs["body"]) for k in fused_instrs(fused))
+    assert_bitwise(c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs))
 
 
 def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
@@ -306,10 +307,10 @@ def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
     def f(x, w):
         return F.gelu(x * w + 1.0, approximate="tanh"), (x * w).sum(0) + x.amax(0) * 0.0
     program, inputs = program_of(f, rows(8, np.float32, lead=(6,)), rows(8, np.float32, seed=1, lead=()))
-    fused = fuse.columns(fuse.run(program))
+    fused = column_pass.run(fuse.run(program))
     for k in fused_instrs(fused):
         assert not set(k.inputs) & set(k.attrs["body"].consts)
-    got, want = c.build(fuse.run(program))(inputs), interpreted(program, inputs)
+    got, want = c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)   # C tanh is not NumPy's
     assert_bitwise(got[1:], want[1:])
 
@@ -320,7 +321,7 @@ def test_the_bias_gradients_of_an_mlp_step_are_column_kernels_with_eagers_bits()
     x, y = tt.tensor(rng.standard_normal((64, 16)).astype(np.float32)), tt.tensor(
         rng.standard_normal((64, 4)).astype(np.float32))
     program, outs, arrays = captured(mse_step, (mlp(), x, y))
-    fused = fuse.columns(fuse.run(program))
-    sums = [k for k in fused_instrs(fused) if c.is_column_kernel(k.attrs["body"])]
+    fused = column_pass.run(fuse.run(program))
+    sums = [k for k in fused_instrs(fused) if columns.is_column_kernel(k.attrs["body"])]
     assert len(sums) == 2 and not any(i.op == "sum_to" for i in fused.instrs)
-    assert_bitwise(c.build(fuse.run(program))(arrays), outs)
+    assert_bitwise(c.build(pipeline.lower(program, "c"))(arrays), outs)

@@ -7,6 +7,7 @@ import pytest
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import c
+from tinytensor.compiler import pipeline
 from tinytensor.compiler.passes import dce, fuse
 from tinytensor.ops import elementwise as E
 
@@ -30,7 +31,7 @@ def alone(program, inputs):
     """Each output of `program` computed by the kernels of a program of its own (no
     siblings to fuse with): the bits a sibling kernel must reproduce (tanh, exp are not
     NumPy's bits, only within twice its error: compare kernels with kernels)."""
-    return [c.build(fuse.run(dce.run(program.replace(outputs=[v]))))(inputs)[0]
+    return [c.build(pipeline.lower(dce.run(program.replace(outputs=[v])), "c"))(inputs)[0]
             for v in program.outputs]
 
 
@@ -49,7 +50,7 @@ def test_gelu_forward_and_backward_are_one_kernel_with_numpys_bits(dtype):
     assert len(fused.instrs[0].outputs) == 2          # y and x.grad
     # the backward's tanh is the forward's expression (ops/elementwise.py Gelu._slope): one
     assert body_ops(fused.instrs[0]).count("tanh") == 1
-    assert_bitwise(c.build(fused)(arrays), alone(program, arrays))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(arrays), alone(program, arrays))
     # the kernel's GELU, written as the ops of its NumPy forward, is eager's on NumPy
     assert_bitwise(interpreted(fused, arrays), outs)
 
@@ -63,7 +64,7 @@ def test_an_expression_both_siblings_compute_is_computed_once():
     [kernel] = fused_instrs(fused)
     assert body_ops(kernel).count("tanh") == 1
     assert body_ops(kernel).count("mul") == 8 and body_ops(kernel).count("add") == 2
-    assert_bitwise(c.build(fused)(inputs), alone(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), alone(program, inputs))
 
 
 def test_a_constant_product_is_shared_either_way_round_but_a_nan_constant_is_not():
@@ -73,7 +74,7 @@ def test_a_constant_product_is_shared_either_way_round_but_a_nan_constant_is_not
     fused = fuse.run(program).verify()
     [kernel] = fused_instrs(fused)
     assert body_ops(kernel) == ["mul", "exp", "tanh", "mul", "abs", "mul", "sqrt"]
-    assert_bitwise(c.build(fused)(inputs), alone(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), alone(program, inputs))
 
 
 def test_siblings_with_a_path_between_them_stay_apart():
@@ -86,7 +87,7 @@ def test_siblings_with_a_path_between_them_stay_apart():
     fused = fuse.run(program).verify()
     assert [i.op if i.op != "fused" else body_ops(i) for i in fused.instrs] == \
         [["mul", "exp"], "matmul", ["mul", "tanh", "add"]]
-    assert_bitwise(c.build(fused)(inputs), alone(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), alone(program, inputs))
 
 
 def test_siblings_of_other_shapes_or_through_a_broadcast_stay_apart():
@@ -99,7 +100,7 @@ def test_siblings_of_other_shapes_or_through_a_broadcast_stay_apart():
     fused = fuse.run(program).verify()
     assert sorted(body_ops(k) for k in fused_instrs(fused)) == [["mul", "exp", "mul", "sigmoid"],
                                                                 ["mul", "tanh"]]
-    assert_bitwise(c.build(fused)(inputs), alone(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), alone(program, inputs))
 
 
 def test_a_path_back_through_a_later_kernel_keeps_siblings_apart():
@@ -115,4 +116,4 @@ def test_a_path_back_through_a_later_kernel_keeps_siblings_apart():
     fused = fuse.run(program).verify()
     kernels = sorted(body_ops(k) for k in fused_instrs(fused))
     assert kernels == [["mul", "exp"], ["mul", "tanh", "add"], ["sigmoid", "mul", "add"]]
-    assert_bitwise(c.build(fused)(inputs), alone(program, inputs))
+    assert_bitwise(c.build(pipeline.after_fusion(fused, "c"))(inputs), alone(program, inputs))

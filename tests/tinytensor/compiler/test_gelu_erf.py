@@ -9,7 +9,8 @@ import torch
 
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.compiler.passes import fuse, gelu, run_all
+from tinytensor.compiler import pipeline
+from tinytensor.compiler.passes import cse, dce, fold, fuse, gelu, simplify
 from tinytensor.compiler.codegen import c
 
 from ._programs import bits
@@ -37,8 +38,8 @@ def _inputs(dtype, n=4096):
 def test_the_captured_slope_is_one_op_with_eagers_bits(dtype):
     x, w = _inputs(dtype)
     program, outs, arrays = captured(_step, (x, w))
-    before = run_all(program, names=("dce", "cse", "fold", "simplify", "dce"))[0]
-    after = run_all(before, names=("gelu", "dce"))[0]
+    before = pipeline.run(program, (dce, cse, fold, simplify, dce))[0]
+    after = pipeline.run(before, (gelu, dce))[0]
     ops = [ins.op for ins in after.instrs]
     assert ops.count("gelu_erf_slope") == 1 and "erf" not in ops and "exp" not in ops, ops
     assert len(after.instrs) == len(before.instrs) - 9
@@ -85,7 +86,7 @@ def test_forward_and_backward_fuse_within_twice_eagers_error(dtype):
     # float64: gcc takes ~5 s over a kernel with three double erfcs (test_tt_erf.py covers them)
     x, w = _inputs(dtype)
     program, outs, arrays = captured(_step, (x, w))
-    fused = fuse.run(run_all(program)[0])
+    fused = fuse.run(pipeline.run(program)[0])
     kernels = [ins for ins in fused.instrs if ins.op == "fused"]
     body_ops = [i.op for k in kernels for i in k.attrs["body"].instrs]
     assert {"gelu_erf_from_cdf", "gelu_erf_slope_from_cdf"} <= set(body_ops) and not {"erf", "exp"} & set(body_ops)
@@ -93,7 +94,7 @@ def test_forward_and_backward_fuse_within_twice_eagers_error(dtype):
     if dtype == np.float32:   # gelu and its slope in one kernel, from one erfc (gelu_cdf)
         assert body_ops.count("gelu_cdf") == 1, body_ops
     assert not any(ins.op in ("gelu", "erf") for ins in fused.instrs)   # nothing left to NumPy
-    got = c.build(fused)(arrays)[-1]
+    got = c.build(pipeline.after_fusion(fused, "c"))(arrays)[-1]
     w.grad = None
     _step(x, w)
     want = w.grad.data

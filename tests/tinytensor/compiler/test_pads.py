@@ -5,7 +5,8 @@ import pytest
 
 import tinytensor as tt
 from tinytensor.compiler.codegen import c
-from tinytensor.compiler.passes import dce, fuse, pads, run_all
+from tinytensor.compiler import pipeline
+from tinytensor.compiler.passes import dce, pads
 
 from .helpers import assert_bitwise, captured, gpt, lm_step
 
@@ -88,9 +89,9 @@ def test_a_gpt_steps_qkv_split_backward_is_a_cat_and_c_keeps_the_bits():
     program, outs, arrays = captured(lm_step, (m, ids))
     def qkv_pads(p):   # pads into the c_attn output's shape (2, 8, 3 * 16)
         return [i for i in p.instrs if i.op == "index_add" and tuple(i.outputs[0].shape) == (2, 8, 48)]
-    after, _ = run_all(program)
+    after, _ = pipeline.run(program)
     assert len(qkv_pads(program)) == 3 * 2 and not qkv_pads(after)   # 3 parts a layer, 2 layers
     assert sum(i.op == "cat" for i in after.instrs) == 2
-    got = c.build(fuse.run(after), threads=1)(arrays)
+    got = c.build(pipeline.lower(after, "c"), threads=1)(arrays)
     for g, w in zip(got, outs):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

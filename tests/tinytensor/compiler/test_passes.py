@@ -1,7 +1,8 @@
 import pytest
 
 import tinytensor as tt
-from tinytensor.compiler.passes import cse, dce, fold, run_all, simplify
+from tinytensor.compiler import pipeline
+from tinytensor.compiler.passes import cse, dce, fold, simplify
 
 from .helpers import assert_bitwise, captured, gpt, interpreted, lm_step
 
@@ -83,7 +84,7 @@ def test_verify_catches_use_before_definition():
 def test_pipeline_on_gpt_step_counts_shrink_and_result_unchanged():
     tt.manual_seed(0)
     program, outs, arrays = _prog(lm_step, gpt(), tt.randint(0, 32, (2, 8)))
-    after, counts = run_all(program)
+    after, counts = pipeline.run(program)
     after.verify()
     n = [c for _, c in counts]
     assert n == sorted(n, reverse=True) and n[-1] < n[0]

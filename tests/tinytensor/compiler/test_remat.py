@@ -5,7 +5,8 @@ import numpy as np
 from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
-from tinytensor.compiler.passes import fuse, plan, remat, run_all
+from tinytensor.compiler import pipeline
+from tinytensor.compiler.passes import cse, dce, fold, fuse, gelu, plan, remat, simplify
 
 from .helpers import assert_bitwise, captured, gpt, interpreted, lm_step
 
@@ -32,7 +33,7 @@ def _block_program():
     m = nn.Sequential(_Block(), _Block())   # the first block's values live through the second
     x = tt.randn(4, 64, 64)
     program, outs, arrays = captured(_block_step, (m, x))
-    return run_all(program, names=("dce", "cse", "fold", "simplify", "dce"))[0], outs, arrays
+    return pipeline.run(program, (dce, cse, fold, simplify, dce))[0], outs, arrays
 
 
 def test_gelu_and_the_norms_affine_part_are_recomputed_in_the_backward():
@@ -63,7 +64,7 @@ def test_a_tiny_gpt_step_is_bitwise_unchanged():
     m = gpt()
     ids = tt.tensor(np.random.default_rng(0).integers(0, 32, (2, 8)))
     program, outs, arrays = captured(lm_step, (m, ids))
-    program = run_all(program, names=("dce", "cse", "fold", "simplify", "dce"))[0]
+    program = pipeline.run(program, (dce, cse, fold, simplify, dce))[0]
     after = remat.run(program, min_bytes=0)
     assert len(after.instrs) > len(program.instrs)
     assert {ins.op for ins in after.instrs[len(program.instrs) // 2:] if ins.role == "backward"} >= {"gelu"}
@@ -110,11 +111,11 @@ class _SigmoidBlock(_Block):
         return self.proj(self.fc(self.ln(x)).sigmoid())
 
 
-def _program_of(block, passes=("dce", "cse", "fold", "simplify", "gelu", "dce")):
+def _program_of(block, passes=(dce, cse, fold, simplify, gelu, dce)):
     tt.manual_seed(0)
     m = nn.Sequential(block(), block())
     program, outs, arrays = captured(_block_step, (m, tt.randn(4, 64, 64)))
-    return run_all(program, names=passes)[0], outs, arrays
+    return pipeline.run(program, passes)[0], outs, arrays
 
 
 def test_remat_adds_no_transcendental_work_to_the_compiled_program():

@@ -59,3 +59,24 @@ def test_the_tanh_gelus_constant_is_written_once():
             for p in sorted((ROOT.parent / d).rglob("*.py")) if "0.044715" in p.read_text()]
     assert hits == ["tinytensor/ops/elementwise.py"]
     assert (ROOT / "ops" / "elementwise.py").read_text().count("0.044715") == 1
+
+
+def test_every_op_with_c_renders_it_for_each_dtype_it_fuses_for():
+    # (the former keep-alive `set(FUSIBLE) == set(EMIT)`: now the expression is the rule's)
+    from tinytensor.compiler.codegen import emit
+    from tinytensor.dtypes import from_any
+    attrs = {"PowScalar": [{"exponent": p} for p in (1, 2, 0.5, -1)]}
+    n = 0
+    for fn in _functions():
+        rule = rule_of(fn)
+        if rule.c is None:
+            continue
+        for name in rule.fuses or ("float32", "float64"):
+            dt = from_any(name)
+            for a in attrs.get(fn.__name__, [{}]):
+                ins = Instr(op=fn.name, fn=fn, inputs=[Value((3,), dt) for _ in range(3)],
+                            outputs=[Value((3,), dt)], attrs=a)
+                got = emit.expr(ins, ["x0", "x1", "x2"], emit.CTYPE[name])
+                assert "x0" in got and "{" not in got, (fn.__name__, name, got)
+                n += 1
+    assert n > 100

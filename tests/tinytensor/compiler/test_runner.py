@@ -11,6 +11,7 @@ from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import runner as R
+from tinytensor.compiler.passes import plan as plan_pass
 from tinytensor.core.function import Function
 
 from .helpers import gpt, lm_loss, lm_step, training_step
@@ -74,10 +75,11 @@ def _sneaky(x):
 
 
 def _compiled(fn, *args, **patches):
-    """tt.compile(fn, backend='c') compiled on `args` with runner.py's names patched."""
+    """tt.compile(fn, backend='c') compiled on `args` with runner.py's names patched (the
+    plan's `placed_in_arena`, which the runner follows, in passes/plan.py)."""
     with pytest.MonkeyPatch.context() as mp:
         for name, value in patches.items():
-            mp.setattr(R, name, value)
+            mp.setattr(plan_pass if name == "placed_in_arena" else R, name, value)
         step = tt.compile(fn, backend="c")
         step(*args)
     return step

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tinytensor.compiler import cache_disk
-from tinytensor.compiler.codegen import c
+from tinytensor.compiler.codegen import toolchain
 from tinytensor.tools import erf_coeffs
 
 FUNCS = {  # C function: (element type, reference on a Python float)
@@ -27,13 +27,13 @@ def lib(tmp_path_factory):
     old = cache_disk.os.environ.get("TINYTENSOR_CACHE_DIR")
     cache_disk.os.environ["TINYTENSOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("tt_erf_cache"))
     try:
-        with open(c.HEADER) as f:
+        with open(toolchain.HEADER) as f:
             header = f.read()
-        source = c.INCLUDE + "\n" + "\n".join(
+        source = toolchain.INCLUDE + "\n" + "\n".join(
             f"void run_{name}(const {t} *restrict x, {t} *restrict y, long n) "
             f"{{ for (long i = 0; i < n; i++) y[i] = {name}(x[i]); }}"
             for name, (t, _) in FUNCS.items())
-        yield cache_disk.load(source, c.FLAGS, extra=header)
+        yield cache_disk.load(source, toolchain.FLAGS, extra=header)
     finally:
         if old is None:
             del cache_disk.os.environ["TINYTENSOR_CACHE_DIR"]
@@ -122,7 +122,7 @@ def test_special_values(lib, dtype):
 
 
 def test_c_tables_are_the_python_tables():
-    with open(c.HEADER) as f:
+    with open(toolchain.HEADER) as f:
         header = f.read()
     assert erf_coeffs.c_block() in header
     # and the block is what the tables say, not a stale copy: a changed coefficient shows

@@ -21,31 +21,10 @@ import numpy as np
 
 from ...ops.indexing import IndexAdd
 from .. import cache_disk
+from .pointers import data_pointer as pointer
+from .toolchain import FLAGS, source_file
 
-SOURCE = r"""
-#include <stdint.h>
-#include <string.h>
-
-/* out (N, R), zeroed here; g (M, R); idx (M). Returns the position of an index out of
-   range, or -1. */
-#define TT_INDEX_ADD_ROWS(T, S)                                                            \
-int64_t tt_index_add_rows_##S(T *out, const T *g, const int64_t *idx, int64_t N, int64_t R, \
-                              int64_t M) {                                                 \
-    memset(out, 0, (size_t)(N * R) * sizeof(T));                                           \
-    for (int64_t m = 0; m < M; m++) {                                                      \
-        int64_t r = idx[m];                                                                \
-        if (r < 0) r += N;                                                                 \
-        if (r < 0 || r >= N) return m;                                                     \
-        T *row = out + r * R;                                                              \
-        const T *add = g + m * R;                                                          \
-        for (int64_t c = 0; c < R; c++) row[c] += add[c];                                  \
-    }                                                                                      \
-    return -1;                                                                             \
-}
-
-TT_INDEX_ADD_ROWS(float, f32)
-TT_INDEX_ADD_ROWS(double, f64)
-"""
+SOURCE = source_file("c_index.c")
 
 _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _INT64 = np.dtype(np.int64)
@@ -54,7 +33,6 @@ _lib = []
 
 def _function(suffix):
     if not _lib:
-        from .c import FLAGS   # the generated kernels' IEEE flags (c.py imports the runner)
         _lib.append(cache_disk.load(SOURCE, FLAGS))
     fn = getattr(_lib[0], f"tt_index_add_rows_{suffix}")
     fn.restype = ctypes.c_int64
@@ -84,7 +62,6 @@ def step(ins):
     if dtype not in _SUFFIX or idx_dtype != _INT64 or not shape \
             or not all(isinstance(d, int) for d in shape) or tuple(g_v.shape) != idx_shape + shape[1:]:
         return None
-    from .runner import data_pointer as pointer   # runner imports this module
     fn = _function(_SUFFIX[dtype])
     N, R, M = shape[0], math.prod(shape[1:]), math.prod(idx_shape)
 

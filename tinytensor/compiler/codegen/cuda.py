@@ -9,7 +9,7 @@ source is specialized on it, as in the C backend). The loop index is split into 
 collapsed dimensions only where some input is read broadcast; each input is read at its
 broadcast strides, outputs (contiguous, of the loop shape) at the index itself.
 
-The op expressions are the C backend's (`c.EMIT`): CUDA C++ has the same operators and
+The op expressions are the C backend's (emit.py `expr`: each op's rule): CUDA C++ has the same operators and
 `fabsf`/`sqrtf`, and PRELUDE maps its `tt_exp`/`tt_tanh`/`tt_log`/`tt_erf` onto CUDA's accurate
 `expf`/`tanhf`/`logf`/`erff` (and double versions; the exact GELU and its slope through erfc): what CuPy's eager ufuncs call, not the
 `__expf` intrinsics. OPTIONS keep IEEE semantics: `--fmad=false` (a*b+c rounds twice,
@@ -22,60 +22,35 @@ import numpy as np
 
 from ...device import cupy_module
 from .. import cache_disk, instantiate, symbolic
-from . import c
+from .columns import is_column_kernel
+from .emit import CTYPE, expr, lit
+from .loops import broadcast_strides, collapse
+from .rows import RowKernel, is_row_kernel
+from .toolchain import source_file
+from .unit import translation_unit
 from .runner import numpy_step
 
 OPTIONS = ("--std=c++17", "--fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true")
 BLOCK = 256
 MAX_BLOCKS = 8192   # with the grid-stride loop, enough to fill any current GPU
-CTYPE = c.CTYPE
 
-# NVRTC sees no CUDA headers; nvcc's (math.h) already define NAN and INFINITY
-PRELUDE = """\
-#ifndef INFINITY
-#define INFINITY __int_as_float(0x7f800000)
-#endif
-#ifndef NAN
-#define NAN __int_as_float(0x7fc00000)
-#endif
-#define tt_expf(x) expf(x)
-#define tt_exp(x) exp(x)
-#define tt_tanhf(x) tanhf(x)
-#define tt_tanh(x) tanh(x)
-#define tt_logf(x) logf(x)
-#define tt_log(x) log(x)
-#define tt_erff(x) erff(x)
-#define tt_erf(x) erf(x)
-#define tt_gelu_cdf32(x) (erfc(-(x) * 0.7071067811865476) * 0.5)
-#define tt_gelu_cdf(x) (erfc(-(x) * 0.7071067811865476) * 0.5)
-#define tt_gelu_erf_cdff(x, c) ((float)((double)(x) * (c)))
-#define tt_gelu_erf_cdf(x, c) ((x) * (c))
-#define tt_gelu_erf_slope_cdff(x, c) ((float)((double)(float)(c) + (double)(x) * (exp((double)(x) * (x) * -0.5) * 0.3989422804014327)))
-#define tt_gelu_erf_slope_cdf(x, c) ((c) + (x) * (exp((x) * (x) * -0.5) * 0.3989422804014327))
-#define tt_gelu_erff(x) tt_gelu_erf_cdff(x, tt_gelu_cdf32((double)(x)))
-#define tt_gelu_erf(x) tt_gelu_erf_cdf(x, tt_gelu_cdf(x))
-#define tt_gelu_erf_slopef(x) tt_gelu_erf_slope_cdff(x, tt_gelu_cdf32((double)(x)))
-#define tt_gelu_erf_slope(x) tt_gelu_erf_slope_cdf(x, tt_gelu_cdf(x))
-#define tt_f32(i) __int_as_float(i)
-#define tt_f64(i) __longlong_as_double(i)
-#define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
-#define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
-"""
+# tt_math.h's names mapped onto CUDA's accurate math (the module docstring says why)
+PRELUDE = source_file("cuda_prelude.h")
 
 
 def kernel_source(instr, cname):
     """CUDA source of `extern "C" __global__ void cname(outputs..., inputs..., sizes...)`;
     sizes: the dynamic sizes (s0, s1, ...) the kernel's loops read, as `long long`."""
     body = instr.attrs["body"]
-    if c.is_column_kernel(body):
+    if is_column_kernel(body):
         raise NotImplementedError("tt.compile(backend='cuda'): column-sum kernels have no CUDA "
-                                  "lowering yet (fuse.columns is the C backend's pass)")
-    if c.is_row_kernel(body):
+                                  "lowering yet (passes/columns.py is the C backend's pass)")
+    if is_row_kernel(body):
         return _row_kernel_source(body, cname)
     loop = tuple(body.outputs[0].shape)
     n = math.prod(loop)
     operands = list(body.outputs) + list(body.inputs)
-    dims, strides = c._collapse(loop, [c._broadcast_strides(v.shape, loop) for v in operands])
+    dims, strides = collapse(loop, [broadcast_strides(v.shape, loop) for v in operands])
     idx_t = _index_type(n)
     lines = [f'extern "C" __global__ void {cname}({_params(body)}) {{',
              f"    const {idx_t} step = ({idx_t})blockDim.x * gridDim.x;",
@@ -100,7 +75,7 @@ def kernel_source(instr, cname):
         return " + ".join(terms) or "0"
 
     # a capture on the GPU keeps its constants as CuPy arrays: .item(), not np.asarray
-    names = {v.id: c._lit(a.item(), CTYPE[v.dtype.name])
+    names = {v.id: lit(a.item(), CTYPE[v.dtype.name])
              for v, a in body.consts.items()}
     for k, v in enumerate(body.inputs, start=len(body.outputs)):
         names[v.id] = f"x{k}"
@@ -108,7 +83,7 @@ def kernel_source(instr, cname):
     for m, ins in enumerate(body.instrs):
         t = CTYPE[ins.outputs[0].dtype.name]
         names[ins.outputs[0].id] = f"v{m}"
-        lines.append(f"{ind}const {t} v{m} = {c.EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+        lines.append(f"{ind}const {t} v{m} = {expr(ins, [names[v.id] for v in ins.inputs], t)};"
                      f"  /* {ins.op} */")
     for k, v in enumerate(body.outputs):
         lines.append(f"{ind}p{k}[i] = {names[v.id]};")
@@ -135,7 +110,7 @@ def _kahan_sum_phase(rk):
     # compensated: no per-thread row buffer (the kernels keep to registers), and an error
     # that does not grow with the row's length; the compensation restarts at inf or nan
     def phase(acc, t, pre, elem):
-        zero = c._lit(0.0, t)
+        zero = lit(0.0, t)
         return [f"{t} {acc} = {zero}, {acc}_c = {zero};", *rk.pragma,
                 f"for ({rk.itype} j = 0; j < {rk.n}; j++) {{", *("    " + x for x in pre),
                 f"    const {t} y = {elem} - {acc}_c;", f"    const {t} s = {acc} + y;",
@@ -144,10 +119,10 @@ def _kahan_sum_phase(rk):
 
 
 def _row_kernel_source(body, cname):
-    """A row kernel (c.RowKernel): one thread per row, over the rows by a grid-stride loop.
+    """A row kernel (RowKernel): one thread per row, over the rows by a grid-stride loop.
     Simple and register-only, but a thread reads its row alone (uncoalesced across the
     warp): a block-per-row kernel is what long rows on a GPU want."""
-    rk = c.RowKernel(body)
+    rk = RowKernel(body)
     idx_t = _index_type(math.prod(rk.F))
     rk.itype = idx_t
     rk.pragma = ["#pragma unroll 1"]   # unrolled, the loops keep several elements' values live
@@ -172,7 +147,7 @@ def _row_kernel_source(body, cname):
 def program_source(program):
     """The whole CUDA translation unit: PRELUDE, then one kernel per fused instruction.
     Returns (source, {instr index: kernel name})."""
-    return c.translation_unit(program, [PRELUDE], kernel_source)
+    return translation_unit(program, [PRELUDE], kernel_source)
 
 
 # ---------------------------------------------------------------- the runner

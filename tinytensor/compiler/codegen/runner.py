@@ -35,7 +35,6 @@ a call from inside its own run is an error.
 """
 import ctypes
 import dataclasses
-import sys
 import threading
 import time
 from sys import getrefcount
@@ -47,6 +46,7 @@ from ..interpret import _dead_after, compile_instr, fill_attrs, run_instr
 from ..symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
 from . import c_index, threads as _threads
+from .pointers import data_pointer
 
 _FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
 _VIEWS = (Reshape, Permute)
@@ -63,49 +63,6 @@ def _held_by_us():
 
 
 _HELD_BY_US = _held_by_us()
-
-
-def _data_offset():
-    """Where a NumPy array object keeps its data pointer: NumPy's PyArrayObject has it as
-    the first field after the object header. Reading it there costs 0.13 µs against 1.8 µs
-    for `a.ctypes.data` (which builds a helper object each time), and a kernel call passes
-    every operand's pointer. Checked on arrays of several layouts against `a.ctypes.data`;
-    None (so `a.ctypes.data` is used) unless that holds, and on interpreters where id() is
-    not the object's address."""
-    if sys.implementation.name != "cpython":
-        return None
-    base = np.arange(16.0)
-    probes = (base, base[3:], base.reshape(4, 4).T, np.empty(0, np.float32), np.zeros((2, 3), bool))
-    for offset in (16, 8, 24, 32):
-        if all(ctypes.c_void_p.from_address(id(a) + offset).value == a.ctypes.data for a in probes):
-            return offset
-    return None
-
-
-_OFFSET = _data_offset()
-
-
-def data_pointer(a):
-    """The address of `a`'s first element (a NumPy array)."""
-    if _OFFSET is None:
-        return a.ctypes.data
-    return ctypes.c_void_p.from_address(id(a) + _OFFSET).value or 0
-
-
-def _has_into(ins):
-    return ins.fn is not None and ins.fn.forward_into is not None
-
-
-def placed_in_arena(ins):
-    """Instructions whose outputs the runner writes into arena slots."""
-    if ins.op == "fused":
-        return True
-    if _has_into(ins):
-        return not ins.saved and len(ins.outputs) == 1 and len(ins.outputs[0].shape) > 0
-    return (ins.op == "matmul" and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 2
-            and all(v.ndim >= 2 for v in ins.inputs)
-            and all(v.dtype.np == ins.outputs[0].dtype.np for v in ins.inputs)
-            and ins.outputs[0].dtype.np in _FLOAT)
 
 
 class Runner:
@@ -141,7 +98,8 @@ class Runner:
         self._sizes = None if sizes is None else (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
         size_arg = None if sizes is None else ctypes.addressof(self._sizes)
         self._senv = {} if generic else None   # the sizes of the call running (generic)
-        self.plan = plan_pass.plan(program, placed=placed_in_arena if not generic else _nowhere)
+        # the plan pass (passes/plan.py) made the plan; a generic runner (sizes per call) has no arena
+        self.plan = plan_pass.EMPTY if generic else plan_pass.planned(program, "the C runner")
         self.in_place = dict(in_place or {})
         self.arena, slots = _arena(self.plan)
         lo = self.arena.ctypes.data if self.arena.size else 0
@@ -151,16 +109,16 @@ class Runner:
         # a kernel reading one needs no layout check
         given = {v.id for v in program.inputs} | {v.id for v in program.consts}
         made = {v.id for k, ins in enumerate(program.instrs) if k in kernels or
-                (ins.op == "matmul" or _has_into(ins)) and placed_in_arena(ins) for v in ins.outputs}
+                (ins.op == "matmul" or plan_pass.has_into(ins)) and plan_pass.placed_in_arena(ins) for v in ins.outputs}
         self.steps = []
         for k, ins in enumerate(program.instrs):
             if k in kernels:
                 step = _kernel_step(ins, kernels[k], slots, self.in_place, made, size_arg, self._senv,
                                     given, self.pool, parts if k in split else 1)
-            elif ins.op == "matmul" and placed_in_arena(ins) and not generic:
+            elif ins.op == "matmul" and plan_pass.placed_in_arena(ins) and not generic:
                 step = _matmul_step(ins, slots.get(ins.outputs[0].id),
                                     self.pool if k in gemms and parts > 1 else None)
-            elif _has_into(ins) and placed_in_arena(ins) and not generic:
+            elif plan_pass.has_into(ins) and plan_pass.placed_in_arena(ins) and not generic:
                 step = _into_step(ins, slots.get(ins.outputs[0].id))
             else:
                 step = numpy_step(ins, self._bounds, self._senv)
@@ -250,10 +208,6 @@ def _arena(memory):
     return arena, slots
 
 
-def _nowhere(ins):
-    return False
-
-
 def _shaper(shape, senv):
     """() -> `shape` now: the tuple itself, or for a shape of formulas (a generic runner,
     senv its call's sizes) a function evaluating them."""
@@ -266,7 +220,7 @@ def _shaper(shape, senv):
 def _gemm_worth(ins):
     """Whether a matmul is one the pool computes as a gemm job (`_matmul_step`): at most 4
     leading dims (c_pool.Gemm's)."""
-    if ins.op != "matmul" or not placed_in_arena(ins) or len(ins.outputs[0].shape) > 6:
+    if ins.op != "matmul" or not plan_pass.placed_in_arena(ins) or len(ins.outputs[0].shape) > 6:
         return False
     o, a = ins.outputs[0], ins.inputs[0]
     return int(np.prod([int(d) for d in o.shape])) * int(a.shape[-1]) >= _threads.SPLIT_FLOPS

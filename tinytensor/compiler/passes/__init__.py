@@ -12,27 +12,18 @@ same outputs (checked by the interpreter in tests), never mutating its input.
               gelu_erf_slope op: eager's float64 slope, one erfc in a C kernel
     remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
               backward instead of keeping them from the forward (last: cse would undo it)
+    fuse      elementwise chains and row reductions -> one kernel each; `columns`: sums
+              over leading dims -> column kernels (the C backend's)
+    plan      the arena the C runner lays intermediates in (the program's `memory`)
+
+Which run, in which order, for which backend: compiler/pipeline.py, the one list.
 
 Random ops (`Function.random`) are never dropped, merged or folded: each draw advances the
 generator, and the replay must draw exactly what eager draws.
 """
 import dataclasses
-import importlib
 
 import numpy as np
-from .. import symbolic
-
-DEFAULT = ("dce", "cse", "fold", "simplify", "pads", "gelu", "dce", "remat")
-
-
-@symbolic.with_formulas
-def run_all(program, names=DEFAULT):
-    """Run the named passes in order; returns (program, [(name, instruction count)])."""
-    counts = [("captured", len(program.instrs))]
-    for name in names:
-        program = importlib.import_module(f"{__name__}.{name}").run(program)
-        counts.append((name, len(program.instrs)))
-    return program, counts
 
 
 def is_random(ins):

@@ -131,23 +131,23 @@ def _record(fn, dtype, ndim, attrs):
     with _apart(), np.errstate(all="ignore"):   # the sample's values do not matter
         program, _, meta = capture(lambda t: fn.decompose(t, **attrs), (sample,),
                                    name=f"{fn.name}.decompose", dynamic=True)
-    sym = meta["symbolic"]
-    if sym["static"] or len(program.outputs) != 1:
+    sym = meta.symbolic
+    if sym.static or len(program.outputs) != 1:
         return None
     dims = {}
-    for name, size in sym["symbols"].items():
+    for name, size in sym.symbols.items():
         if size not in shape:
             return None
         dims[name] = shape.index(size)
     sizes = []
-    for k, (kind, x) in enumerate(meta["bindings"]):
+    for k, (kind, x) in enumerate(meta.bindings):
         if kind == "size":
             sizes.append((k, x[0], x[1]))
         elif (kind, x) != ("arg", 0):
             return None
     if program.inputs[0] in program.outputs or not program.instrs:
         return None
-    return _Template(program, dims, tuple(sizes), sym["guards"])
+    return _Template(program, dims, tuple(sizes), sym.guards)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,10 @@ overwrite a result it still reads.
 import dataclasses
 import math
 
+import numpy as np
+
+from .. import symbolic
+
 ALIGN = 64   # bytes: a cache line, and enough for any vector load
 
 
@@ -40,6 +44,20 @@ class MemoryPlan:
         saved = 1 - self.peak / self.total if self.total else 0.0
         return (f"{len(self.buffers)} intermediate buffers: arena {_mb(self.peak)} planned peak "
                 f"against {_mb(self.total)} without reuse ({saved:.0%} less)")
+
+
+EMPTY = MemoryPlan([], 0, 0)   # a runner without an arena (sizes known only per call)
+
+
+class AtSizes:
+    """The memory plan of a program of symbolic sizes: made for each instance, when its sizes
+    are numbers (instantiate.at runs `run` on it)."""
+
+    def __repr__(self):
+        return "AtSizes()"
+
+
+AT_SIZES = AtSizes()
 
 
 def _mb(n):
@@ -106,3 +124,41 @@ def plan(program, placed=None):
     peak = max((b.offset + b.size for b in placed), default=0)
     ordered = sorted(buffers.values(), key=lambda b: b.start)
     return MemoryPlan(ordered, peak, sum(b.size for b in ordered))
+
+
+_FLOAT = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def has_into(ins):
+    return ins.fn is not None and ins.fn.forward_into is not None
+
+
+def placed_in_arena(ins):
+    """Instructions whose outputs the C runner writes into arena slots (codegen/runner.py):
+    fused kernels, ops with a `forward_into` and float matmuls (through np.matmul(out=))."""
+    if ins.op == "fused":
+        return True
+    if has_into(ins):
+        return not ins.saved and len(ins.outputs) == 1 and len(ins.outputs[0].shape) > 0
+    return (ins.op == "matmul" and not ins.saved and not ins.attr_inputs and len(ins.inputs) == 2
+            and all(v.ndim >= 2 for v in ins.inputs)
+            and all(v.dtype.np == ins.outputs[0].dtype.np for v in ins.inputs)
+            and ins.outputs[0].dtype.np in _FLOAT)
+
+
+def run(program):
+    """The last stage of the C backend's pipeline: `program` with its memory plan (the
+    `memory` field) of what the runner places in its arena; a program of symbolic sizes
+    gets AT_SIZES, and each instance its plan when instantiate.at makes it."""
+    if any(symbolic.contains_symbolic(tuple(v.shape)) for v in program.defined()):
+        return program.replace(memory=AT_SIZES)
+    return program.replace(memory=plan(program, placed=placed_in_arena))
+
+
+def planned(program, who):
+    """`program`'s memory plan; an error naming `who` when the pipeline did not plan it."""
+    memory = program.memory
+    if not isinstance(memory, MemoryPlan):
+        raise ValueError(f"{who}: the program has no memory plan ({memory!r}); codegen builds "
+                         f"programs the pipeline lowered (compiler/pipeline.py `lower`)")
+    return memory

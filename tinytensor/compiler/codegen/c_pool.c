@@ -1,0 +1,121 @@
+/* The C backend's thread pool and its gemm job (threads.py, c_pool.py explain both). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef void (*tt_kernel)(void *const *b, const int64_t *n, int64_t part, int64_t parts);
+
+#define TT_MAX_WORKERS 63
+static pthread_mutex_t tt_busy = PTHREAD_MUTEX_INITIALIZER;  /* one run at a time */
+static pthread_mutex_t tt_mu = PTHREAD_MUTEX_INITIALIZER;    /* guards sleeping */
+static pthread_cond_t tt_cv = PTHREAD_COND_INITIALIZER;
+static atomic_long tt_epoch;       /* one more per job */
+static atomic_int tt_pending;      /* workers yet to finish the job */
+static atomic_int tt_sleepers;
+static void *tt_fn;
+static void *const *tt_b;
+static const int64_t *tt_n;
+static int64_t tt_parts;
+static int tt_workers;
+static int64_t tt_spin_ns;
+static int tt_hooked;
+static long tt_first_epoch[TT_MAX_WORKERS + 1];   /* the epoch when worker k was made */
+
+static inline void tt_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void tt_part(void *fn, void *const *b, const int64_t *n, int64_t part, int64_t parts) {
+    ((tt_kernel)fn)(b, n, part, parts);
+}
+
+static int64_t tt_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *tt_worker(void *arg) {
+    const int64_t me = (int64_t)(intptr_t)arg;   /* 1 .. tt_workers */
+    long seen = tt_first_epoch[me];   /* not the epoch now: a job may have begun since */
+    for (;;) {
+        long e, spins = 0;
+        const int64_t until = tt_now_ns() + tt_spin_ns;
+        while ((e = atomic_load_explicit(&tt_epoch, memory_order_acquire)) == seen) {
+            tt_relax();
+            if ((++spins & 63) || tt_now_ns() < until) continue;
+            pthread_mutex_lock(&tt_mu);
+            atomic_fetch_add(&tt_sleepers, 1);
+            while ((e = atomic_load(&tt_epoch)) == seen) pthread_cond_wait(&tt_cv, &tt_mu);
+            atomic_fetch_sub(&tt_sleepers, 1);
+            pthread_mutex_unlock(&tt_mu);
+            break;
+        }
+        seen = e;
+        if (me < tt_parts) tt_part(tt_fn, tt_b, tt_n, me, tt_parts);
+        atomic_fetch_sub_explicit(&tt_pending, 1, memory_order_release);
+    }
+    return 0;
+}
+
+static void tt_forked_child(void) {   /* the workers did not come along */
+    tt_workers = 0;
+    pthread_mutex_init(&tt_busy, 0);
+    pthread_mutex_init(&tt_mu, 0);
+    pthread_cond_init(&tt_cv, 0);
+    atomic_store(&tt_sleepers, 0);
+}
+
+/* Starts workers up to `workers` in all; returns how many there are. */
+int tt_pool_start(int workers, int64_t spin_ns) {
+    pthread_mutex_lock(&tt_busy);
+    if (!tt_hooked) { pthread_atfork(0, 0, tt_forked_child); tt_hooked = 1; }
+    tt_spin_ns = spin_ns;
+    if (workers > TT_MAX_WORKERS) workers = TT_MAX_WORKERS;
+    while (tt_workers < workers) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* a worker's stack holds the kernels' row buffers: 8 MiB like the main thread's */
+        pthread_attr_setstacksize(&attr, (size_t)8 << 20);
+        tt_first_epoch[tt_workers + 1] = atomic_load(&tt_epoch);   /* no job runs: we hold tt_busy */
+        int ok = pthread_create(&t, &attr, tt_worker, (void *)(intptr_t)(tt_workers + 1)) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok) break;
+        tt_workers++;
+    }
+    pthread_mutex_unlock(&tt_busy);
+    return tt_workers;
+}
+
+/* Parts 0..parts-1 of fn; returns 1 if the workers took theirs, 0 if all ran here. */
+int tt_pool_run(void *fn, void *const *b, const int64_t *n, int64_t parts) {
+    if (parts <= 1 || pthread_mutex_trylock(&tt_busy) != 0) {
+        for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
+        return 0;
+    }
+    if (tt_workers == 0) {   /* read under tt_busy: tt_pool_start writes it there */
+        pthread_mutex_unlock(&tt_busy);
+        for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
+        return 0;
+    }
+    tt_fn = fn; tt_b = b; tt_n = n; tt_parts = parts;
+    atomic_store(&tt_pending, tt_workers);
+    atomic_fetch_add(&tt_epoch, 1);
+    if (atomic_load(&tt_sleepers)) {
+        pthread_mutex_lock(&tt_mu);
+        pthread_cond_broadcast(&tt_cv);
+        pthread_mutex_unlock(&tt_mu);
+    }
+    tt_part(fn, b, n, 0, parts);
+    for (int64_t p = tt_workers + 1; p < parts; p++) tt_part(fn, b, n, p, parts);
+    while (atomic_load_explicit(&tt_pending, memory_order_acquire) > 0) tt_relax();
+    pthread_mutex_unlock(&tt_busy);
+    return 1;
+}
