@@ -15,7 +15,7 @@ row having its planned peak.
 from typing import Callable, NamedTuple
 
 from . import symbolic
-from .passes import cse, dce, fold, fuse, gelu, pads, plan, remat, simplify
+from .passes import columns, cse, dce, fold, fuse, gelu, pads, plan, remat, simplify
 
 
 class Stage(NamedTuple):
@@ -29,8 +29,9 @@ def _stage(module, rewrites=True):
 
 
 def _fuse_with_columns(program):
-    """Fusion, then sums over leading dims as column kernels (the C backend's alone)."""
-    return fuse.columns(fuse.run(program))
+    """Fusion (passes/fuse.py, which first lowers the ops that say so: passes/lower.py), then
+    sums over leading dims as column kernels (passes/columns.py, the C backend's alone)."""
+    return columns.run(fuse.run(program))
 
 
 # remat last: cse would merge the recomputed values back into the kept ones
@@ -72,5 +73,5 @@ def after_fusion(program, backend):
     """For a program fused already by `fuse.run` (a test looking at the fused program
     before building it): the rest of `backend`'s lowering."""
     if backend == "c":
-        program = fuse.columns(program)
+        program = columns.run(program)
     return run(program, lowering(backend)[1:])[0]

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..dtypes import BF16_NP, from_any, from_numpy_dtype
 from .function import Function
+from .rules import ANY, FLOAT_OR_BOOL, Rule, per_input
 
 
 def summand(a):
@@ -37,6 +38,7 @@ def _xp(a):
 
 class SumTo(Function):
     """Sum a broadcast gradient back to the shape it was broadcast from."""
+    compile_rule = Rule(flops=per_input)
     name = "sum_to"
 
     @staticmethod
@@ -65,6 +67,7 @@ def _reshaped(fn, x, shape):
 
 
 class Expand(Function):
+    compile_rule = Rule(fuses=ANY, c="{0}", flops=0)   # in a kernel the load broadcasts
     is_view = True
 
     @staticmethod
@@ -85,7 +88,13 @@ def expand_to(x, shape):
     return _reshaped(Expand, x, shape)
 
 
+def _cast_c(a, ins, t, C):
+    return f"({a[0]} != 0)" if t == "unsigned char" else f"(({t}){a[0]})"
+
+
 class Cast(Function):
+    compile_rule = Rule(fuses=FLOAT_OR_BOOL, cheap=True, c=_cast_c, flops=0)
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.src = from_numpy_dtype(x.dtype)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from .elementwise import (_sigmoid, _xp, abs_, exp, float_operand, lt, neg, sigmoid, softplus,
                           tanh, where)
 from .inplace import apply_inplace
@@ -34,6 +35,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 class Elu(Function):
     """scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1)): elu, and with torch's
     constants selu and celu (their own classes below, so graphs show the name used)."""
+    compile_rule = Rule(transcendental=True)
 
     @staticmethod
     def forward(ctx, x, alpha, scale, input_scale):
@@ -95,6 +97,7 @@ def _array_softplus(xp, x):
 
 class Mish(Function):
     """x * tanh(softplus(x)), softplus computed without overflow."""
+    compile_rule = Rule(transcendental=True)
 
     @staticmethod
     def forward(ctx, x):
@@ -220,6 +223,7 @@ def relu6(input, inplace=False):
 # ---------------------------------------------------------------- logsigmoid, softmin
 class Logsigmoid(Function):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for any finite x."""
+    compile_rule = Rule(transcendental=True)
 
     @staticmethod
     def forward(ctx, x):

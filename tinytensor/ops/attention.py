@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from ..messages import OpError
 from ..core.tensor import Tensor
 from ..kernels import c_rows as _c_rows, cuda_attention, fusion as _fusion
@@ -233,7 +234,19 @@ def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
     return dq.reshape(qshape), dk.reshape(kshape), dv.reshape(vshape)
 
 
+def _attention_flops(attrs, in_meta, out_meta):
+    """With q (..., L, E), k (..., S, E), v (..., S, Ev): 2*L*S*(E + Ev) for the two matmuls,
+    L*S for the scale, 5*L*S for the softmax and L*S for a mask or causal masking, per batch
+    element and query head: the T^2 terms."""
+    (L, E), S = in_meta[0][0][-2:], in_meta[1][0][-2]
+    heads = math.prod(out_meta[0][0][:-1]) // L                  # batch * query heads
+    ev = out_meta[0][0][-1]
+    masked = len(in_meta) > 3 or bool(attrs.get("is_causal"))
+    return heads * L * S * (2 * (E + ev) + 6 + masked)
+
+
 class FlashAttention(Function):
+    compile_rule = Rule(flops=_attention_flops)
     name = "scaled_dot_product_attention"
     fusion = "fused"
 

@@ -16,10 +16,13 @@ log_softmax, which computes d - ls). The forward keeps max(x) and ls per row (`s
 the backward recomputes p from them a chunk of rows at a time (CPU here; CUDA in
 `kernels/cuda_cross_entropy.py`).
 """
+import math
+
 import numpy as np
 
 from ..amp import cast_inputs
 from ..core.function import Function
+from ..core.rules import Rule
 from ..kernels import cuda_cross_entropy, fusion as _fusion
 from ..kernels._common import acc_dtype, const, cuda_ok, is_cpu, row_chunks, xp_of
 from .elementwise import ne, where
@@ -159,6 +162,7 @@ def _layout(x, target, weight):
 
 
 class FusedCrossEntropy(Function):
+    compile_rule = Rule(flops=lambda attrs, i, o: 5 * math.prod(i[0][0]) + 4 * math.prod(i[1][0]))   # per logit, per target
     name = "cross_entropy"
     fusion = "fused"
 

@@ -14,11 +14,12 @@ from ..dtypes import (bool_, from_any, from_numpy_dtype, get_default_dtype, is_f
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
+from ..core.rules import ANY, BOOL, FLOAT, FLOAT_OR_BOOL, Rule
 from ..core.tensor import Tensor
 from ..device import device_of_array, to_device_array
 from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
-from .special import erf as special_erf, gelu_exact, gelu_exact_slope
+from .special import erf as special_erf, erfc as special_erfc, gelu_exact, gelu_exact_slope
 
 
 # ---------------------------------------------------------------- operand handling
@@ -129,6 +130,7 @@ def float_operand(x, op):
 
 # ---------------------------------------------------------------- device copies and clones
 class ToDevice(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "to_device"
 
     @staticmethod
@@ -152,6 +154,7 @@ def to_device(x, device):
 
 
 class Clone(Function):
+    compile_rule = Rule(fuses=ANY, c="{0}", flops=0)
     @staticmethod
     def forward(ctx, x):
         return x.copy()
@@ -172,6 +175,7 @@ def clone(x, *, memory_format=None):
 
 # ---------------------------------------------------------------- arithmetic
 class Add(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, commutes=True, c=lambda a, ins, t, C: C.arith("+", a, t))
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -186,6 +190,7 @@ class Add(Function):
 
 
 class Sub(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, c=lambda a, ins, t, C: C.arith("-", a, t))
     @staticmethod
     def forward(ctx, a, b):
         return a - b
@@ -200,6 +205,7 @@ class Sub(Function):
 
 
 class Mul(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, commutes=True, c=lambda a, ins, t, C: C.arith("*", a, t))
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -217,6 +223,7 @@ class Mul(Function):
 
 
 class Div(Function):
+    compile_rule = Rule(fuses=FLOAT, c=lambda a, ins, t, C: C.arith("/", a, t))
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -238,6 +245,7 @@ class Div(Function):
 
 
 class Neg(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, c=lambda a, ins, t, C: C.neg(a[0], t))
     @staticmethod
     def forward(ctx, x):
         return -x
@@ -252,6 +260,7 @@ class Neg(Function):
 
 
 class Pow(Function):
+    compile_rule = Rule(transcendental=True)
     @staticmethod
     def forward(ctx, a, b):
         out = _int_pow(a, b) if a.dtype.kind in "iu" else a ** b
@@ -272,7 +281,19 @@ class Pow(Function):
         return ga, gb
 
 
+# x ** p that NumPy computes exactly (x*x, sqrt, 1/x, x): a kernel matches it bit for bit
+_EXACT_POWERS = (1, 2, 0.5, -1)
+
+
+def _pow_c(a, ins, t, C):
+    x = a[0]
+    return {1: x, 2: f"({x} * {x})", 0.5: f"sqrt{'f' if t == 'float' else ''}({x})",
+            -1: f"({C.lit(1.0, t)} / {x})"}[ins.attrs["exponent"]]
+
+
 class PowScalar(Function):
+    compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("exponent") in _EXACT_POWERS, c=_pow_c,
+                        transcendental=lambda attrs: attrs.get("exponent") not in _EXACT_POWERS + (0,))
     name = "pow"
 
     @staticmethod
@@ -424,6 +445,7 @@ def _sigmoid(xp, x):
 
 
 class Exp(Function):
+    compile_rule = Rule(fuses=FLOAT, transcendental=True, c="tt_exp{f}({0})")
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("exp", exp, [x])   # NumPy's exp: one thread, not vectorised on AVX2
@@ -441,6 +463,7 @@ class Exp(Function):
 
 
 class Log(Function):
+    compile_rule = Rule(fuses=FLOAT, transcendental=True, c="tt_log{f}({0})")
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -457,6 +480,7 @@ class Log(Function):
 
 
 class Log1p(Function):
+    compile_rule = Rule(transcendental=True)
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -472,6 +496,7 @@ class Log1p(Function):
 
 
 class Sqrt(Function):
+    compile_rule = Rule(fuses=FLOAT, c="sqrt{f}({0})")
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).sqrt(x)
@@ -488,6 +513,7 @@ class Sqrt(Function):
 
 
 class Rsqrt(Function):
+    compile_rule = Rule(fuses=FLOAT, alone=True, c="({one} / sqrt{f}({0}))")
     @staticmethod
     def forward(ctx, x):
         y = 1.0 / _xp(x).sqrt(x)
@@ -506,6 +532,7 @@ class Rsqrt(Function):
 
 
 class Sin(Function):
+    compile_rule = Rule(transcendental=True)
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -522,6 +549,7 @@ class Sin(Function):
 
 
 class Cos(Function):
+    compile_rule = Rule(transcendental=True)
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -541,6 +569,7 @@ class Cos(Function):
 # backward run the kernel the compiler generates from the op itself and from its
 # `backward` formula, on big contiguous float arrays; NumPy otherwise.
 class Tanh(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, transcendental=True, c="tt_tanh{f}({0})")
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("tanh", tanh, [x])
@@ -561,6 +590,8 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
+    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
+                        c=lambda a, ins, t, C: C.sigmoid(a[0], t))
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("sigmoid", sigmoid, [x])
@@ -584,6 +615,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 class Erf(Function):
+    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, c="tt_erf{f}({0})")
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -606,6 +638,8 @@ class Erf(Function):
 
 
 class Silu(Function):
+    compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
+                        c=lambda a, ins, t, C: f"({a[0]} * {C.sigmoid(a[0], t)})")
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -684,6 +718,7 @@ def silu(x):
 
 
 class Abs(Function):
+    compile_rule = Rule(fuses=FLOAT, c="fabs{f}({0})")
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -726,6 +761,7 @@ def _sign_array(x):
 
 
 class Sign(Function):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _sign_array(x)
@@ -742,6 +778,7 @@ def sign(x):
 
 
 class Relu(Function):
+    compile_rule = Rule(fuses=FLOAT, cheap=True, c="(({0} > 0 || {0} != {0}) ? {0} : {zero})")
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).maximum(x, 0)
@@ -784,11 +821,15 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBE = 0.044715   # the tanh GELU's c in tanh(sqrt(2/pi) (x + c x^3)): its one spelling
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 class Gelu(Function):
+    compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("approximate") in ("tanh", "none"),
+                        alone=True, cheap=True, transcendental=True, in_kernel=True,
+                        evaluates=lambda attrs: ("erfc_gelu",) if attrs["approximate"] == "none" else ("tanh_gelu",))
     @staticmethod
     def forward(ctx, x, approximate):
         ctx.save_for_backward(x)
@@ -802,8 +843,7 @@ class Gelu(Function):
                 t += 1.0
                 t *= x * 0.5
                 return t
-            inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-            return (0.5 * x * (1.0 + xp.tanh(inner))).astype(x.dtype, copy=False)
+            return Gelu._tanh_form(x, xp.tanh).astype(x.dtype, copy=False)
         if ctx.records:   # the cdf too, which the backward then reads instead of an erfc
             got = _c_rows.elementwise("gelu_erf_cdf", x)
             if got is not None:
@@ -851,11 +891,35 @@ class Gelu(Function):
                                lambda a: special_erf(xp, a), xp.exp)
 
     @staticmethod
+    def _tanh_arg(x):
+        """sqrt(2/pi) (x + c x x x), the tanh GELU's argument of tanh: the one spelling of it,
+        for Tensors and arrays alike (the NumPy forward's in-place `_tanh_inner` does these
+        operations on these operands, in place)."""
+        return _SQRT_2_OVER_PI * (x + _GELU_CUBE * x * x * x)
+
+    @staticmethod
+    def _tanh_form(x, tanh):
+        """The tanh GELU, x 0.5 (1 + tanh(...)), for Tensors and arrays alike (the tanh
+        first: a kernel's ops come in the order of the NumPy forward's)."""
+        t = tanh(Gelu._tanh_arg(x))
+        return x * 0.5 * (1.0 + t)
+
+    @staticmethod
+    def decompose(x, approximate):
+        """The GELU in simpler ops, as a compiled kernel computes it (`compile_rule.in_kernel`):
+        the tanh form as its NumPy forward's ops (the same tanh as the backward's, so a kernel
+        holding both computes it once); the exact one as x cdf(x) with the float64 cdf shared
+        with its slope's (`GeluCdf`)."""
+        if approximate == "tanh":
+            return Gelu._tanh_form(x, tanh)
+        return GeluFromCdf.apply(x, GeluCdf.apply(x))
+
+    @staticmethod
     def _tanh_inner(x):
-        """tanh(sqrt(2/pi) (x + 0.044715 x x x)) on a NumPy array in place on one temporary:
+        """tanh(sqrt(2/pi) (x + c x x x)) on a NumPy array in place on one temporary:
         the same operations on the same operands as the expression (IEEE * and + commute
         exactly), so the bits equal the Tensor path's and the compiler's."""
-        t = x * 0.044715
+        t = x * _GELU_CUBE
         t *= x
         t *= x
         t += x
@@ -871,9 +935,9 @@ class Gelu(Function):
         h = x * 0.5
         h *= q                      # x * 0.5 * (1 - t t)
         np.multiply(x, x, out=q)
-        q *= 3 * 0.044715
+        q *= 3 * _GELU_CUBE
         q += 1.0
-        q *= _SQRT_2_OVER_PI        # (1 + 3 0.044715 x x) sqrt(2/pi)
+        q *= _SQRT_2_OVER_PI        # (1 + 3 c x x) sqrt(2/pi)
         h *= q
         t += 1.0
         t *= 0.5
@@ -887,8 +951,8 @@ class Gelu(Function):
             x2 = x * x
             # tanh of the forward's very expression, rounded as it rounds there: a compiled
             # forward + backward computes it once (one sweep over x, one tanh per element)
-            t = tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-            return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x2 * (3 * 0.044715)) * _SQRT_2_OVER_PI)
+            t = tanh(Gelu._tanh_arg(x))
+            return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * ((1.0 + x2 * (3 * _GELU_CUBE)) * _SQRT_2_OVER_PI)
         cdf = (1.0 + erf(x * _INV_SQRT_2)) * 0.5
         pdf = exp(x * x * -0.5) * _INV_SQRT_2PI
         return cdf + x * pdf
@@ -900,7 +964,75 @@ def gelu(x, approximate="none"):
     return Gelu.apply(float_operand(x, "gelu"), approximate=approximate)
 
 
+# The exact GELU's parts that the compiler computes (never made by eager code): its slope as
+# one op (compiler/passes/gelu.py recognizes `Gelu._slope`'s captured ops), and the float64
+# cdf that a kernel computing both gelu(x) and its slope shares (`decompose`). None is
+# differentiated again (compiled programs are not): no backward.
+def _gelu_c(fname, suffix32="f"):
+    """The C of tt_math.h's `fname`, of its float flavour for float32 (`suffix32`)."""
+    return lambda a, ins, t, C: (f"{fname}{suffix32 if ins.inputs[0].dtype.name == 'float32' else ''}"
+                                 f"({', '.join(a)})")
+
+
+class GeluErfSlope(Function):
+    """d gelu(x) / dx of the exact GELU, as eager's backward computes it (in float64:
+    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf, within an ulp."""
+    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
+                        evaluates=("erfc_gelu", "exp_gelu"))
+    name = "gelu_erf_slope"
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = _xp(x)
+        if xp is np and x.ndim:
+            return gelu_exact_slope(x)
+        cdf = (1.0 + special_erf(xp, x * _INV_SQRT_2)) * 0.5
+        return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def decompose(x):
+        """In a kernel: cdf(x) + x pdf(x) with the cdf shared with a gelu(x) beside it."""
+        return GeluSlopeFromCdf.apply(x, GeluCdf.apply(x))
+
+
+class GeluCdf(Function):
+    """cdf(x) = erfc(-x / sqrt 2) / 2 as float64, for x of either float dtype."""
+    compile_rule = Rule(transcendental=True, evaluates=("erfc_gelu",), c=_gelu_c("tt_gelu_cdf", "32"))
+    name = "gelu_cdf"
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = _xp(x)
+        z = x.astype(np.float64) * -_INV_SQRT_2
+        return special_erfc(xp, z) * 0.5
+
+
+class GeluFromCdf(Function):
+    """x cdf(x), rounded once to x's dtype: the exact GELU (tt_gelu_erf_cdf[f])."""
+    compile_rule = Rule(c=_gelu_c("tt_gelu_erf_cdf"))
+    name = "gelu_erf_from_cdf"
+
+    @staticmethod
+    def forward(ctx, x, cdf):
+        return (x.astype(np.float64) * cdf).astype(x.dtype, copy=False)
+
+
+class GeluSlopeFromCdf(Function):
+    """cdf(x) (rounded to x's dtype first) + x pdf(x), rounded once to x's dtype: the exact
+    GELU's slope (tt_gelu_erf_slope_cdf[f])."""
+    compile_rule = Rule(transcendental=True, evaluates=("exp_gelu",), c=_gelu_c("tt_gelu_erf_slope_cdf"))
+    name = "gelu_erf_slope_from_cdf"
+
+    @staticmethod
+    def forward(ctx, x, cdf):
+        xp = _xp(x)
+        xd = x.astype(np.float64)
+        cdf = cdf.astype(x.dtype).astype(np.float64)   # rounded first, as tt_gelu_erf_slope_cdff does
+        return (cdf + xd * (xp.exp(xd * xd * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
+
+
 class Softplus(Function):
+    compile_rule = Rule(transcendental=True)
     @staticmethod
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
@@ -958,6 +1090,7 @@ def softsign(x):
 
 # ---------------------------------------------------------------- min/max/clamp/where
 class Maximum(Function):
+    compile_rule = Rule(fuses=FLOAT, c="(({0} > {1} || {0} != {0}) ? {0} : {1})")
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -975,6 +1108,7 @@ class Maximum(Function):
 
 
 class Minimum(Function):
+    compile_rule = Rule(fuses=FLOAT, c="(({0} < {1} || {0} != {0}) ? {0} : {1})")
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -1113,6 +1247,7 @@ def clamp(x, min=None, max=None):
 
 
 class Where(Function):
+    compile_rule = Rule(fuses=ANY, cheap=True, c="({0} ? {1} : {2})")
     @staticmethod
     def forward(ctx, cond, a, b):
         ctx.save_for_backward(cond)
@@ -1157,78 +1292,91 @@ class _Predicate(Function):
 
 
 class Eq(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} == {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a == b
 
 
 class Ne(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} != {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a != b
 
 
 class Lt(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} < {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a < b
 
 
 class Le(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} <= {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a <= b
 
 
 class Gt(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} > {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a > b
 
 
 class Ge(_Predicate):
+    compile_rule = Rule(fuses=ANY, c="({0} >= {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return a >= b
 
 
 class LogicalAnd(_Predicate):
+    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) & ({1} != 0))", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).logical_and(a, b)
 
 
 class LogicalOr(_Predicate):
+    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) | ({1} != 0))", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).logical_or(a, b)
 
 
 class LogicalXor(_Predicate):
+    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) ^ ({1} != 0))", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).logical_xor(a, b)
 
 
 class LogicalNot(_Predicate):
+    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="({0} == 0)", flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).logical_not(x)
 
 
 class Isfinite(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isfinite(x)
 
 
 class Isnan(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isnan(x)
 
 
 class Isinf(_Predicate):
+    compile_rule = Rule(flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).isinf(x)
@@ -1308,24 +1456,28 @@ class _Bitwise(_Predicate):
 
 
 class BitwiseAnd(_Bitwise):
+    compile_rule = Rule(fuses=BOOL, c="({0} & {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).bitwise_and(a, b)
 
 
 class BitwiseOr(_Bitwise):
+    compile_rule = Rule(fuses=BOOL, c="({0} | {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).bitwise_or(a, b)
 
 
 class BitwiseXor(_Bitwise):
+    compile_rule = Rule(fuses=BOOL, c="({0} ^ {1})", flops=0)
     @staticmethod
     def forward(ctx, a, b):
         return _xp(a).bitwise_xor(a, b)
 
 
 class BitwiseNot(_Bitwise):
+    compile_rule = Rule(fuses=BOOL, c="({0} ^ 1)", flops=0)
     @staticmethod
     def forward(ctx, x):
         return _xp(x).invert(x)

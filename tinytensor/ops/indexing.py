@@ -6,6 +6,7 @@ appears twice receives both contributions.
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..messages import OpError
 from ..core.tensor import Tensor
@@ -187,6 +188,7 @@ def _check_bounds(x, key, op):
 
 # ---------------------------------------------------------------- getitem
 class GetItem(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "getitem"
     is_view = True  # basic indexing (ints, slices, None, ...) returns a view of x
 
@@ -248,6 +250,7 @@ def getitem(x, key):
 # ---------------------------------------------------------------- setitem
 class IndexPut(Function):
     """x with `value` written at `key` (out of place): the recorded form of setitem."""
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "index_put"
 
     @staticmethod
@@ -385,6 +388,7 @@ def gather(x, dim, index):
 
 
 class _GatherOp(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "gather"
 
     @staticmethod

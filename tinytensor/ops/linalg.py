@@ -1,7 +1,10 @@
 """matmul (PyTorch semantics: 1-D, 2-D, batched, broadcast batch dims) and einsum."""
+import math
+
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
 from ..amp import cast_inputs
@@ -11,6 +14,7 @@ from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsque
 
 
 class MatMul(Function):
+    compile_rule = Rule(flops=lambda attrs, i, o: 2 * math.prod(o[0][0]) * i[0][0][-1])   # a multiply-add per (m, n, k)
     name = "matmul"
 
     @staticmethod
@@ -139,7 +143,19 @@ def _parse_einsum(equation, operands):
     return new_terms, out, sizes
 
 
+def _einsum_flops(attrs, in_meta, out_meta):
+    """2 * the product of every subscript size (a multiply-add per point of the joint index
+    space), 1 * that for a one-operand sum."""
+    sizes = {}
+    for term, meta in zip(attrs.get("terms", ()), in_meta):
+        for c, s in zip(term, meta[0]):
+            sizes[c] = max(sizes.get(c, 1), s)
+    joint = math.prod(sizes.values())
+    return joint if len(in_meta) == 1 else 2 * (len(in_meta) - 1) * joint
+
+
 class Einsum(Function):
+    compile_rule = Rule(flops=_einsum_flops)
     @staticmethod
     def forward(ctx, *xs, terms, output):
         ctx.save_for_backward(*xs)

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from ..core.tensor import Tensor
 from ..dtypes import get_default_dtype
 from .elementwise import (_xp, as_tensor_like, binary_operands, cast, exp, float_operand, sqrt,
@@ -29,6 +30,7 @@ __all__ = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "ata
 class _Unary:
     """y = f(x) elementwise, f being numpy's/cupy's `np_name`. `slope(v, m)` is dy/dx in terms
     of v: the input x, or the output y where `from_output` (tan, exp2, expm1 save only y)."""
+    compile_rule = Rule(transcendental=True)
     np_name = None
     from_output = False
 
@@ -222,6 +224,7 @@ def _float_operands(a, b, op):
 class _Binary:
     """out = f(a, b) elementwise; `grads(g, a, b, out, m)` gives both input gradients, written
     once for Tensors and arrays. Needs saved (a, b, out)."""
+    compile_rule = Rule(transcendental=True)
     np_name = None
 
     @classmethod
@@ -279,6 +282,7 @@ class Logaddexp(_Binary, Function):
 
 
 class Copysign(_Binary, Function):
+    compile_rule = Rule()   # bits, no function evaluated
     np_name = "copysign"
 
     @staticmethod
@@ -290,6 +294,7 @@ class Copysign(_Binary, Function):
 
 class Fmod(_Binary, Function):
     """C's fmod: the remainder of a / b truncated toward zero, with the sign of a."""
+    compile_rule = Rule()
     np_name = "fmod"
 
     @staticmethod

@@ -9,6 +9,7 @@ import builtins
 import numpy as np
 
 from ..core.function import Function
+from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
 from ..core.tensor import Tensor
@@ -100,6 +101,7 @@ def broadcast_tensors(*tensors):
 
 # ---------------------------------------------------------------- reshaping
 class Reshape(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     is_view = True
 
     @staticmethod
@@ -200,6 +202,7 @@ def unsqueeze(x, dim):
 
 
 class Permute(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     is_view = True
 
     @staticmethod
@@ -259,6 +262,7 @@ def movedim(x, source, destination):
 
 # ---------------------------------------------------------------- joining and splitting
 class Cat(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, *xs, dim):
         return _xp(xs[0]).concatenate(xs, axis=dim)
@@ -354,6 +358,7 @@ def unbind(x, dim=0):
 
 # ---------------------------------------------------------------- reordering
 class Flip(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     # a copy, as torch.flip (NumPy's flip is a view): writing into the result leaves x alone
     @staticmethod
     def forward(ctx, x, dims):
@@ -377,6 +382,7 @@ def flip(x, dims):
 
 
 class Roll(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, x, shifts, dims):
         if dims is None:
@@ -411,6 +417,7 @@ def roll(x, shifts, dims=None):
 
 
 class Repeat(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, x, repeats):
         return _xp(x).tile(x, repeats)
@@ -483,6 +490,7 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
 
 # ---------------------------------------------------------------- padding and triangles
 class Pad(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, x, widths, value):
         return _xp(x).pad(x, widths, mode="constant", constant_values=value)
@@ -579,6 +587,7 @@ def _pad_gather(x, pad, mode):
 
 
 class Tril(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).tril(x, diagonal)
@@ -589,6 +598,7 @@ class Tril(Function):
 
 
 class Triu(Function):
+    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).triu(x, diagonal)

@@ -14,6 +14,7 @@ import numpy as np
 from ..amp import cast_inputs
 from ..core.function import Function
 from ..core.primitives import summand
+from ..core.rules import Rule
 from ..dtypes import finfo, float32, promote
 from ..kernels import c_eager as _c_eager, cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
@@ -72,6 +73,28 @@ def _dx(gy, xh, rs, dims, rms):
     return rs * inner
 
 
+def _norm_flops(base):
+    """FLOPs of a norm: `base` per element (layer norm 5: mean, subtract, square, mean, scale;
+    RMS norm 3), plus one each for a weight and a bias (the fused ops' attributes)."""
+    return lambda attrs, i, o: (base + bool(attrs.get("has_weight")) + bool(attrs.get("has_bias"))) \
+        * math.prod(o[0][0])
+
+
+def _steps(x, dims, eps, rms):
+    """(xhat, mean or None, 1/std) as the reference forward's NumPy ops, in its order, np.mean
+    as a sum divided by the count: the one spelling of what tt.compile computes for the
+    reference ops (`decompose`) and the eager C kernels for the fused ones."""
+    n = math.prod(x.shape[d] for d in dims)
+    if rms:   # square, sum, divide, add eps, rsqrt, multiply
+        rs = rsqrt(sum_(x * x, dim=dims, keepdim=True) / n + eps)
+        return x * rs, None, rs
+    # sum, divide, subtract, square, sum, divide, add eps, rsqrt, multiply
+    mu = sum_(x, dim=dims, keepdim=True) / n
+    xc = x - mu
+    rs = rsqrt(sum_(xc * xc, dim=dims, keepdim=True) / n + eps)
+    return xc * rs, mu, rs
+
+
 # ---------------------------------------------------------------- the reference ops
 class _NormCore(Function):
     """The backward both reference norms share. forward saves (x, xhat) and sets ctx.rstd
@@ -97,7 +120,13 @@ class _NormCore(Function):
 
 class LayerNormCore(_NormCore):
     """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
+    compile_rule = Rule(lower=True, flops=_norm_flops(5))
     name = "layer_norm"
+
+    @staticmethod
+    def decompose(x, dims, eps):
+        """What tt.compile computes for this op (`_steps`), bit for bit the forward's."""
+        return _steps(x, dims, eps, False)[0]
 
     @staticmethod
     def forward(ctx, x, dims, eps):
@@ -114,7 +143,12 @@ class LayerNormCore(_NormCore):
 
 class RMSNormCore(_NormCore):
     """x / sqrt(mean(x^2) + eps) over `dims`."""
+    compile_rule = Rule(lower=True, flops=_norm_flops(3))
     name = "rms_norm"
+
+    @staticmethod
+    def decompose(x, dims, eps):
+        return _steps(x, dims, eps, True)[0]
 
     @staticmethod
     def forward(ctx, x, dims, eps):
@@ -129,20 +163,14 @@ class RMSNormCore(_NormCore):
 # ---------------------------------------------------------------- the fused ops
 # The eager C kernels (kernels/c_eager.py) are generated from these decompositions, which
 # are what tt.compile computes for the op: the forward as the reference op lowered by the
-# compiler (passes/fuse.py `lower_composites`: np.mean's sum / n, then * w + b), the
+# compiler (the op's `decompose`, `_steps`: np.mean's sum / n, then * w + b), the
 # backward as the op's `backward` in tinytensor ops (mean as sum * (1/n)), so an eager
 # call and a compiled one give the same bits.
 def _forward_decomposition(rms, has_w, has_b, eps):
     def fn(x, *params):   # x: (rows, n)
-        n = x.shape[-1]
+        y, mu, rs = _steps(x, (1,), eps, rms)
         if rms:
-            rs = rsqrt(sum_(x * x, dim=-1, keepdim=True) / n + eps)
-            y, mu = x * rs, rs * 0.0
-        else:
-            mu = sum_(x, dim=-1, keepdim=True) / n
-            xc = x - mu
-            rs = rsqrt(sum_(xc * xc, dim=-1, keepdim=True) / n + eps)
-            y = xc * rs
+            mu = rs * 0.0
         if has_w:
             y = y * params[0]
         if has_b:
@@ -252,6 +280,7 @@ def _cpu_backward(g2, x2, w, mu, rstd, rms, need_x, need_w, need_b):
 class FusedNorm(Function):
     """layer_norm or rms_norm over the last `nd` dims with optional weight and bias, one op.
     Saves x, the weight and per row the mean and 1/std (xhat is recomputed in backward)."""
+    compile_rule = Rule(flops=_norm_flops(5))
     name = "layer_norm"
     fusion = "fused"
 
@@ -310,6 +339,7 @@ class FusedNorm(Function):
 
 
 class FusedRMSNorm(FusedNorm):
+    compile_rule = Rule(flops=_norm_flops(3))
     name = "rms_norm"
 
 

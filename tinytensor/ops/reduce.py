@@ -13,6 +13,7 @@ from ..messages import plain
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
+from ..core.rules import Rule, per_input as _per_input
 from ..core.tensor import Tensor
 from ..kernels import c_rows as _c_rows
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, isnan,
@@ -60,6 +61,7 @@ def _expand_back(g, in_shape, dims, keepdim):
 
 
 class Sum(Function):
+    compile_rule = Rule(reduce="sum", flops=_per_input)
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         x = summand(x)   # added in the order of the indices, whatever x's layout
@@ -149,6 +151,7 @@ def _signed_zero_extreme(x, out, dims, keepdim, is_max):
 
 
 class Prod(_SavesOutput):
+    compile_rule = Rule(flops=_per_input)
     reduce = "prod"
 
     @staticmethod
@@ -183,6 +186,7 @@ def prod(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
 
 class _Extreme(_SavesOutput):
     """amax/amin: ties share the gradient evenly (PyTorch's rule for amax and max())."""
+    compile_rule = Rule(flops=_per_input)
 
     @staticmethod
     def backward(ctx, g):
@@ -193,6 +197,7 @@ class _Extreme(_SavesOutput):
 
 
 class Amax(_Extreme):
+    compile_rule = Rule(reduce="max", flops=_per_input)
     reduce = "max"
 
 
@@ -342,6 +347,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 class Std(Function):
     """sqrt(var) with PyTorch's gradient at a zero std: 0, not 0 * inf = nan."""
+    compile_rule = Rule(flops=lambda attrs, i, o: 3 * _per_input(attrs, i, o))
 
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction):
@@ -386,6 +392,7 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 
 class LogSumExp(Function):
+    compile_rule = Rule(flops=lambda attrs, i, o: 3 * _per_input(attrs, i, o))
     name = "logsumexp"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
@@ -416,6 +423,7 @@ def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
 class Norm(Function):
     """The vector p-norm over `dims` for every p torch defines: inf / -inf (largest /
     smallest |x|), 0 (the count of nonzero entries), negative p and 0 < p < 1 included."""
+    compile_rule = Rule(flops=lambda attrs, i, o: 2 * _per_input(attrs, i, o))
 
     @staticmethod
     def forward(ctx, x, p, dims, keepdim):
@@ -513,6 +521,7 @@ def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
 
 
 class Cumsum(Function):
+    compile_rule = Rule(flops=_per_input)
     @staticmethod
     def forward(ctx, x, dim):
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32

@@ -14,9 +14,10 @@ from ..core.function import Function
 from ..core.primitives import summand
 from ..kernels import c_eager as _c_eager, cuda_softmax, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
-from .elementwise import exp, float_operand
+from ..core.rules import Rule
+from .elementwise import exp, float_operand, log
 from .movement import norm_dim
-from .reduce import sum as sum_
+from .reduce import amax, sum as sum_
 
 __all__ = ["Softmax", "LogSoftmax", "FusedSoftmax", "FusedLogSoftmax", "softmax", "log_softmax"]  # what `from .softmax import *` gives the ops namespace
 
@@ -45,6 +46,16 @@ def _log_softmax_grad(g, y, dim):
 
 # ---------------------------------------------------------------- the reference ops
 class Softmax(Function):
+    # compiled as its `decompose` (a row kernel); the compiler's 5 FLOPs per element are its steps
+    compile_rule = Rule(transcendental=True, lower=True, flops=5)
+
+    @staticmethod
+    def decompose(x, dim):
+        """The NumPy forward's ops in its order (max, subtract, exp, sum, divide): what
+        tt.compile computes for this op (bit for bit the forward's, tests/test_decompose.py)."""
+        e = exp(x - amax(x, dim=dim, keepdim=True))
+        return e / sum_(e, dim=dim, keepdim=True)
+
     @staticmethod
     def forward(ctx, x, dim):
         xp = _xp(x)
@@ -78,6 +89,14 @@ class Softmax(Function):
 
 
 class LogSoftmax(Function):
+    compile_rule = Rule(transcendental=True, lower=True, flops=5)
+
+    @staticmethod
+    def decompose(x, dim):
+        """The NumPy forward's ops in its order: max, subtract, exp, sum, log, subtract."""
+        d = x - amax(x, dim=dim, keepdim=True)
+        return d - log(sum_(exp(d), dim=dim, keepdim=True))
+
     @staticmethod
     def forward(ctx, x, dim):
         xp = _xp(x)
@@ -177,6 +196,7 @@ def _cpu_backward(g, y, log):
 
 class FusedSoftmax(Function):
     """softmax over the last axis in one pass; one op on the tape, named like the reference."""
+    compile_rule = Rule(transcendental=True, flops=5)   # the reference's steps: a graph costs the same fused or not
     name = "softmax"
     fusion = "fused"
     log = False

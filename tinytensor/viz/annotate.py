@@ -1,7 +1,8 @@
 """FLOPs, bytes of output and bytes saved for backward: per op, and summed per module.
 
 FLOPs count multiply and add separately (a multiply-add is 2), as in the usual model
-FLOP tables:
+FLOP tables. Each op's count is its rule's (`compile_rule.flops` beside its Function,
+core/rules.py):
 - matmul (..., M, K) @ (..., K, N): 2 * M * N * K per batch element, so attention's
   q @ k^T and probs @ v cost 2 * B * H * T^2 * head_dim each: the T^2 term;
 - einsum: 2 * the product of every subscript size (one multiply-add per point of the
@@ -23,14 +24,8 @@ layer_norm's rstd); views are counted at their full size.
 """
 import math
 
-_ZERO = {"reshape", "permute", "expand", "getitem", "gather", "cat", "flip", "roll", "repeat",
-         "pad", "tril", "triu", "cast", "to_device", "clone", "index_put", "embedding",
-         "index_select", "eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "isinf",
-         "logical_and", "logical_or", "logical_not", "logical_xor", "bitwise_and",
-         "bitwise_or", "bitwise_xor", "bitwise_not", "sign"}
-_REDUCE = {"sum": 1, "mean": 1, "amax": 1, "amin": 1, "_extreme": 1, "prod": 1, "cumsum": 1,
-           "sum_to": 1, "std": 3, "var": 3, "norm": 2, "logsumexp": 3}
-_PER_ELEMENT = {"softmax": 5, "log_softmax": 5, "layer_norm": 5, "rms_norm": 3}
+from ..core.function import Function
+from ..core.rules import rule_of
 
 # attributes every Node has; anything else holding an array is a stash for backward
 _NODE_FIELDS = {"fn", "name", "attrs", "seq", "scope", "edges", "in_meta", "out_meta", "inputs",
@@ -42,36 +37,27 @@ def numel(shape):
     return math.prod(shape)
 
 
-def op_flops(name, attrs, in_meta, out_meta):
-    """FLOPs of one op application from its tape record (see the module docstring)."""
+def op_flops(name, attrs, in_meta, out_meta, fn=None):
+    """FLOPs of one op application from its tape record (see the module docstring): its
+    Function's `compile_rule.flops` (core/rules.py), found by the op's name without `fn`."""
     if not out_meta:
         return 0
-    out = numel(out_meta[0][0])
-    if name == "matmul":
-        return 2 * out * in_meta[0][0][-1]
-    if name == "einsum":
-        sizes = {}
-        for term, meta in zip(attrs.get("terms", ()), in_meta):
-            for c, s in zip(term, meta[0]):
-                sizes[c] = max(sizes.get(c, 1), s)
-        joint = numel(sizes.values())
-        return joint if len(in_meta) == 1 else 2 * (len(in_meta) - 1) * joint
-    if name == "scaled_dot_product_attention":
-        (L, E), S = in_meta[0][0][-2:], in_meta[1][0][-2]
-        heads = numel(out_meta[0][0][:-1]) // L                  # batch * query heads
-        ev = out_meta[0][0][-1]
-        masked = len(in_meta) > 3 or bool(attrs.get("is_causal"))
-        return heads * L * S * (2 * (E + ev) + 6 + masked)
-    if name in ("layer_norm", "rms_norm") and "has_weight" in attrs:  # the fused kernel
-        base = 3 if name == "rms_norm" else 5
-        return (base + bool(attrs["has_weight"]) + bool(attrs.get("has_bias"))) * out
-    if name == "cross_entropy":
-        return 5 * numel(in_meta[0][0]) + 4 * numel(in_meta[1][0])
-    if name in _ZERO:
-        return 0
-    if name in _REDUCE:
-        return _REDUCE[name] * (numel(in_meta[0][0]) if in_meta else out)
-    return _PER_ELEMENT.get(name, 1) * out
+    flops = rule_of(fn).flops if fn is not None else _flops_named(name)
+    return flops(attrs, in_meta, out_meta) if callable(flops) else flops * numel(out_meta[0][0])
+
+
+_NAMED = {}   # op name -> its FLOPs rule, where a Function of that name has one
+
+
+def _flops_named(name):
+    if not _NAMED:
+        todo = [Function]
+        while todo:
+            c = todo.pop()
+            todo += c.__subclasses__()
+            if c.name is not None and _NAMED.get(c.name, 1) == 1:   # a counted one wins
+                _NAMED[c.name] = rule_of(c).flops
+    return _NAMED.get(name, 1)
 
 
 def out_bytes(out_meta):
@@ -97,7 +83,7 @@ def annotate(graph):
         if v.kind != "op":
             continue
         node = v.node
-        v.flops = op_flops(node.name, node.attrs, node.in_meta, node.out_meta)
+        v.flops = op_flops(node.name, node.attrs, node.in_meta, node.out_meta, node.fn)
         v.out_bytes = out_bytes(node.out_meta)
         arrays = saved_arrays(node)
         v.saved_bytes = None if arrays is None else sum(a.nbytes for a in arrays)

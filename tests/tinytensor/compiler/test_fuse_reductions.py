@@ -10,7 +10,7 @@ import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler.codegen import c, columns, cuda, rows as c_rows
 from tinytensor.compiler import pipeline
-from tinytensor.compiler.passes import fuse
+from tinytensor.compiler.passes import columns as column_pass, fuse
 
 from ._programs import bits, fused_instrs, interpreted, program_of
 from .helpers import captured
@@ -268,7 +268,7 @@ def test_sums_over_leading_dims_are_column_kernels_with_numpys_bits(shape, dtype
     program, inputs = program_of(column_sums, x, b)
     compiled = c.build(pipeline.lower(program, "c"))
     assert_bitwise(compiled(inputs), interpreted(program, inputs))
-    kernels = [k for k in fused_instrs(fuse.columns(fuse.run(program))) if columns.is_column_kernel(k.attrs["body"])]
+    kernels = [k for k in fused_instrs(column_pass.run(fuse.run(program))) if columns.is_column_kernel(k.attrs["body"])]
     # the chain's kernel sums its own result (g is an output too: g * 2.0 reads it)
     assert any(body_ops(k)[-1] == "sum" and "mul" in body_ops(k) for k in kernels)
     assert sum(body_ops(k).count("sum") for k in kernels) == 3
@@ -293,7 +293,7 @@ def test_one_column_or_a_strided_operand_stays_numpys():
     def f(x, y):
         return (x * 2.0).sum(0), (y.mT * 2.0).sum(0)
     program, inputs = program_of(f, rows(1, np.float32, lead=(300,)), rows(300, np.float32, lead=(7,)))
-    fused = fuse.columns(fuse.run(program))
+    fused = column_pass.run(fuse.run(program))
     assert not any(columns.is_column_kernel(k.attrs["body"]) for k in fused_instrs(fused))
     assert_bitwise(c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs))
 
@@ -307,7 +307,7 @@ def test_a_column_sum_joins_a_kernel_whose_body_holds_scalar_constants():
     def f(x, w):
         return F.gelu(x * w + 1.0, approximate="tanh"), (x * w).sum(0) + x.amax(0) * 0.0
     program, inputs = program_of(f, rows(8, np.float32, lead=(6,)), rows(8, np.float32, seed=1, lead=()))
-    fused = fuse.columns(fuse.run(program))
+    fused = column_pass.run(fuse.run(program))
     for k in fused_instrs(fused):
         assert not set(k.inputs) & set(k.attrs["body"].consts)
     got, want = c.build(pipeline.lower(program, "c"))(inputs), interpreted(program, inputs)
@@ -321,7 +321,7 @@ def test_the_bias_gradients_of_an_mlp_step_are_column_kernels_with_eagers_bits()
     x, y = tt.tensor(rng.standard_normal((64, 16)).astype(np.float32)), tt.tensor(
         rng.standard_normal((64, 4)).astype(np.float32))
     program, outs, arrays = captured(mse_step, (mlp(), x, y))
-    fused = fuse.columns(fuse.run(program))
+    fused = column_pass.run(fuse.run(program))
     sums = [k for k in fused_instrs(fused) if columns.is_column_kernel(k.attrs["body"])]
     assert len(sums) == 2 and not any(i.op == "sum_to" for i in fused.instrs)
     assert_bitwise(c.build(pipeline.lower(program, "c"))(arrays), outs)

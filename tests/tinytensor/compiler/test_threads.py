@@ -211,13 +211,13 @@ def test_the_loop_the_parts_share_is_one_longer_than_one(always_split):
     # a batch of one beside a broadcast bias leaves a loop of length 1 first (the collapse
     # cannot merge it): splitting that one would hand every element to one part
     from tinytensor.compiler.codegen import c
-    from tinytensor.compiler.passes import fuse
+    from tinytensor.compiler.passes import columns, fuse
     from ._programs import program_of
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, 512, 512)).astype(np.float32)
     w = rng.standard_normal(512).astype(np.float32)
     fn = lambda x, w: F.gelu(x + w, approximate="tanh")
     program, _ = program_of(fn, x, w)
-    source, _ = c.program_source(fuse.columns(fuse.run(program)))
+    source, _ = c.program_source(columns.run(fuse.run(program)))
     assert "tt_part_start(512, part, parts, 1)" in source and "tt_part_start(1," not in source
     _same_bits(_run(fn, [x, w], 1), _run(fn, [x, w], 2))

@@ -1,7 +1,6 @@
 """Column kernels of the C backend.
 
-A fused body with sums over the leading dims F[:r] of its shape F (passes/fuse.py
-`columns`) is one loop nest over F, rows outside, columns inside; each sum's output (the
+A fused body with sums over the leading dims F[:r] of its shape F (passes/columns.py) is one loop nest over F, rows outside, columns inside; each sum's output (the
 C = prod(F[r:]) columns, contiguous) is zeroed first, then every row is added to it in
 order: NumPy's sequential sum per column of a C-contiguous array, from 0 (so -0.0 sums
 to 0.0, as in NumPy). The inner loop, over a row's columns, vectorizes; the accumulators
@@ -12,18 +11,18 @@ import math
 import numpy as np
 
 from .. import symbolic
-from ..passes import fuse
-from .emit import CTYPE, EMIT, lit
+from ..passes.columns import column_sum
+from .emit import CTYPE, expr, lit
 from .loops import GRAIN, broadcast_strides, collapse, function, split_at
 
 
 def is_column_kernel(body):
-    return any(fuse.column_sum(ins) for ins in body.instrs)
+    return any(column_sum(ins) for ins in body.instrs)
 
 
 def column_kernel_source(body, cname, same=None):
-    sums = [ins for ins in body.instrs if fuse.column_sum(ins)]
-    F, r = fuse.column_sum(sums[0])
+    sums = [ins for ins in body.instrs if column_sum(ins)]
+    F, r = column_sum(sums[0])
     operands = list(body.outputs) + list(body.inputs)
     acc = {ins.outputs[0].id for ins in sums}
     if same and any(operands[k].id in acc for k in same.values()):
@@ -69,7 +68,7 @@ def column_kernel_source(body, cname, same=None):
             continue
         t = CTYPE[out.dtype.name]
         names[out.id] = f"v{n}"
-        lines.append(f"{indent}const {t} v{n} = {EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+        lines.append(f"{indent}const {t} v{n} = {expr(ins, [names[v.id] for v in ins.inputs], t)};"
                      f"  /* {ins.op} */")
     for k, v in enumerate(body.outputs):
         if v.id not in acc:

@@ -9,7 +9,7 @@ source is specialized on it, as in the C backend). The loop index is split into 
 collapsed dimensions only where some input is read broadcast; each input is read at its
 broadcast strides, outputs (contiguous, of the loop shape) at the index itself.
 
-The op expressions are the C backend's (emit.py `EMIT`): CUDA C++ has the same operators and
+The op expressions are the C backend's (emit.py `expr`: each op's rule): CUDA C++ has the same operators and
 `fabsf`/`sqrtf`, and PRELUDE maps its `tt_exp`/`tt_tanh`/`tt_log`/`tt_erf` onto CUDA's accurate
 `expf`/`tanhf`/`logf`/`erff` (and double versions; the exact GELU and its slope through erfc): what CuPy's eager ufuncs call, not the
 `__expf` intrinsics. OPTIONS keep IEEE semantics: `--fmad=false` (a*b+c rounds twice,
@@ -23,7 +23,7 @@ import numpy as np
 from ...device import cupy_module
 from .. import cache_disk, instantiate, symbolic
 from .columns import is_column_kernel
-from .emit import CTYPE, EMIT, lit
+from .emit import CTYPE, expr, lit
 from .loops import broadcast_strides, collapse
 from .rows import RowKernel, is_row_kernel
 from .toolchain import source_file
@@ -44,7 +44,7 @@ def kernel_source(instr, cname):
     body = instr.attrs["body"]
     if is_column_kernel(body):
         raise NotImplementedError("tt.compile(backend='cuda'): column-sum kernels have no CUDA "
-                                  "lowering yet (fuse.columns is the C backend's pass)")
+                                  "lowering yet (passes/columns.py is the C backend's pass)")
     if is_row_kernel(body):
         return _row_kernel_source(body, cname)
     loop = tuple(body.outputs[0].shape)
@@ -83,7 +83,7 @@ def kernel_source(instr, cname):
     for m, ins in enumerate(body.instrs):
         t = CTYPE[ins.outputs[0].dtype.name]
         names[ins.outputs[0].id] = f"v{m}"
-        lines.append(f"{ind}const {t} v{m} = {EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+        lines.append(f"{ind}const {t} v{m} = {expr(ins, [names[v.id] for v in ins.inputs], t)};"
                      f"  /* {ins.op} */")
     for k, v in enumerate(body.outputs):
         lines.append(f"{ind}p{k}[i] = {names[v.id]};")

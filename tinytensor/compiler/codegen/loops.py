@@ -11,7 +11,7 @@ loop index or at a fixed offset (broadcast): loops the C compiler vectorizes.
 import numpy as np
 
 from .. import symbolic
-from .emit import CTYPE, EMIT, lit
+from .emit import CTYPE, expr, lit
 from .toolchain import CLONES
 
 GRAIN = 16   # a split flat loop is cut at multiples of 16 elements: whole 64-byte cache lines
@@ -135,7 +135,7 @@ def flat_kernel_source(body, cname, same=None):
         out = ins.outputs[0]
         t = CTYPE[out.dtype.name]
         names[out.id] = f"v{n}"
-        lines.append(f"{indent}const {t} v{n} = {EMIT[ins.fn]([names[v.id] for v in ins.inputs], ins, t)};"
+        lines.append(f"{indent}const {t} v{n} = {expr(ins, [names[v.id] for v in ins.inputs], t)};"
                      f"  /* {ins.op} */")
     for k, v in enumerate(body.outputs):
         lines.append(f"{indent}p{k}[{offset(strides[k])}] = {names[v.id]};")

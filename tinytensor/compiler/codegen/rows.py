@@ -23,10 +23,10 @@ import numpy as np
 
 from .. import symbolic
 from .columns import is_column_kernel
-from .emit import CTYPE, EMIT, REDUCE, lit
+from .emit import CTYPE, expr, lit, reduces
 from .loops import broadcast_strides, collapse, contiguous, function, split_at
 from .toolchain import source_file
-from ...ops.reduce import Sum
+from ...core.rules import rule_of
 
 PW_BLOCK = 128
 PAIRWISE = source_file("pairwise.h")   # pasted into a unit with row kernels (c.py)
@@ -38,7 +38,7 @@ VECTOR = {"float": ("tt_v8f", "tt_v8i"), "double": ("tt_v8d", "tt_v8l")}   # tt_
 
 
 def is_row_kernel(body):
-    return any(ins.fn in REDUCE for ins in body.instrs) and not is_column_kernel(body)
+    return any(reduces(ins) for ins in body.instrs) and not is_column_kernel(body)
 
 
 def pairwise_leaves(n):
@@ -57,7 +57,7 @@ class RowKernel:
     ("r", k, S) for per-row values of shape S."""
 
     def __init__(self, body):
-        red = next(ins for ins in body.instrs if ins.fn in REDUCE)
+        red = next(ins for ins in body.instrs if reduces(ins))
         F = self.F = tuple(red.inputs[0].shape)
         r = self.r = len(F) - len(red.attrs["dims"])
         self.body, self.R, self.N = body, F[:r], F[r:]
@@ -65,11 +65,11 @@ class RowKernel:
         self.nrows = math.prod(self.R)
         self.operands = list(body.outputs) + list(body.inputs)
         self.index = {v.id: k for k, v in enumerate(self.operands) if k >= len(body.outputs)}
-        self.full = {v.id for ins in body.instrs if ins.fn not in REDUCE
+        self.full = {v.id for ins in body.instrs if not reduces(ins)
                      for v in ins.outputs if tuple(v.shape) == F}
         keys = {}   # key -> strides over F (("f", k)) or over S (("r", k, S))
         for ins in body.instrs:
-            shape = F if ins.fn in REDUCE else tuple(ins.outputs[0].shape)
+            shape = F if reduces(ins) else tuple(ins.outputs[0].shape)
             for v in ins.inputs:
                 if v.id in self.index:
                     k = self.index[v.id]
@@ -128,7 +128,7 @@ class RowKernel:
         made = {}        # full value id -> its instruction and number
         out = []
         for ins in body.instrs:                 # per-row loads
-            shape = None if ins.fn in REDUCE else tuple(ins.outputs[0].shape)
+            shape = None if reduces(ins) else tuple(ins.outputs[0].shape)
             if shape is None or shape == self.F:
                 continue
             for v in ins.inputs:
@@ -145,10 +145,10 @@ class RowKernel:
             if v.id in self.full:
                 made[v.id] = (n, ins)
                 continue
-            if ins.fn in REDUCE:
+            if reduces(ins):
                 pre, elem = self._elements(ins.inputs[0], made, names)
                 acc = f"v{n}"
-                if ins.fn is Sum:
+                if rule_of(ins.fn).reduce == "sum":   # else "max"
                     out += sum_phase(acc, t, pre, elem)
                     if getattr(sum_phase, "keeps_row", False) and type(self.n) is int \
                             and self.n <= PW_BLOCK and ins.inputs[0].id in made:
@@ -160,7 +160,7 @@ class RowKernel:
             shape = tuple(v.shape)
             args = [names[(a.id, shape)] if a.id in self.index else names[a.id] for a in ins.inputs]
             names[v.id] = f"v{n}"
-            out.append(f"const {t} v{n} = {EMIT[ins.fn](args, ins, t)};  /* {ins.op} */")
+            out.append(f"const {t} v{n} = {expr(ins, args, t)};  /* {ins.op} */")
         full_out = [(k, v) for k, v in enumerate(body.outputs) if v.id in self.full]
         if full_out:
             pre, elems = self._elements([v for _, v in full_out], made, names)
@@ -285,7 +285,7 @@ class RowKernel:
         for i in sorted(need, key=lambda i: made[i][0]):
             n, ins = made[i]
             t = CTYPE[ins.outputs[0].dtype.name]
-            lines.append(f"const {t} v{n} = {EMIT[ins.fn]([local[a.id] for a in ins.inputs], ins, t)};"
+            lines.append(f"const {t} v{n} = {expr(ins, [local[a.id] for a in ins.inputs], t)};"
                          f"  /* {ins.op} */")
             local[i] = f"v{n}"
         exprs = [local[v.id] for v in wanted]

@@ -5,7 +5,8 @@ d gelu(x) / dx (ops/elementwise.py `Gelu._slope`, which the tape records as it r
     pdf = exp(x * x * -0.5) * c2             c2 = 1/sqrt(2 pi)
     slope = cdf + x * pdf
 
-becomes `gelu_erf_slope(x)` (instructions it made dead are left for dce). Why: in x's
+becomes `gelu_erf_slope(x)` (ops/elementwise.py `GeluErfSlope`; instructions it made dead
+are left for dce). Why: in x's
 dtype the decomposition loses every digit of 1 + erf for x << 0 (float: erf(x c1) rounds
 to -1 below x ~ -5.5, and to 6 digits at x = -3), while eager's backward computes the slope
 in float64 (ops/special.py `gelu_exact_slope`), which this op's forward is: a compiled step
@@ -14,65 +15,12 @@ erfc(-x c1) / 2 + x pdf) stays within an ulp. It also lets a recomputed gelu(x) 
 slope in one kernel share one erfc (remat's cost model counts on it).
 """
 import dataclasses
-import math
 
 import numpy as np
 
-from ...core.function import Function
 from ...ops import elementwise as E
-from ...ops.special import erf as special_erf, erfc as special_erfc, gelu_exact_slope
+from ...ops.elementwise import _INV_SQRT_2, _INV_SQRT_2PI, GeluErfSlope
 from . import const_value, finish
-
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-class GeluErfSlope(Function):
-    """d gelu(x) / dx of the exact GELU, as eager's backward computes it. Made only by this
-    pass, inside compiled programs, which are never differentiated again: no backward."""
-    name = "gelu_erf_slope"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = E._xp(x)
-        if xp is np and x.ndim:
-            return gelu_exact_slope(x)
-        cdf = (1.0 + special_erf(xp, x * _INV_SQRT_2)) * 0.5
-        return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
-
-
-class GeluCdf(Function):
-    """Inside a kernel only (fuse.py `_gelu_steps`): cdf(x) = erfc(-x / sqrt 2) / 2 as float64,
-    for x of either float dtype, which the exact GELU and its slope of the same x share."""
-    name = "gelu_cdf"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = E._xp(x)
-        z = x.astype(np.float64) * -_INV_SQRT_2
-        return special_erfc(xp, z) * 0.5
-
-
-class GeluFromCdf(Function):
-    """x cdf(x), rounded once to x's dtype: the exact GELU (tt_gelu_erf_cdf[f])."""
-    name = "gelu_erf_from_cdf"
-
-    @staticmethod
-    def forward(ctx, x, cdf):
-        return (x.astype(np.float64) * cdf).astype(x.dtype, copy=False)
-
-
-class GeluSlopeFromCdf(Function):
-    """cdf(x) (rounded to x's dtype first) + x pdf(x), rounded once to x's dtype: the exact GELU's
-    slope (tt_gelu_erf_slope_cdf[f])."""
-    name = "gelu_erf_slope_from_cdf"
-
-    @staticmethod
-    def forward(ctx, x, cdf):
-        xp = E._xp(x)
-        xd = x.astype(np.float64)
-        cdf = cdf.astype(x.dtype).astype(np.float64)   # rounded first, as tt_gelu_erf_slope_cdff does
-        return (cdf + xd * (xp.exp(xd * xd * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
 
 def run(program):

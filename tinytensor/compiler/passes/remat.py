@@ -17,7 +17,7 @@ Cost model: a pass of arithmetic is cheap, a transcendental function (erf, exp, 
 sigmoid, pow...) is not: the exact GELU's erf is ~30x an add. So a value whose recompute
 evaluates one is redone only where the backward evaluates the same function of the same
 input anyway (`evaluations` gives the keys): gelu(x), whose slope in the backward computes
-erfc(-x/sqrt 2) (gelu_erf_slope) or tanh(c (x + 0.044715 x^3)); silu(x), whose backward
+erfc(-x/sqrt 2) (gelu_erf_slope) or the tanh of its forward; silu(x), whose backward
 computes sigmoid(x). In one kernel those are one evaluation (fuse._shared for the tanh
 GELU's steps, the C compiler's common subexpressions for erfc and sigmoid), so remat adds
 no transcendental work; `transcendentals(program)` counts it, and the tests hold the count.
@@ -25,28 +25,21 @@ no transcendental work; `transcendentals(program)` counts it, and the tests hold
 import dataclasses
 import math
 
-from ...core import primitives as P
-from ...ops import activations as A, elementwise as E, math_functions as M
-from ...ops.softmax import LogSoftmax, Softmax
+from ...core.rules import rule_of
+from ...ops import elementwise as E
 from ..ir import Value, nbytes
 from . import finish, freeze, is_random
-from .gelu import GeluCdf, GeluErfSlope, GeluSlopeFromCdf
 
-# one read of each input and one write: cheaper to redo than to keep (no reductions, no exp of a
-# sum); those with a transcendental function only with a partner in the backward (`_partnered`)
-CHEAP = {E.Gelu, E.Relu, E.Silu, E.Sigmoid, E.Tanh, E.Add, E.Sub, E.Mul, E.Neg, E.Where, P.Cast}
 MIN_BYTES = 64 * 1024   # below this the saved memory is not worth a pass over it
-# ops that evaluate a transcendental function per element of their output (arithmetic,
-# compares, selects, sqrt and sums are not); the softmaxes and norms' exp are here as the
-# Exp ops fuse lowers them to
-TRANSCENDENTAL = (
-    {E.Exp, E.Log, E.Log1p, E.Tanh, E.Sigmoid, E.Silu, E.Erf, E.Gelu, GeluErfSlope, GeluCdf,
-     GeluSlopeFromCdf, E.Sin, E.Cos,
-     E.Softplus, E.Pow, A.Elu, A.Mish, A.Logsigmoid, Softmax, LogSoftmax}
-    | {c for c in vars(M).values() if isinstance(c, type) and issubclass(c, (M._Unary, M._Binary))
-       and c not in (M.Copysign, M.Fmod)})
-# the powers NumPy computes exactly (fuse.EXACT_POWERS) are arithmetic
-EXACT_POWERS = (0, 1, 2, 0.5, -1)
+# What may be redone is each op's rule (core/rules.py): `cheap` (one read of each input and
+# one write: no reductions, no exp of a sum) and `transcendental` (an exp, log, erf, tanh...
+# per element of its output: arithmetic, compares, selects, sqrt and sums are not; the
+# softmaxes' exp counts as the Exp ops fusion lowers them to).
+
+
+def _transcendental(ins):
+    t = rule_of(ins.fn).transcendental
+    return bool(t(ins.attrs) if callable(t) else t)
 
 
 def evaluations(ins, made=None):
@@ -54,22 +47,12 @@ def evaluations(ins, made=None):
     with a common key compute that function of the same input (one evaluation in a shared
     kernel). `made` (value id -> instruction) lets a tanh be seen as the tanh GELU's."""
     fn = ins.fn
-    if fn is E.PowScalar:
-        if ins.attrs.get("exponent") in EXACT_POWERS:
-            return []
-    elif fn not in TRANSCENDENTAL or not ins.inputs:
+    if not ins.inputs or not _transcendental(ins):
         return []
     x = ins.inputs[0].id
-    if fn is E.Gelu:
-        return [("erfc_gelu", x)] if ins.attrs.get("approximate") == "none" else [("tanh_gelu", x)]
-    if fn is GeluErfSlope:
-        return [("erfc_gelu", x), ("exp_gelu", x)]
-    if fn is GeluCdf:                   # a kernel's share of both (fuse._gelu_steps)
-        return [("erfc_gelu", x)]
-    if fn is GeluSlopeFromCdf:
-        return [("exp_gelu", x)]
-    if fn in (E.Sigmoid, E.Silu):
-        return [("sigmoid", x)]
+    shared = rule_of(fn).evaluates   # the functions of x it evaluates, named to be shared
+    if shared is not None:
+        return [(name, x) for name in (shared(ins.attrs) if callable(shared) else shared)]
     if fn is E.Tanh and made is not None:
         gelu_x = _tanh_gelu_input(ins, made)
         if gelu_x is not None:
@@ -124,7 +107,7 @@ def _views(program, k, readers):
 
 
 def _cheap(ins):
-    return (ins.role == "forward" and ins.fn in CHEAP and len(ins.outputs) == 1 and not ins.saved
+    return (ins.role == "forward" and rule_of(ins.fn).cheap and len(ins.outputs) == 1 and not ins.saved
             and not ins.attr_inputs and not is_random(ins))
 
 
