@@ -12,6 +12,7 @@ import pickle
 import re
 import runpy
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def runs(tmp_path_factory, request):
             shutil.copytree(root / f"out_{start_from}", d)
         return f"--out_dir={d}"
 
-    r = {"changed": changed, "root": root}
+    r = {"changed": changed, "root": root, "code": code, "common": common}
     try:
         # torch: the untrained model's checkpoint, which every later run starts from
         _run(code["torch"], "train.py", [*common, out("init"), "--save_init=True",
@@ -111,6 +112,18 @@ def runs(tmp_path_factory, request):
         _run(code["tinytensor"], "train.py", [*common, "--init_from=resume", "--max_iters=2",
                                               out("tt_half", "init")], mp)
         r["tt_resumed"] = _run(code["tinytensor"], "train.py", [*resume, out("tt_half")], mp)
+        # the torch.compile branch: tt.compile(model), forward and backward replayed from the
+        # captured program. With the "numpy" backend (the interpreter of that program): the
+        # C backend runs the same program, but compiling it cold takes minutes on a busy CPU
+        with pytest.MonkeyPatch.context() as m:
+            compile_ = tt.compile
+            m.setattr(tt, "compile", lambda model: compile_(model, backend="numpy"))
+            r["tt_compiled"] = _run(code["tinytensor"], "train.py",
+                                    [*resume, out("tt_compiled", "init"), "--compile=True"], mp)
+        # the AMP branch: autocast to float16 on the CPU, and an enabled GradScaler
+        r["tt_amp"] = _run(code["tinytensor"], "train.py",
+                           [*resume[:2], "--dtype=float16", *resume[3:], "--max_iters=2",
+                            out("tt_amp", "init")], mp)
         sample = [*common[:1], "--dtype=float64", "--top_k=1", "--num_samples=1", "--start=the"]
         for lib, name in (("torch", "torch"), ("tinytensor", "tt")):  # trained: each its own file
             r[f"{name}_sample"] = _run(code[lib], "sample.py", [*sample, out(name)], mp)
@@ -151,3 +164,38 @@ def test_greedy_samples_equal_torchs(runs, which):
     assert ours == theirs and len(ours[0]) == 23
     # the untrained and the trained model say different things: each read its own checkpoint
     assert runs["tt_sample"]["samples"] != runs["tt_sample_init"]["samples"]
+
+
+def test_the_compile_branch_trains_as_eager(runs):
+    assert type(runs["tt_compiled"]["model"]).__name__ != "GPT"  # the compiled wrapper ran
+    np.testing.assert_allclose(runs["tt_compiled"]["loss_history"], runs["torch"]["loss_history"],
+                               rtol=1e-13)
+
+
+def test_the_amp_branch_scales_and_stays_near_float64(runs):
+    amp = runs["tt_amp"]
+    assert amp["ctx"].__class__ is tt.amp.autocast and amp["scaler"].is_enabled()
+    assert amp["scaler"].get_scale() == 65536.0  # no step skipped
+    np.testing.assert_allclose(amp["loss_history"], runs["torch"]["loss_history"][:2], rtol=2e-3)
+
+
+@pytest.mark.slow
+def test_the_ddp_branch_under_torchrun_variables(runs):
+    """RANK/LOCAL_RANK/WORLD_SIZE as torchrun sets them for one process: init_process_group
+    ("gloo", MPI's singleton here), DDP(model, device_ids=None), require_backward_grad_sync,
+    destroy_process_group. Averaging over one rank is exact: the weights are bitwise the
+    plain run's. A subprocess, so that MPI starts and ends with it."""
+    pytest.importorskip("mpi4py")
+    root = runs["root"]
+    shutil.copytree(root / "out_init", root / "out_ddp")
+    env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1",
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    proc = subprocess.run(
+        [sys.executable, "train.py", *runs["common"], "--init_from=resume", "--max_iters=4",
+         f"--out_dir={root / 'out_ddp'}"], cwd=runs["code"]["tinytensor"], env=env,
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ck = tt.load(root / "out_ddp" / "ckpt.pt")
+    assert ck["iter_num"] == 4
+    for name, p in runs["tt"]["raw_model"].state_dict().items():
+        np.testing.assert_array_equal(ck["model"][name].numpy(), p.numpy(), err_msg=name)
