@@ -100,6 +100,8 @@ from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, hea
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import backends, cuda, utils  # torch's namespaces that need only the engine
+from .torch_names import (is_tensor, numel, initial_seed, dtype, finfo, iinfo,
+                          set_float32_matmul_precision, get_float32_matmul_precision)
 from . import functional
 from . import testing
 from . import viz

@@ -207,3 +207,30 @@ def test_grad_scaler_without_cuda_disables_itself_with_torchs_warning():
         warnings.simplefilter("error")
         assert tt.amp.GradScaler("cpu").is_enabled()
         assert not tt.cuda.amp.GradScaler(enabled=False).is_enabled()
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_finfo_as_torchs(name):
+    ours, theirs = tt.finfo(getattr(tt, name)), torch.finfo(getattr(torch, name))
+    for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+        assert getattr(ours, field) == getattr(theirs, field), field
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16", "int32", "int64"])
+def test_iinfo_as_torchs(name):
+    ours, theirs = tt.iinfo(getattr(tt, name)), torch.iinfo(getattr(torch, name))
+    assert (ours.bits, ours.min, ours.max) == (theirs.bits, theirs.min, theirs.max)
+
+
+def test_small_top_level_names_as_torchs():
+    assert tt.is_tensor(tt.ones(1)) and not tt.is_tensor(np.ones(1))
+    assert tt.numel(tt.ones(2, 3)) == torch.numel(torch.ones(2, 3)) == 6
+    assert isinstance(tt.float32, tt.dtype)
+    assert tt.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+    tt.set_float32_matmul_precision("high")
+    assert tt.get_float32_matmul_precision() == "high"
+    tt.set_float32_matmul_precision("highest")
+    with pytest.raises(ValueError):
+        tt.set_float32_matmul_precision("fast")
+    tt.manual_seed(7)
+    assert tt.initial_seed() == 7
