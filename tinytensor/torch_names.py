@@ -47,7 +47,7 @@ class finfo:
         self.dtype, self.bits = d.name, f.bits
         self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
         self.tiny = self.smallest_normal = float(f.tiny)
-        self.resolution = float(f.resolution)
+        self.resolution = 10.0 ** -f.precision  # torch: a power of ten, as a Python float
 
     def __repr__(self):
         return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, "
