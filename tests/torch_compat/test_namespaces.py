@@ -234,3 +234,28 @@ def test_small_top_level_names_as_torchs():
         tt.set_float32_matmul_precision("fast")
     tt.manual_seed(7)
     assert tt.initial_seed() == 7
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tt.cuda.is_available(), reason="needs CUDA (CuPy and a GPU)")
+def test_cuda_queries_on_cupy():
+    import cupy
+    assert tt.cuda.device_count() == cupy.cuda.runtime.getDeviceCount() >= 1
+    tt.cuda.set_device(0)
+    assert tt.cuda.current_device() == 0
+    before = tt.cuda.memory_allocated()
+    x = tt.ones(1 << 20, device="cuda")
+    assert tt.cuda.memory_allocated() >= before + 4 * (1 << 20)
+    assert tt.cuda.max_memory_allocated() >= tt.cuda.memory_allocated()
+    assert tt.cuda.memory_reserved() >= tt.cuda.memory_allocated()
+    tt.cuda.synchronize()
+    assert isinstance(tt.cuda.get_device_name(), str) and len(tt.cuda.get_device_capability()) == 2
+    draws = []
+    for _ in range(2):
+        tt.cuda.manual_seed_all(3)
+        draws.append(tt.randn(4, device="cuda").cpu().numpy())
+    np.testing.assert_array_equal(draws[0], draws[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tt.amp.GradScaler("cuda").is_enabled()
+    del x
