@@ -23,7 +23,7 @@ import tinytensor as tt
 from tinytensor.nn.checkpoint import _create_temp, _fsync_directory, _sweep  # nn.save's atomic write
 from .hf_json import ConfigError, read_json  # noqa: F401 (ConfigError: models.hf.ConfigError)
 from . import hf_shards
-from .torch_pickle import load_torch_bin
+from tinytensor.nn.torch_pickle import load_torch_bin
 
 
 class Family:

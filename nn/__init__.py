@@ -18,7 +18,7 @@ from .losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .losses import BCELoss, CosineSimilarity, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss
 from .functional_layers import (GLU, PReLU, RReLU, Hardshrink, Softshrink, Tanhshrink, Threshold, Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout, PixelShuffle, PixelUnshuffle, ChannelShuffle, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d, Bilinear, EmbeddingBag, PairwiseDistance)
 from .losses_more import (NLLLoss, CTCLoss, MarginRankingLoss, HingeEmbeddingLoss, CosineEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, MultiLabelMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, PoissonNLLLoss, GaussianNLLLoss, AdaptiveLogSoftmaxWithLoss, LinearCrossEntropyLoss)
-from . import init
+from . import functional, init
 from . import utils
 from . import optim
 from . import schedules
@@ -27,4 +27,4 @@ from .checkpoint import CheckpointError, load, save
 from .transformer import Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, convert_torch_transformer_state
 from . import parallel
 from .recompute import recompute
-from .amp import GradScaler
+from tinytensor.grad_scaler import GradScaler

@@ -82,9 +82,10 @@ def _user_line():
     return user_frame(skip=(os.path.dirname(os.path.abspath(__file__)),))
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale all gradients together so that their joint `norm_type` norm is at most
-    `max_norm`; returns the norm before clipping (a 0-d Tensor).
+    `max_norm`; returns the norm before clipping (a 0-d Tensor). `foreach` (torch's choice
+    of kernel) is accepted and changes nothing: there is one implementation.
 
     The joint norm is the norm of the per-tensor norms. The scale is
     min(1, max_norm / (norm + 1e-6)), applied without a host round trip."""
@@ -124,7 +125,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     return total
 
 
-def clip_grad_value_(parameters, clip_value):
+def clip_grad_value_(parameters, clip_value, foreach=None):  # foreach: as clip_grad_norm_
     """Clamp every gradient element into [-clip_value, clip_value]."""
     clip_value = float(clip_value)
     if not isinstance(parameters, tt.Tensor):

@@ -50,6 +50,21 @@ def _check_hyperparameter(optimizer, key, value):
                          "number >= 0")
 
 
+def _torch_flags(name, maximize, foreach, differentiable, fused):
+    """torch's implementation switches, kept in each group as torch keeps them. `foreach` and
+    `fused` pick among torch's kernels for the same update; there is one implementation here
+    (array math eagerly, generated kernels under tt.compile), so they are accepted and
+    recorded. `maximize` ascends instead. `differentiable=True` (a step autograd can see
+    through) is refused: steps here run outside the tape."""
+    for key, v in (("foreach", foreach), ("fused", fused)):
+        if v is not None and not isinstance(v, bool):
+            raise TypeError(f"{name}: {key} must be None, True or False, got {v!r}")
+    if differentiable:
+        raise ValueError(f"{name}: differentiable=True is not supported (an optimizer step "
+                         "runs outside autograd here)")
+    return dict(maximize=bool(maximize), foreach=foreach, differentiable=False, fused=fused)
+
+
 class Optimizer:
     """Holds parameter groups and per-parameter state; subclasses write `_update`."""
 
@@ -260,6 +275,10 @@ class Optimizer:
                 continue
             entry = {}
             for key, v in s.items():
+                if key == "step" and (isinstance(v, (tt.Tensor, np.ndarray)) or _is_array(v)):
+                    # torch keeps the step count in a 0-d float tensor; here it is a number
+                    v = float(v.item())
+                    v = int(v) if v.is_integer() else v
                 if isinstance(v, (tt.Tensor, np.ndarray)) or _is_array(v):
                     arr = v.data if isinstance(v, tt.Tensor) else v
                     if tuple(arr.shape) != tuple(p.shape):
@@ -398,16 +417,21 @@ class SGD(Optimizer):
     nesterov g + momentum * b."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False):
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
         _check_hyperparameter("SGD", "momentum", momentum)
         _check_hyperparameter("SGD", "dampening", dampening)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening == 0")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      **_torch_flags("SGD", maximize, foreach, differentiable,
+                                                     fused)))
 
     def _update(self, p, g, state, group):
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
+        if group.get("maximize"):
+            g = -g
         if wd != 0:
             g = g + wd * p
         if momentum != 0:
@@ -422,6 +446,8 @@ class SGD(Optimizer):
 
     def _update_ops(self, c, p, g, group):
         momentum, wd = group["momentum"], group["weight_decay"]
+        if group.get("maximize"):
+            g = -g
         if wd != 0:
             g = g + wd * p
         if momentum != 0:
@@ -443,12 +469,16 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 amsgrad=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
         if not 0.0 <= betas[0] < 1.0 or not 0.0 <= betas[1] < 1.0:
             raise ValueError(f"{type(self).__name__}: invalid betas {plain(tuple(betas))}")
         _check_hyperparameter(type(self).__name__, "eps", eps)
+        flags = _torch_flags(type(self).__name__, maximize, foreach, differentiable, fused)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=amsgrad))
+                                      weight_decay=weight_decay, amsgrad=amsgrad, **flags,
+                                      capturable=bool(capturable),
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     @staticmethod
     def _init_state(state, p, group):
@@ -474,8 +504,10 @@ class Adam(Optimizer):
             self._init_state(state, p, group)
         state["step"] += 1
         step = state["step"]
+        if group.get("maximize"):
+            g = -g
         if wd != 0:
-            if self.decoupled:
+            if group.get("decoupled_weight_decay", self.decoupled):
                 p *= 1.0 - lr * wd
             else:
                 g = g + wd * p
@@ -501,8 +533,10 @@ class Adam(Optimizer):
         def count():
             c.state_dict()["step"] += 1
         c.each_call(count)
+        if group.get("maximize"):
+            g = -g
         if wd != 0:
-            if self.decoupled:
+            if group.get("decoupled_weight_decay", self.decoupled):
                 p = p * c.scalar(lambda gr, s: 1.0 - gr["lr"] * gr["weight_decay"], "decay")
             else:
                 g = g + wd * p
@@ -529,6 +563,9 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False):
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad)
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -69,11 +69,25 @@ class DistributedDataParallel(Module):
     in one process.
     """
 
-    def __init__(self, module, bucket_cap_mb=4.0, find_unused_parameters=False):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=None,
+                 init_sync=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False):
+        # torch's signature, so `DDP(model, device_ids=[local_rank])` runs as written. One
+        # process drives one device here, so `device_ids`/`output_device` can only name the
+        # device the parameters are on, and `dim` (how a multi-device process splits its
+        # input) has nothing to split; `check_reduction`, `gradient_as_bucket_view` and
+        # `static_graph` are torch's performance hints, with no effect on what is computed.
         super().__init__()
         g = _group()
+        if process_group is not None and process_group is not g:
+            raise ValueError("DistributedDataParallel: only the default process group "
+                             "(init_process_group's) is supported")
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected an nn.Module, got {type(module).__name__}")
+        _check_device_ids(module, device_ids, output_device)
+        if bucket_cap_mb is None:
+            bucket_cap_mb = 4.0
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
@@ -90,6 +104,8 @@ class DistributedDataParallel(Module):
         self._check_same_model(module, g)
         with tt.no_grad():
             for t in list(module.parameters()) + [b for b in module.buffers() if b is not None]:
+                if not init_sync:  # torch's init_sync=False: the caller made the ranks equal
+                    break
                 g.broadcast(t.data if t.data.flags.c_contiguous else _not_contiguous(t), 0)
                 t._version[0] += 1
         object.__setattr__(self, "_names", {id(p): n for n, p in named})
@@ -174,6 +190,16 @@ class DistributedDataParallel(Module):
         if s is not None and s.started and not s.done:
             s.finish()
 
+    @property
+    def require_backward_grad_sync(self):
+        """torch's flag: False makes the next backwards accumulate locally, as `no_sync()`
+        does (nanoGPT sets it on all but the last micro-batch of a gradient accumulation)."""
+        return self._syncing
+
+    @require_backward_grad_sync.setter
+    def require_backward_grad_sync(self, value):
+        object.__setattr__(self, "_syncing", bool(value))
+
     @contextlib.contextmanager
     def no_sync(self):
         """Backward inside accumulates `.grad` locally, without communicating; the first
@@ -195,6 +221,24 @@ class DistributedDataParallel(Module):
     def extra_repr(self):
         return (f"world_size={self._pg.world_size}, buckets={len(self._buckets)}, "
                 f"find_unused_parameters={self.find_unused_parameters}")
+
+
+def _check_device_ids(module, device_ids, output_device):
+    """torch's rule: device_ids/output_device name the one device a GPU module is on, and
+    must be None for a CPU module."""
+    devices = {p.device for p in module.parameters()}
+    if device_ids is None and output_device is None:
+        return
+    ids = list(device_ids or []) + ([output_device] if output_device is not None else [])
+    cpu = all(d.type == "cpu" for d in devices)
+    named = {d.index if d.index is not None else 0 for d in devices}
+    wanted = {i if isinstance(i, int) else (tt.device(i).index or 0) for i in ids}
+    if cpu or len(device_ids or []) > 1 or not wanted <= named:
+        raise ValueError(
+            "DistributedDataParallel device_ids and output_device arguments only work with "
+            "single-device GPU modules (one process per device), and must be None for CPU "
+            f"modules, but got device_ids {device_ids}, output_device {output_device}, and "
+            f"module parameters {sorted(str(d) for d in devices)}")
 
 
 class _Sync:

@@ -99,6 +99,9 @@ from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, hea
                                    floor_divide, positive, float_power, logaddexp2, hash_tensor)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
+from . import backends, cuda, utils  # torch's namespaces that need only the engine
+from .torch_names import (is_tensor, numel, initial_seed, dtype, finfo, iinfo,
+                          set_float32_matmul_precision, get_float32_matmul_precision)
 from . import functional
 from . import testing
 from . import viz
@@ -113,9 +116,12 @@ def cuda_device_count():
     return cupy_module().cuda.runtime.getDeviceCount() if cuda_is_available() else 0
 
 
-# nn/, models/ and tools/ install as tinytensor.nn, .models, .tools (pyproject.toml); they
+# nn/, models/, tools/ and optim/ install as tinytensor.nn, .models, .tools, .optim; they
 # import tinytensor themselves, so they load on first use: `tt.nn.Linear` as `torch.nn.Linear`
-_SUBPACKAGES = ("nn", "models", "tools")
+_SUBPACKAGES = ("nn", "models", "tools", "optim")
+# torch's top-level names that live above the engine: (module, name), imported on first use
+_LAZY = {"save": ("tinytensor.nn.serialization", "save"),
+         "load": ("tinytensor.nn.serialization", "load")}
 # In a source checkout they sit beside this package: search the checkout's root too, so that
 # `tinytensor.nn` is always the nn/ next to the tinytensor/ that was imported (an editable
 # install maps it to the one checkout it was installed from, not a worktree or a copy).
@@ -129,6 +135,10 @@ def __getattr__(name):
     if name in _SUBPACKAGES:
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY:
+        import importlib
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'tinytensor' has no attribute '{name}'")
 
 

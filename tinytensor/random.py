@@ -11,7 +11,13 @@ _initial = {}   # device -> the state its generator was made with
 
 
 def manual_seed(seed):
-    """Seed every random op (rand, randn, randint, dropout, ...) on every device."""
+    """Seed every random op (rand, randn, randint, dropout, ...) on every device.
+
+    The same seed gives the same numbers on every run, on the same device: each device has
+    its own stream derived from the seed (NumPy's PCG64 on the CPU, a counter-based cuRAND
+    stream per GPU), so a CPU draw and a GPU draw after one seed differ. None of these are
+    torch's streams: `torch.manual_seed(0); torch.randn(3)` and the same with tinytensor
+    give different numbers (copy the tensors, not the seed, to compare with torch)."""
     global _seed
     _seed = int(seed)
     _generators.clear()
@@ -24,6 +30,20 @@ def manual_seed(seed):
 
 def initial_seed():
     return _seed
+
+
+def seed_cuda(seed, index=None):
+    """torch.cuda.manual_seed(_all): reseed the CUDA generators only (device `index`, or
+    all when None), leaving the CPU stream where it is. Without CUDA there is nothing to
+    seed, and, as in torch, that is not an error."""
+    from .device import Device, cuda_is_available, cupy_module
+    if not cuda_is_available():
+        return
+    n = cupy_module().cuda.runtime.getDeviceCount()
+    for i in range(n) if index is None else [index]:
+        dev = Device(f"cuda:{i}")
+        _generators[dev] = CudaGenerator(dev, int(seed) + 1000003 * (i + 1))
+        _initial[dev] = get_rng_state(dev)
 
 
 def generator(device):

@@ -44,7 +44,7 @@ def pickle_case(rng, seeds, path):
         data = _rezip(original, pkl_name, m.mutate(rng, pkl, m.PICKLE))
     with open(path, "wb") as f:
         f.write(data)
-    from tinytensor.models.torch_pickle import load_torch_bin
+    from tinytensor.nn.torch_pickle import load_torch_bin
     return lambda: load_torch_bin(path)
 
 

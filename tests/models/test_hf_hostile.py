@@ -28,7 +28,7 @@ import tinytensor as tt
 torch = pytest.importorskip("torch")
 from tinytensor import models  # noqa: E402
 from tinytensor.models import hf  # noqa: E402
-from tinytensor.models.torch_pickle import load_torch_bin  # noqa: E402
+from tinytensor.nn.torch_pickle import load_torch_bin  # noqa: E402
 from tests.limits import cpu_seconds
 
 MiB = 1 << 20

@@ -13,8 +13,8 @@ from tinytensor import nn
 from tests.limits import run_cases
 
 torch = pytest.importorskip("torch")
-from tinytensor.models.pickle_scan import MAX_DEPTH, scan  # noqa: E402
-from tinytensor.models.torch_pickle import load_torch_bin  # noqa: E402
+from tinytensor.nn.pickle_scan import MAX_DEPTH, scan  # noqa: E402
+from tinytensor.nn.torch_pickle import load_torch_bin  # noqa: E402
 
 N = 200_000
 _REBUILD = b"ctorch._utils\n_rebuild_tensor_v2\n"
@@ -84,7 +84,7 @@ def test_hostile_pickles_are_checkpoint_errors_naming_the_file_within_a_cpu_boun
     for name, (pkl, _) in HOSTILE.items():
         paths[name] = str(tmp_path / f"{name}.bin")
         _write(paths[name], pkl)
-    results = run_cases("from tinytensor.models.torch_pickle import load_torch_bin",
+    results = run_cases("from tinytensor.nn.torch_pickle import load_torch_bin",
                         {name: f"load_torch_bin({path!r})" for name, path in paths.items()},
                         cpu_s=60, wall_s=300)
     failures = []

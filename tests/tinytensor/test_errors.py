@@ -83,7 +83,7 @@ SCOPED = [
     ("matmul", lambda: tt.randn(4, 16, 64) @ tt.randn(32, 64), ValueError,
      r"matmul: shapes \(4, 16, 64\) and \(32, 64\) do not match.* in blocks\.0\.attn"),
     ("add", lambda: tt.randn(3, 4) + tt.randn(5), ValueError, r"add: .* in blocks\.0\.attn"),
-    ("reshape", lambda: tt.randn(3, 4).view(5, 2), ValueError, r"reshape: .* in blocks\.0\.attn"),
+    ("reshape", lambda: tt.randn(3, 4).view(5, 2), ValueError, r"view: .* in blocks\.0\.attn"),
     ("linear", lambda: F.linear(tt.randn(2, 3), tt.randn(4, 5)), ValueError,
      r"linear: .* in blocks\.0\.attn"),
 ]

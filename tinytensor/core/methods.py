@@ -184,13 +184,28 @@ class TensorMethods:
     def expand_as(self, other):
         return ops.expand(self, *other.shape)
 
-    def view(self, *shape):  # view(shape) is reshape; view(dtype) reinterprets the bits
+    def view(self, *shape):  # view(shape) never copies (ops.view); view(dtype) reinterprets the bits
         if len(shape) == 1 and isinstance(shape[0], (DType, str, type, np.dtype)):
             return ops.view_dtype(self, shape[0])
-        return ops.reshape(self, *shape)
+        return ops.view(self, *shape)
 
     def view_as(self, other):
-        return ops.reshape(self, other.shape)
+        return ops.view(self, other.shape)
+
+    def pin_memory(self, device=None):
+        """Accepted for torch code (`x.pin_memory().to(device, non_blocking=True)`): copies
+        to the GPU are synchronous here, so there is nothing to pin; returns self."""
+        return self
+
+    def is_pinned(self, device=None):
+        return False
+
+    def __format__(self, spec):
+        # torch's: a 0-d tensor formats as its number (f"{loss:.4f}"); any other tensor
+        # only with an empty spec (its str), else object.__format__'s TypeError
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
 
     def reshape_as(self, other):
         return ops.reshape(self, other.shape)

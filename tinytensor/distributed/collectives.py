@@ -9,32 +9,32 @@ waits at most the group's timeout, and fails at once if a rank it waits for is e
 
 from ..core.tensor import Tensor
 from ..messages import type_name
-from .process_group import ReduceOp, group
+from .process_group import ReduceOp, group as _group
 
 
-def all_reduce(tensor, op=ReduceOp.SUM):
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Replace `tensor` on every rank by its sum, mean or max over the ranks."""
-    g = group()
+    g = _default_group("all_reduce", group)
     _check_op("all_reduce", op, tensor)
     a = _array("all_reduce", g, tensor)
     _agree(g, "all_reduce", op, [_meta(tensor)])
     _in_place(tensor, a, lambda buf: _reduce(g, buf, op))
-    return tensor
+    return _Done() if async_op else tensor
 
 
-def broadcast(tensor, src=0):
+def broadcast(tensor, src=0, group=None, async_op=False):
     """Replace `tensor` on every rank by rank `src`'s."""
-    g = group()
+    g = _default_group("broadcast", group)
     a = _array("broadcast", g, tensor)
     _check_rank("broadcast", "src", src, g)
     _agree(g, "broadcast", src, [_meta(tensor)])
     _in_place(tensor, a, lambda buf: g.broadcast(buf, src))
-    return tensor
+    return _Done() if async_op else tensor
 
 
-def all_gather(tensor_list, tensor):
+def all_gather(tensor_list, tensor, group=None, async_op=False):
     """Fill `tensor_list[r]` on every rank with rank r's `tensor`."""
-    g = group()
+    g = _default_group("all_gather", group)
     a = _array("all_gather", g, tensor)
     outs = _tensor_list("all_gather", "tensor_list", tensor_list, tensor, g)
     _agree(g, "all_gather", None, [_meta(tensor)])
@@ -43,12 +43,12 @@ def all_gather(tensor_list, tensor):
     g.all_gather(xp.ascontiguousarray(a), recv)
     for t, part in zip(outs, recv):
         _write(t, part)
-    return tensor_list
+    return _Done() if async_op else tensor_list
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM):
     """Rank r's `output` becomes the sum (mean, max) over ranks of their `input_list[r]`."""
-    g = group()
+    g = _group()
     _check_op("reduce_scatter", op, output)
     out = _array("reduce_scatter", g, output)
     ins = _tensor_list("reduce_scatter", "input_list", input_list, output, g)
@@ -63,13 +63,35 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
     return output
 
 
-def barrier():
+def barrier(group=None, async_op=False, device_ids=None):
     """Wait until every rank reaches this call (a rank in another collective is an error)."""
+    _default_group("barrier", group)
     synchronize("barrier")
+    return _Done() if async_op else None
+
+
+class _Done:
+    """What torch's `async_op=True` returns; these collectives finish before returning, so
+    its wait() has nothing left to wait for."""
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+
+def _default_group(fn, g):
+    """torch's `group=` argument: only the one group (init_process_group's) exists here."""
+    pg = _group()
+    if g is not None and g is not pg:
+        raise ValueError(f"{fn}: only the default process group exists in tinytensor "
+                         f"(group=None), got {g!r}")
+    return pg
 
 
 def synchronize(fn):
-    g = group()
+    g = _group()
     _agree(g, fn, None, [])
     g.barrier()  # NCCL: the GPU's queue first; after the agreement it cannot mismatch
 

@@ -22,6 +22,7 @@ _LAUNCHER_VARS = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK",
 class ReduceOp:
     SUM = "sum"
     MEAN = "mean"
+    AVG = MEAN  # torch's name for the mean
     MAX = "max"
     ALL = (SUM, MEAN, MAX)
 
@@ -38,11 +39,28 @@ def launcher_env(environ=None):
     for rank, size in _LAUNCHER_VARS:
         if rank in environ and size in environ:
             return int(environ[rank]), int(environ[size])
+    # torchrun's variables for one process: MPI starts it as a singleton group of one
+    if environ.get("RANK") == "0" and environ.get("WORLD_SIZE") == "1":
+        return 0, 1
     return None
 
 
-def init_process_group(backend="mpi", abort_on_error=True, timeout=DEFAULT_TIMEOUT):
+# torch's backend names -> ours: gloo is torch's CPU backend, MPI is tinytensor's
+_TORCH_BACKENDS = {"gloo": "mpi", "cpu:gloo": "mpi", "cuda:nccl": "nccl", None: "mpi"}
+
+
+def init_process_group(backend="mpi", init_method=None, timeout=DEFAULT_TIMEOUT, world_size=-1,
+                       rank=-1, store=None, group_name="", pg_options=None, device_id=None, *,
+                       abort_on_error=True):
     """Join the job started by the launcher (`mpiexec -n N python ...`).
+
+    torch's signature, so torch code runs as written: backend None or torch's CPU backend
+    "gloo" mean "mpi". MPI finds the ranks itself, so `init_method` may only be None or
+    "env://", and `world_size`/`rank`, when given, must be what the launcher says; `store`
+    and `pg_options` (torch's rendezvous and tuning) are refused, `group_name` and
+    `device_id` have nothing to choose here. A single process started by plain `python`
+    with torchrun's RANK=0 WORLD_SIZE=1 is a group of one (MPI's singleton); more ranks
+    need mpiexec.
 
     backend "mpi" runs collectives on CPU tensors through mpi4py; "nccl" on CUDA tensors
     through CuPy's NCCL, one GPU per rank. With `abort_on_error` (the default) an uncaught
@@ -57,6 +75,11 @@ def init_process_group(backend="mpi", abort_on_error=True, timeout=DEFAULT_TIMEO
         raise RuntimeError(f"init_process_group: already initialized (backend "
                            f"'{_group.name}', rank {_group.rank} of {_group.world_size}); call "
                            "destroy_process_group() first")
+    backend = _TORCH_BACKENDS.get(backend, backend)
+    if init_method not in (None, "env://") or store is not None or pg_options is not None:
+        raise ValueError("init_process_group: tinytensor's ranks meet through MPI's launcher; "
+                         "init_method (other than 'env://'), store and pg_options are not "
+                         "supported")
     if backend not in ("mpi", "nccl"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; choose 'mpi' (CPU "
                          "processes) or 'nccl' (one CUDA GPU per process)")
@@ -76,6 +99,9 @@ def init_process_group(backend="mpi", abort_on_error=True, timeout=DEFAULT_TIMEO
     else:
         from .nccl import NCCLBackend
         group = NCCLBackend(timeout)
+    if (rank, world_size) != (-1, -1) and (rank, world_size) != env:
+        raise ValueError(f"init_process_group: rank={rank}, world_size={world_size} were given "
+                         f"but the launcher says rank {env[0]} of {env[1]}")
     if (group.rank, group.world_size) != env:
         raise RuntimeError(
             f"init_process_group: the launcher says rank {env[0]} of {env[1]} but MPI reports "
@@ -168,6 +194,27 @@ def get_world_size():
     return group().world_size
 
 
-def get_backend():
+def get_backend(group_=None):
     return group().name
+
+
+def is_available():
+    """torch.distributed.is_available: this build has distributed support (the MPI or NCCL
+    transport itself is imported by init_process_group, which names what to install)."""
+    return True
+
+
+def is_mpi_available():
+    import importlib.util
+    return importlib.util.find_spec("mpi4py") is not None
+
+
+def is_nccl_available():
+    from ..device import cuda_is_available
+    return cuda_is_available()
+
+
+def is_gloo_available():
+    """gloo is accepted as a name for the CPU backend, which is MPI here."""
+    return is_mpi_available()
 

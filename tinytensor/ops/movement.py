@@ -153,7 +153,37 @@ def reshape(x, *shape):
     return Reshape.apply(x, shape=shape)
 
 
-view = reshape
+def view(x, *shape):
+    """torch's view: the same memory under a new shape, or an error where that needs a copy
+    (reshape copies then). A transposed or otherwise strided tensor can be viewed only when
+    each run of dimensions being merged or split is contiguous in memory; torch's rule, and
+    NumPy's for a reshape without a copy, which is what decides it here. Were it to copy, a
+    write into the "view" would be lost."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    shape = _infer_shape(x, shape, "view")
+    if shape == x.shape:
+        return x
+    if not _viewable(x.data, shape):
+        raise OpError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead. "
+            f"(view: shape {tuple(x.shape)} with strides {_elem_strides(x.data)} -> {shape})"
+            f"{_where()}")
+    return Reshape.apply(x, shape=shape)
+
+
+def _viewable(a, shape):
+    v = a.view()
+    try:
+        v.shape = shape  # NumPy and CuPy refuse this exactly when the reshape would copy
+    except (AttributeError, ValueError):
+        return False
+    return True
+
+
+def _elem_strides(a):
+    return tuple(s // a.itemsize for s in a.strides) if a.itemsize else tuple(a.strides)
 
 
 def flatten(x, start_dim=0, end_dim=-1):

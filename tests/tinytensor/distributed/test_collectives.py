@@ -71,8 +71,8 @@ def test_backend_not_installed_names_the_install_command(monkeypatch):
 
 
 def test_unknown_backend_and_uninitialized_group():
-    with pytest.raises(ValueError, match="unknown backend 'gloo'"):
-        dist.init_process_group("gloo")
+    with pytest.raises(ValueError, match="unknown backend 'ucc'"):
+        dist.init_process_group("ucc")
     with pytest.raises(RuntimeError, match="process group is not initialized"):
         dist.get_rank()
 

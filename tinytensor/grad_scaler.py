@@ -1,4 +1,5 @@
-"""nn.GradScaler: loss scaling for float16 training, torch.amp.GradScaler's algorithm.
+"""GradScaler (tt.amp.GradScaler, tt.cuda.amp.GradScaler, nn.GradScaler): loss scaling for
+float16 training, torch.amp.GradScaler's algorithm.
 
 float16 gradients underflow below 6e-8; multiplying the loss by a large scale keeps them
 representable, and the gradients are divided by it again before the step. A scale too large
@@ -6,7 +7,7 @@ makes some gradient inf or NaN: that step is skipped and the scale halved; after
 `growth_interval` steps in a row without one it doubles. The scale lives in float32, as in
 torch, so a run reproduces torch's schedule exactly (tests/nn/test_grad_scaler.py).
 
-    scaler = nn.GradScaler()
+    scaler = nn.GradScaler("cpu")
     with tt.autocast("cpu", dtype=tt.float16):
         loss = model(x).loss
     scaler.scale(loss).backward()
@@ -15,9 +16,12 @@ torch, so a run reproduces torch's schedule exactly (tests/nn/test_grad_scaler.p
     scaler.step(opt)                      # skipped when a gradient is inf or NaN
     scaler.update()
 """
+import warnings
+
 import numpy as np
 
 import tinytensor as tt
+from tinytensor.device import cuda_is_available
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
@@ -33,6 +37,13 @@ class GradScaler:
         if int(growth_interval) != growth_interval or growth_interval < 1:
             raise ValueError(f"GradScaler: growth_interval must be a positive int, got {growth_interval}")
         self.device = device
+        if enabled and str(device).startswith("cuda") and not cuda_is_available():
+            # torch's behaviour and words: a script written for a GPU still runs on a CPU,
+            # with plain (unscaled) steps; GradScaler("cpu") scales on the CPU
+            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
+                          "Disabling.", UserWarning,
+                          stacklevel=2 + (type(self).__init__ is not GradScaler.__init__))
+            enabled = False
         self._enabled = bool(enabled)
         self._scale = np.float32(init_scale)
         self._growth_factor = float(growth_factor)

@@ -1,4 +1,5 @@
-"""Read a `pytorch_model.bin` (torch.save's zip format) into NumPy arrays, without torch.
+"""Read a `pytorch_model.bin` (torch.save's zip format) into NumPy arrays, without torch:
+a state dict (load_torch_bin) or a checkpoint tree of them (load_torch_tree, what tt.load reads).
 
 The zip holds `<name>/data.pkl`, a pickle of the state dict in which each tensor is a
 call to `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)` and each
@@ -34,7 +35,7 @@ import zlib
 
 import numpy as np
 
-from tinytensor.nn import CheckpointError
+from .checkpoint import CheckpointError
 from tinytensor.dtypes import BF16_NP
 
 from .pickle_scan import scan
@@ -208,20 +209,32 @@ def load_torch_bin(path):
     """{name: ndarray} from a torch.save'd state dict (zip format, torch >= 1.6). The arrays
     are read-only views of their storages. Raises CheckpointError naming the file and every
     malformed tensor or storage (FileNotFoundError if there is no file)."""
+    return _open(path, flat=True)
+
+
+def load_torch_tree(path):
+    """What torch.save wrote, when it is a nesting of dicts, lists and tuples of tensors and
+    plain values (str, int, float, bool, None): a training checkpoint such as
+    `{"model": state_dict, "optimizer": opt.state_dict(), "iter_num": 7, ...}`. Tensors come
+    back as read-only ndarrays; the same checks as load_torch_bin apply to every one."""
+    return _open(path, flat=False)
+
+
+def _open(path, flat):
     with open(path, "rb") as file:
         try:
             if not zipfile.is_zipfile(file):  # (which raises BadZipFile for some damaged ones)
                 _fail(path, ["not a zip-format torch checkpoint (legacy torch.save files from "
                              "before torch 1.6 are not supported; re-save as safetensors)"])
             with zipfile.ZipFile(file) as archive:
-                return _load(path, archive)
+                return _load(path, archive, flat)
         except CheckpointError:
             raise
         except _ZIP_ERRORS as e:  # the archive itself is damaged
             _fail(path, [f"the zip archive is damaged ({type(e).__name__}: {_clip(str(e))})"])
 
 
-def _load(path, archive):
+def _load(path, archive, flat=True):
     pkl = [n for n in archive.namelist() if n.endswith("data.pkl")]
     if len(pkl) != 1:
         _fail(path, [f"expected one data.pkl in the archive, found {len(pkl)}"])
@@ -242,22 +255,63 @@ def _load(path, archive):
         # whatever they raise is the file's doing
         _fail(path, [f"{pkl[0]} cannot be unpickled ({type(e).__name__}: {_clip(str(e))})"])
     problems = list(unpickler.problems)
-    if not isinstance(state, dict):
-        _fail(path, [f"the checkpoint holds a {type(state).__name__}, not a state dict"])
-    for name, t in state.items():
-        if not isinstance(name, str):
-            problems.append(f"a key {_show(name)} is a {type(name).__name__}, not a tensor name")
-        elif not isinstance(t, _Tensor):
-            problems.append(f"{_show(name)} is a {type(t).__name__}, not a tensor")
-        elif (p := _tensor_problem(name, t)) is not None:
-            problems.append(p)
-    used = {t.storage.key: t.storage for t in state.values()
-            if isinstance(t, _Tensor) and isinstance(t.storage, _Storage)}
+    if flat:
+        if not isinstance(state, dict):
+            _fail(path, [f"the checkpoint holds a {type(state).__name__}, not a state dict"])
+        tensors = []
+        for name, t in state.items():
+            if not isinstance(name, str):
+                problems.append(f"a key {_show(name)} is a {type(name).__name__}, not a tensor name")
+            elif not isinstance(t, _Tensor):
+                problems.append(f"{_show(name)} is a {type(t).__name__}, not a tensor")
+            else:
+                tensors.append((name, t))
+    else:
+        tensors = []
+        _leaves(state, "", tensors, problems)
+    problems += [p for name, t in tensors if (p := _tensor_problem(name, t)) is not None]
+    used = {t.storage.key: t.storage for _, t in tensors if isinstance(t.storage, _Storage)}
     problems += [p for s in used.values() if (p := _storage_problem(archive, prefix, s))]
     if problems:
         _fail(path, problems)
     storages = {key: _read_storage(path, archive, prefix, s) for key, s in used.items()}
-    return {name: _view(t, storages[t.storage.key]) for name, t in state.items()}
+    if flat:
+        return {name: _view(t, storages[t.storage.key]) for name, t in tensors}
+    return _rebuild(state, storages)
+
+
+_PLAIN = (str, bytes, int, float, bool, type(None))
+
+
+def _leaves(obj, where, tensors, problems):
+    """Collect the tensors of a checkpoint tree as (dotted path, _Tensor); anything that is
+    not a container of tensors and plain values is a problem (the unpickler already refused
+    every class but these, so this only meets what pickle builds natively: sets, complex...)."""
+    if isinstance(obj, _Tensor):
+        tensors.append((where or "<root>", obj))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, (str, int, float, bool, type(None), tuple)):
+                problems.append(f"{where or '<root>'}: a key {_show(k)} is a {type(k).__name__}")
+            _leaves(v, f"{where}.{k}" if where else str(k), tensors, problems)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _leaves(v, f"{where}.{i}" if where else str(i), tensors, problems)
+    elif not isinstance(obj, _PLAIN):
+        problems.append(f"{where or '<root>'} is a {type(obj).__name__}, not a tensor, a "
+                        "container or a plain value")
+
+
+def _rebuild(obj, storages):
+    if isinstance(obj, _Tensor):
+        return _view(obj, storages[obj.storage.key])
+    if isinstance(obj, dict):
+        return type(obj)((k, _rebuild(v, storages)) for k, v in obj.items())
+    if isinstance(obj, list):
+        return [_rebuild(v, storages) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_rebuild(v, storages) for v in obj)
+    return obj
 
 
 def _clip(text, n=200):
