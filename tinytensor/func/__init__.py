@@ -1,0 +1,2 @@
+"""`tt.func`: composable function transforms, as torch.func (issue 27)."""
+from .forward import jvp  # noqa: F401
