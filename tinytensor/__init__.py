@@ -105,6 +105,7 @@ from .torch_names import (is_tensor, numel, initial_seed, dtype, finfo, iinfo,
 from . import functional
 from . import testing
 from . import viz
+from . import func  # tt.func: grad, jvp, vjp, jacrev, jacfwd, hessian, functional_call (issue 27)
 from .compiler import compile  # noqa: A001  (also binds tt.compiler, the subpackage)
 
 

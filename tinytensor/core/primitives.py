@@ -4,6 +4,7 @@ a backward with `create_graph=True` through them is differentiable like any othe
 import numpy as np
 
 from ..dtypes import BF16_NP, from_any, from_numpy_dtype
+from .forward_ad import linear_jvp
 from .function import Function
 from .rules import ANY, FLOAT_OR_BOOL, Rule, per_input
 
@@ -41,6 +42,8 @@ class SumTo(Function):
     compile_rule = Rule(flops=per_input)
     name = "sum_to"
 
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shape):
         return sum_to_array(x, shape)
@@ -70,6 +73,8 @@ class Expand(Function):
     compile_rule = Rule(fuses=ANY, c="{0}", flops=0)   # in a kernel the load broadcasts
     is_view = True
 
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shape):
         return _xp(x).broadcast_to(x, shape)
@@ -94,6 +99,7 @@ def _cast_c(a, ins, t, C):
 
 class Cast(Function):
     compile_rule = Rule(fuses=FLOAT_OR_BOOL, cheap=True, c=_cast_c, flops=0)
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, dtype):

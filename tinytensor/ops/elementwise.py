@@ -16,6 +16,7 @@ from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.rules import ANY, BOOL, FLOAT, FLOAT_OR_BOOL, Rule
 from ..core.tensor import Tensor
+from ..core.forward_ad import elementwise_jvp, linear_jvp, zero_jvp
 from ..device import device_of_array, to_device_array
 from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
@@ -134,6 +135,10 @@ class ToDevice(Function):
     name = "to_device"
 
     @staticmethod
+    def jvp(ctx, t):
+        return to_device(t, ctx.attrs["device"])
+
+    @staticmethod
     def forward(ctx, x, device):
         ctx.src = device_of_array(x)
         return to_device_array(x, device)
@@ -155,6 +160,8 @@ def to_device(x, device):
 
 class Clone(Function):
     compile_rule = Rule(fuses=ANY, c="{0}", flops=0)
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return x.copy()
@@ -176,6 +183,8 @@ def clone(x, *, memory_format=None):
 # ---------------------------------------------------------------- arithmetic
 class Add(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, commutes=True, c=lambda a, ins, t, C: C.arith("+", a, t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -191,6 +200,8 @@ class Add(Function):
 
 class Sub(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, c=lambda a, ins, t, C: C.arith("-", a, t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         return a - b
@@ -206,6 +217,8 @@ class Sub(Function):
 
 class Mul(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, commutes=True, c=lambda a, ins, t, C: C.arith("*", a, t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -224,6 +237,8 @@ class Mul(Function):
 
 class Div(Function):
     compile_rule = Rule(fuses=FLOAT, c=lambda a, ins, t, C: C.arith("/", a, t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -246,6 +261,8 @@ class Div(Function):
 
 class Neg(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, c=lambda a, ins, t, C: C.neg(a[0], t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return -x
@@ -261,6 +278,8 @@ class Neg(Function):
 
 class Pow(Function):
     compile_rule = Rule(transcendental=True)
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         out = _int_pow(a, b) if a.dtype.kind in "iu" else a ** b
@@ -295,6 +314,7 @@ class PowScalar(Function):
     compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("exponent") in _EXACT_POWERS, c=_pow_c,
                         transcendental=lambda attrs: attrs.get("exponent") not in _EXACT_POWERS + (0,))
     name = "pow"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, exponent):
@@ -446,6 +466,8 @@ def _sigmoid(xp, x):
 
 class Exp(Function):
     compile_rule = Rule(fuses=FLOAT, transcendental=True, c="tt_exp{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("exp", exp, [x])   # NumPy's exp: one thread, not vectorised on AVX2
@@ -464,6 +486,8 @@ class Exp(Function):
 
 class Log(Function):
     compile_rule = Rule(fuses=FLOAT, transcendental=True, c="tt_log{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -481,6 +505,8 @@ class Log(Function):
 
 class Log1p(Function):
     compile_rule = Rule(transcendental=True)
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -497,6 +523,8 @@ class Log1p(Function):
 
 class Sqrt(Function):
     compile_rule = Rule(fuses=FLOAT, c="sqrt{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).sqrt(x)
@@ -514,6 +542,8 @@ class Sqrt(Function):
 
 class Rsqrt(Function):
     compile_rule = Rule(fuses=FLOAT, alone=True, c="({one} / sqrt{f}({0}))")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = 1.0 / _xp(x).sqrt(x)
@@ -533,6 +563,8 @@ class Rsqrt(Function):
 
 class Sin(Function):
     compile_rule = Rule(transcendental=True)
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -550,6 +582,8 @@ class Sin(Function):
 
 class Cos(Function):
     compile_rule = Rule(transcendental=True)
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -570,6 +604,8 @@ class Cos(Function):
 # `backward` formula, on big contiguous float arrays; NumPy otherwise.
 class Tanh(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, transcendental=True, c="tt_tanh{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("tanh", tanh, [x])
@@ -592,6 +628,8 @@ class Tanh(Function):
 class Sigmoid(Function):
     compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
                         c=lambda a, ins, t, C: C.sigmoid(a[0], t))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("sigmoid", sigmoid, [x])
@@ -616,6 +654,8 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 class Erf(Function):
     compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, c="tt_erf{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -640,6 +680,8 @@ class Erf(Function):
 class Silu(Function):
     compile_rule = Rule(fuses=FLOAT, alone=True, cheap=True, transcendental=True, evaluates=("sigmoid",),
                         c=lambda a, ins, t, C: f"({a[0]} * {C.sigmoid(a[0], t)})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -719,6 +761,8 @@ def silu(x):
 
 class Abs(Function):
     compile_rule = Rule(fuses=FLOAT, c="fabs{f}({0})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -762,6 +806,8 @@ def _sign_array(x):
 
 class Sign(Function):
     compile_rule = Rule(flops=0)
+    jvp = staticmethod(zero_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return _sign_array(x)
@@ -779,6 +825,8 @@ def sign(x):
 
 class Relu(Function):
     compile_rule = Rule(fuses=FLOAT, cheap=True, c="(({0} > 0 || {0} != {0}) ? {0} : {zero})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).maximum(x, 0)
@@ -801,6 +849,8 @@ def relu(x):
 
 
 class LeakyRelu(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, negative_slope):
         ctx.save_for_backward(x)
@@ -830,6 +880,8 @@ class Gelu(Function):
     compile_rule = Rule(fuses=FLOAT, fuses_if=lambda attrs: attrs.get("approximate") in ("tanh", "none"),
                         alone=True, cheap=True, transcendental=True, in_kernel=True,
                         evaluates=lambda attrs: ("erfc_gelu",) if attrs["approximate"] == "none" else ("tanh_gelu",))
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, approximate):
         ctx.save_for_backward(x)
@@ -1033,6 +1085,8 @@ class GeluSlopeFromCdf(Function):
 
 class Softplus(Function):
     compile_rule = Rule(transcendental=True)
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
@@ -1062,6 +1116,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 class Softsign(Function):
     """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 is written once for Tensors
     (backward, differentiable again) and arrays (backward_arrays, first order)."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x):
@@ -1091,6 +1146,8 @@ def softsign(x):
 # ---------------------------------------------------------------- min/max/clamp/where
 class Maximum(Function):
     compile_rule = Rule(fuses=FLOAT, c="(({0} > {1} || {0} != {0}) ? {0} : {1})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -1109,6 +1166,8 @@ class Maximum(Function):
 
 class Minimum(Function):
     compile_rule = Rule(fuses=FLOAT, c="(({0} < {1} || {0} != {0}) ? {0} : {1})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -1153,6 +1212,7 @@ def minimum(a, b):
 
 class ClampScalar(Function):
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, min, max):
@@ -1191,6 +1251,7 @@ class ClampTensor(Function):
     clamp does; the gradients are torch's masks (x's where x >= min, the bound's where x <
     min), written in ops so that they differentiate again."""
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, bound, has_min):
@@ -1212,6 +1273,7 @@ class ClampTensor2(Function):
     bound gives NaN), and torch's gradient masks: x where lo <= x <= hi, lo where x < lo <
     hi, hi where x > hi or hi < lo."""
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -1248,6 +1310,8 @@ def clamp(x, min=None, max=None):
 
 class Where(Function):
     compile_rule = Rule(fuses=ANY, cheap=True, c="({0} ? {1} : {2})")
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, cond, a, b):
         ctx.save_for_backward(cond)
@@ -1285,6 +1349,7 @@ def where(cond, a, b):
 # ---------------------------------------------------------------- comparisons and logic
 class _Predicate(Function):
     """A bool-valued op: no gradient flows through it."""
+    jvp = staticmethod(zero_jvp)
 
     @staticmethod
     def backward(ctx, *grads):
@@ -1577,6 +1642,7 @@ def view_dtype(x, dtype):
 # ---------------------------------------------------------------- remainder
 class Remainder(Function):
     """a - floor(a / b) * b, with the sign of b (Python's and torch's `%`)."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -1608,6 +1674,7 @@ def remainder(a, b):
 # ---------------------------------------------------------------- rounding
 class _Rounding(Function):
     """A piecewise-constant op: its gradient is zero almost everywhere (as in torch)."""
+    jvp = staticmethod(zero_jvp)
 
     @classmethod
     def call(cls, x):

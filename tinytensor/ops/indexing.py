@@ -10,6 +10,7 @@ from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..messages import OpError
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
@@ -191,6 +192,7 @@ class GetItem(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "getitem"
     is_view = True  # basic indexing (ints, slices, None, ...) returns a view of x
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, key, advanced):
@@ -218,6 +220,7 @@ def _get(x, key, advanced):
 class IndexAdd(Function):
     """zeros(shape) with `g` added at `key`: the gradient of getitem."""
     name = "index_add"
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, g, key, advanced, shape):
@@ -252,6 +255,7 @@ class IndexPut(Function):
     """x with `value` written at `key` (out of place): the recorded form of setitem."""
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     name = "index_put"
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, value, key, advanced):
@@ -392,6 +396,10 @@ class _GatherOp(Function):
     name = "gather"
 
     @staticmethod
+    def jvp(ctx, t, _):
+        return _GatherOp.apply(t, ctx.saved_tensor(0), dim=ctx.attrs["dim"])
+
+    @staticmethod
     def forward(ctx, x, index, dim):
         ctx.save_for_backward(index)
         got = _c_rows.gather_last(x, index) if dim == x.ndim - 1 else None
@@ -411,6 +419,12 @@ class _GatherOp(Function):
 
 
 class ScatterAdd(Function):
+
+    @staticmethod
+    def jvp(ctx, tx, _, ts):
+        tx = tx if tx is not None else Tensor._zeros_meta(*ctx.in_meta[0])
+        ts = ts if ts is not None else Tensor._zeros_meta(*ctx.in_meta[2])
+        return ScatterAdd.apply(tx, ctx.saved_tensor(0), ts, dim=ctx.attrs["dim"])
     @staticmethod
     def forward(ctx, x, index, src, dim):
         ctx.save_for_backward(index)

@@ -15,6 +15,7 @@ import numpy as np
 from ..core.function import Function
 from ..core.rules import Rule
 from ..core.tensor import Tensor
+from ..core.forward_ad import elementwise_jvp
 from ..dtypes import get_default_dtype
 from .elementwise import (_xp, as_tensor_like, binary_operands, cast, exp, float_operand, sqrt,
                           trunc, where)
@@ -33,6 +34,7 @@ class _Unary:
     compile_rule = Rule(transcendental=True)
     np_name = None
     from_output = False
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, x):
@@ -226,6 +228,7 @@ class _Binary:
     once for Tensors and arrays. Needs saved (a, b, out)."""
     compile_rule = Rule(transcendental=True)
     np_name = None
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -351,6 +354,7 @@ def _plain_divisor(b):
 class Lerp(Function):
     """start + weight * (end - start), evaluated from the nearer end as torch does, so
     lerp(a, b, 1) is exactly b."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, start, end, weight):

@@ -13,6 +13,7 @@ from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..dtypes import promote
 from ..messages import OpError, plain
 from .elementwise import cast, clone
@@ -103,6 +104,7 @@ def broadcast_tensors(*tensors):
 class Reshape(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     is_view = True
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -234,6 +236,7 @@ def unsqueeze(x, dim):
 class Permute(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
     is_view = True
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, dims):
@@ -293,6 +296,8 @@ def movedim(x, source, destination):
 # ---------------------------------------------------------------- joining and splitting
 class Cat(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, *xs, dim):
         return _xp(xs[0]).concatenate(xs, axis=dim)
@@ -389,6 +394,8 @@ def unbind(x, dim=0):
 # ---------------------------------------------------------------- reordering
 class Flip(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     # a copy, as torch.flip (NumPy's flip is a view): writing into the result leaves x alone
     @staticmethod
     def forward(ctx, x, dims):
@@ -413,6 +420,8 @@ def flip(x, dims):
 
 class Roll(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shifts, dims):
         if dims is None:
@@ -448,6 +457,8 @@ def roll(x, shifts, dims=None):
 
 class Repeat(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, repeats):
         return _xp(x).tile(x, repeats)
@@ -521,6 +532,10 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
 # ---------------------------------------------------------------- padding and triangles
 class Pad(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+
+    @staticmethod
+    def jvp(ctx, t):
+        return Pad.apply(t, widths=ctx.attrs["widths"], value=0.0)   # the fill is a constant
     @staticmethod
     def forward(ctx, x, widths, value):
         return _xp(x).pad(x, widths, mode="constant", constant_values=value)
@@ -618,6 +633,8 @@ def _pad_gather(x, pad, mode):
 
 class Tril(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).tril(x, diagonal)
@@ -629,6 +646,8 @@ class Tril(Function):
 
 class Triu(Function):
     compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).triu(x, diagonal)
