@@ -15,3 +15,10 @@ def add(a, b):
     if a is None:
         return b
     return a if b is None else a + b
+
+
+def no_tangent(ctx, *tangents):
+    """The jvp of an op whose outputs carry no tangent (integer indices, counts, masks,
+    booleans): None for each output, so forward mode never takes the double-vjp fallback."""
+    n = len(ctx.out_meta)
+    return None if n == 1 else (None,) * n
