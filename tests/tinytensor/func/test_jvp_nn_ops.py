@@ -384,3 +384,15 @@ def test_dropout_tangent_takes_the_same_mask():
     mask = out.numpy() / x
     assert set(np.round(np.unique(mask), 12)) <= {0.0, 2.0}
     np.testing.assert_allclose(tan.numpy(), t * mask, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0, float("inf")])
+def test_grad_norm_of_gradients_with_tangents(p):
+    """clip_grad_norm_'s norm op, reached by gradients that carry tangents."""
+    from tinytensor.nn.clip import _GradNorm
+    r = _rng(8)
+    a, t = r.standard_normal((3, 4)), r.standard_normal((3, 4))
+    got = tt.func.jvp(lambda a: _GradNorm.apply(a, norm_type=p), (tt.tensor(a),), (tt.tensor(t),))
+    want = torch.func.jvp(lambda a: torch.linalg.vector_norm(a, p), (torch.tensor(a),), (torch.tensor(t),))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-12)
