@@ -48,7 +48,28 @@ class _GradNorm(Function):
     @staticmethod
     def forward(ctx, a, norm_type):
         xp = _xp(a)
-        return xp.asarray(_norm_value(xp, a.reshape(-1), norm_type))  # NumPy reduces to scalars
+        out = xp.asarray(_norm_value(xp, a.reshape(-1), norm_type))  # NumPy reduces to scalars
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def jvp(ctx, t):
+        """A gradient that carries a tangent (forward-over-reverse inside tt.func.jvp): the
+        norm's directional derivative, sum(|a|^(p-1) sign(a) t) / n^(p-1); for p = inf the
+        mean of sign(a) t over the entries of largest |a|; 0 at a = 0 (as torch's norm)."""
+        a, n = ctx.saved_tensor(0), ctx.saved_tensor(1)
+        p = ctx.attrs["norm_type"]
+        if a.numel() == 0:
+            return None
+        s = tt.sign(a) * t
+        if p == math.inf:
+            hit = (tt.abs(a) == n).to(a.dtype)
+            return (s * hit).sum() / hit.sum()
+        if p == 1.0:
+            return s.sum()
+        safe = tt.where(n == 0, 1.0, n)
+        d = (tt.abs(a) ** (p - 1.0) * s).sum() / safe ** (p - 1.0)
+        return tt.where(n == 0, 0.0, d)
 
 
 def _norm_value(xp, a, norm_type):

@@ -40,6 +40,10 @@ class _GradReady(tt.Function):
     def backward(ctx, g):
         return None  # DDP writes p.grad itself, from the reduced bucket
 
+    @staticmethod
+    def jvp(ctx, t):   # the identity forward: the tangent passes
+        return t
+
 
 class _Bucket:
     __slots__ = ("index", "params", "offsets", "size", "dtype", "buf", "filled", "req")

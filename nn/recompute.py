@@ -80,6 +80,19 @@ class _Recompute(Function):
             run_backward([o for o, _ in pairs], [g for _, g in pairs], False, False)
         return tuple(t.grad if need else None for t, need in zip(inputs, ctx.needs_input_grad))
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """forward ran fn under no_grad, where no tangent flows: rerun it (generators set back,
+        as backward does) in a jvp of its own over the saved inputs, which still carry the
+        outer levels' tangents. One extra forward, as backward's replay."""
+        from tinytensor.func import jvp
+        plan = ctx.attrs["fn"]
+        inputs = ctx.saved_tensors
+        ts = tuple(t if t is not None else tt.zeros_like(x) for t, x in zip(tangents, inputs))
+        with _replayed(plan.rng):
+            _, touts = jvp(lambda *xs: plan(list(xs)), tuple(inputs), ts)
+        return touts
+
 
 def _rng_states(tensors):
     """The generator and its state of the CPU and of each device among the inputs."""

@@ -79,6 +79,10 @@ class Create(Function):
                 return xp.full(args[0], args[1], dtype=np_dtype)
             return xp.arange(*args).astype(np_dtype)
 
+    @staticmethod
+    def jvp(ctx):   # no tensor inputs: never called with a tangent (complete, as backward)
+        return None
+
 
 def _created(t, requires_grad):
     return t.requires_grad_(True) if requires_grad else t

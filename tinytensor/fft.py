@@ -64,6 +64,10 @@ class C2C(Function):
         a = ctx.attrs
         return C2C.apply(g, axes=a["axes"], inverse=not a["inverse"], scale=a["scale"])
 
+    @staticmethod
+    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
+        return C2C.apply(t, **ctx.attrs)
+
 
 class R2C(Function):
     name = "fft_r2c"
@@ -82,6 +86,10 @@ class R2C(Function):
         axis, n = ctx.attrs["axis"], ctx.in_meta[0][0][ctx.attrs["axis"]]
         full = _resize(g, axis, n)   # the half spectrum, zero-padded to n
         return _real(C2C.apply(full, axes=(axis,), inverse=True, scale=ctx.attrs["scale"]))
+
+    @staticmethod
+    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
+        return R2C.apply(t, **ctx.attrs)
 
 
 class C2R(Function):
@@ -112,6 +120,10 @@ class C2R(Function):
         shape[axis] = m
         from .creation import tensor
         return gi * tensor(w.reshape(shape), dtype=g.dtype, device=g.device)   # a constant of sizes
+
+    @staticmethod
+    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
+        return C2R.apply(t, **ctx.attrs)
 
 
 def _real(z):

@@ -60,6 +60,26 @@ class Eig(Function):
         gA = Inv.apply(Vh) @ (inner @ Vh)
         return gA if ctx.in_meta[0][1].is_complex else real(gA)
 
+    @staticmethod
+    def jvp(ctx, tA):
+        """torch's linalg_eig_jvp: dP = V^-1 dA V, dL = diag(dP), dV = V X with X = dP / E off
+        the diagonal (E_ij = L_j - L_i) and X_ii = -Re((V^H V X)_ii), which keeps each
+        eigenvector at unit norm (Re(v_i^H dv_i) = 0, LAPACK's normalisation)."""
+        from .ops.complex import real
+        from .creation import eye
+        L, V = ctx.saved_tensors
+        n = V.shape[-1]
+        eye_n = eye(n, dtype=V.dtype, device=V.device)
+        if not tA.is_complex():
+            tA = tA.to(V.dtype)
+        dP = Inv.apply(V) @ (tA @ V)
+        dL = (dP * eye_n).sum(-1)
+        E = L.unsqueeze(-2) - L.unsqueeze(-1) + eye_n
+        X = (dP / E) * (1 - eye_n)
+        fix = real((V.mH @ (V @ X) * eye_n).sum(-1))               # (..., n)
+        X = X - fix.to(V.dtype).unsqueeze(-1) * eye_n
+        return dL, V @ X
+
 
 class Inv(Function):
     """The inverse of a square complex matrix, for Eig's backward: holomorphic, its real
@@ -77,6 +97,11 @@ class Inv(Function):
     def backward(ctx, g):
         out = ctx.saved_tensor(0)
         return -(out.mT @ g @ out.mT)
+
+    @staticmethod
+    def jvp(ctx, t):   # dY = -Y dA Y
+        out = ctx.saved_tensor(0)
+        return -(out @ t @ out)
 
 
 def _check(a, op):

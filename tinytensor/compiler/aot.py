@@ -425,6 +425,15 @@ class CompiledCall(Function):
         return ctx.attrs["call"].backward(ctx.saved_arrays, grads)
 
     @staticmethod
+    def jvp(ctx, *tangents):
+        # the compiled programs compute values and gradients, no tangent: say so, instead of
+        # the double-vjp fallback's create_graph refusal
+        raise CaptureError(
+            f"tt.func.jvp: a tangent reaches a call of a compiled function (at {user_frame()}); "
+            "its program computes no tangents. Compile the transformed function instead "
+            "(tt.compile(lambda x: tt.func.jvp(f, (x,), (t,)))) or call f uncompiled inside jvp")
+
+    @staticmethod
     def backward(ctx, *grads):
         # the engine comes here, not to backward_arrays, with create_graph=True or while a
         # capture records the backward: the compiled backward is arrays in, arrays out, so it

@@ -55,6 +55,8 @@ class Elu(Function):
         slope_neg = exp(x_neg * a["input_scale"]) * (a["alpha"] * a["scale"] * a["input_scale"])
         return g * where(x > 0, a["scale"], slope_neg)
 
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
+
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
@@ -109,6 +111,8 @@ class Mish(Function):
     def backward(ctx, g):
         return g * Mish._slope(ctx.saved_tensor(0), _TENSOR_MATH)
 
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
+
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
@@ -143,6 +147,8 @@ class Hardswish(Function):
         x = ctx.saved_tensor(0)
         return g * where(x <= -3.0, 0.0, where(x < 3.0, x / 3.0 + 0.5, 1.0))
 
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
+
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
@@ -164,6 +170,8 @@ class Hardsigmoid(Function):
         x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
         return where(lt(abs_(x), 3.0), g * (1.0 / 6.0), 0.0)
 
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
+
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
@@ -184,6 +192,8 @@ class Hardtanh(Function):
     def backward(ctx, g):   # a select, as torch's: a nan g stays out where x is clamped
         x, a = ctx.saved_tensor(0), ctx.attrs
         return where((x > a["min_val"]) & (x < a["max_val"]), g, 0.0)
+
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -234,6 +244,8 @@ class Logsigmoid(Function):
     @staticmethod
     def backward(ctx, g):
         return g * sigmoid(neg(ctx.saved_tensor(0)))
+
+    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):

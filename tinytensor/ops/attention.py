@@ -32,6 +32,7 @@ from ..kernels._common import acc_dtype, is_cpu, xp_of
 from ..core.grad_mode import STATE
 from ..dtypes import bool_
 from .elementwise import cast, gt, isfinite, where
+from .forward_mode import add, carries_tangent
 from .linalg import matmul
 from .movement import broadcast_shapes, expand, reshape, tril, unsqueeze, _where
 from .nn import dropout
@@ -285,6 +286,35 @@ class FlashAttention(Function):
         return (dq, dk, dv) + ((None,) if mask is not None else ())
 
     @staticmethod
+    def jvp(ctx, tq, tk, tv, *tmask):
+        """d(P V) = dP V + P dV with dP = P * (dS - rowsum(P * dS)) (softmax's tangent) and
+        dS = scale * (dQ K^T + Q dK^T) (+ the tangent of a float mask), the probabilities
+        rebuilt in ops as backward does."""
+        a = ctx.attrs
+        scale, groups = a["scale"], a["groups"]
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
+        mask = saved[5] if len(saved) == 6 else None
+        rep = (lambda t: _repeat_kv(q, t)) if groups > 1 else (lambda t: t)
+        kr = rep(k)
+        p = _probs(q, kr, mask, a["is_causal"], scale)   # (..., L, S)
+        ds = None
+        if tq is not None:
+            ds = matmul(tq, kr.mT)
+        if tk is not None:
+            ds = add(ds, matmul(q, rep(tk).mT))
+        if ds is not None:
+            ds = ds * scale
+        if tmask and tmask[0] is not None:   # a float mask is added to the scores
+            ds = add(ds, tmask[0])
+        out = None
+        if ds is not None:
+            out = matmul(p * (ds - sum_(p * ds, dim=-1, keepdim=True)), rep(v))
+        if tv is not None:
+            out = add(out, matmul(p, rep(tv)))
+        return out
+
+    @staticmethod
     def backward_arrays(ctx, g):
         a = ctx.attrs
         saved = ctx.saved_arrays
@@ -319,7 +349,7 @@ def _why_not_fused(query, key, value, attn_mask, dropout_p, enable_gqa):
     if q.ndim != k.ndim or k.ndim != v.ndim or k.shape[:-1] != v.shape[:-1] or _groups(q, k, enable_gqa) is None:
         return (f"batch dims of query {tuple(q.shape)}, key {tuple(k.shape)}, value "
                 f"{tuple(v.shape)} broadcast (the fused op takes them equal)")
-    if attn_mask is not None and attn_mask.requires_grad:
+    if attn_mask is not None and (attn_mask.requires_grad or carries_tangent(attn_mask)):
         return "attn_mask requires grad (the fused op gives none for it)"
     if not is_cpu(q):
         return cuda_attention.why_not(q, k, v, None if attn_mask is None else attn_mask.data)

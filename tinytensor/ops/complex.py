@@ -19,7 +19,7 @@ from ..core.primitives import cast
 from ..core.tensor import Tensor
 from ..dtypes import float16, float32, float64
 from ..messages import OpError
-from .elementwise import _xp, mul, where, div, sub
+from .elementwise import _xp, add, cos, div, mul, sin, sub, where
 
 __all__ = ["complex", "polar", "view_as_real", "view_as_complex", "real", "imag", "angle", "conj", "conj_physical", "resolve_conj", "resolve_neg", "sgn", "is_conj", "is_neg", "isreal", "abs_complex"]
 
@@ -43,6 +43,12 @@ class ConjPhysical(Function):
     @staticmethod
     def backward(ctx, g):
         return ConjPhysical.apply(g)
+
+    # forward mode (issue 27): a tangent is pushed through the real-linear map dz -> J dz,
+    # so the linear ops (conj, parts, views, complex()) apply themselves to it
+    @staticmethod
+    def jvp(ctx, t):
+        return ConjPhysical.apply(t)
 
 
 def conj_physical(x):
@@ -90,6 +96,10 @@ class Real(Function):
     def backward(ctx, g):   # a real gradient of the real part: the same, as a complex number
         return cast(g, ctx.in_meta[0][1])
 
+    @staticmethod
+    def jvp(ctx, t):
+        return Real.apply(t)
+
 
 class Imag(Function):
     is_view = True
@@ -102,6 +112,10 @@ class Imag(Function):
     @staticmethod
     def backward(ctx, g):   # d/dy of the imaginary part: torch's gradient is i * g
         return Complex.apply(mul(g, 0.0), g)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return Imag.apply(t)
 
 
 def real(x):
@@ -137,6 +151,11 @@ class Complex(Function):
         na, nb = ctx.needs_input_grad
         return (Real.apply(g) if na else None), (Imag.apply(g) if nb else None)
 
+    @staticmethod
+    def jvp(ctx, tre, tim):
+        return Complex.apply(tre if tre is not None else mul(tim, 0.0),
+                             tim if tim is not None else mul(tre, 0.0))
+
 
 def _parts(a, b, op, names):
     _check_tensor(a, op)
@@ -164,8 +183,21 @@ class Polar(Function):
         xp = _xp(r)
         # asarray: NumPy's products of 0-d arrays are scalars
         out = Complex.forward(None, xp.asarray(r * xp.cos(theta)), xp.asarray(r * xp.sin(theta)))
-        ctx.save_for_backward(out)
+        ctx.save_for_backward(out, theta)
         return out
+
+    @staticmethod
+    def jvp(ctx, tr, ttheta):
+        """dz = dr e^(i theta) + i z dtheta (e^(i theta) from theta itself: sgn(z) is wrong
+        for r <= 0, where torch's forward mode also takes cos and sin of theta)."""
+        out, theta = ctx.saved_tensor(0), ctx.saved_tensor(1)
+        res = None
+        if tr is not None:
+            res = Complex.apply(mul(tr, cos(theta)), mul(tr, sin(theta)))
+        if ttheta is not None:
+            turn = mul(mul(out, 1j), ttheta)
+            res = turn if res is None else add(res, turn)
+        return res
 
     @staticmethod
     def backward(ctx, g):
@@ -201,6 +233,10 @@ class ViewAsReal(Function):
     def backward(ctx, g):
         return ViewAsComplex.apply(g)
 
+    @staticmethod
+    def jvp(ctx, t):
+        return ViewAsReal.apply(t)
+
 
 def _as_complex(x):
     xp = _xp(x)
@@ -219,6 +255,10 @@ class ViewAsComplex(Function):
     @staticmethod
     def backward(ctx, g):
         return ViewAsReal.apply(g)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return ViewAsComplex.apply(t)
 
 
 def view_as_real(x):
@@ -256,6 +296,10 @@ class AbsComplex(Function):
     def backward(ctx, g):   # d|z| = Re(conj(sgn z) dz): torch's gradient is g * sgn(z), 0 at 0
         return mul(g, sgn(ctx.saved_tensor(0)))
 
+    @staticmethod
+    def jvp(ctx, t):   # Re(conj(sgn z) dz)
+        return Real.apply(mul(ConjPhysical.apply(sgn(ctx.saved_tensor(0))), t))
+
 
 def abs_complex(x):
     return AbsComplex.apply(x)
@@ -280,6 +324,15 @@ class Angle(Function):
         # theta = atan2(y, x): dL/dx + i dL/dy = g (-y + i x) / |z|^2 = g * i z / |z|^2
         a2 = Real.apply(mul(x, ConjPhysical.apply(x)))
         return mul(g, div(mul(x, 1j), a2))
+
+    @staticmethod
+    def jvp(ctx, t):
+        x = ctx.saved_tensor(0)
+        if not x.is_complex():   # piecewise constant
+            return None
+        # dtheta = Im(conj(z) dz) / |z|^2
+        a2 = Real.apply(mul(x, ConjPhysical.apply(x)))
+        return div(Imag.apply(mul(ConjPhysical.apply(x), t)), a2)
 
 
 def angle(x):
@@ -313,6 +366,16 @@ class Sgn(Function):
         zero = a.__eq__(0.0)
         safe = where(zero, 1.0, a)
         return where(zero, 0.0, div(sub(g, mul(s, Real.apply(mul(g, ConjPhysical.apply(s))))), safe))
+
+    @staticmethod
+    def jvp(ctx, t):   # ds = (dz - s Re(conj(s) dz)) / |z|, 0 at 0; a real sign is constant
+        if not ctx.in_meta[0][1].is_complex:
+            return None
+        x, s = ctx.saved_tensors
+        a = AbsComplex.apply(x)
+        zero = a.__eq__(0.0)
+        safe = where(zero, 1.0, a)
+        return where(zero, 0.0, div(sub(t, mul(s, Real.apply(mul(ConjPhysical.apply(s), t)))), safe))
 
 
 def sgn(x):

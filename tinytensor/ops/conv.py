@@ -157,6 +157,11 @@ class Conv(Function):
         return gx, gw
 
     @staticmethod
+    def jvp(ctx, tx, tw):   # bilinear in (x, w), as the other two
+        x, w = ctx.saved_tensors
+        return _bilinear(Conv, ctx.attrs, x, w, tx, tw)
+
+    @staticmethod
     def backward_arrays(ctx, g):
         x, w = ctx.saved_arrays
         nx, nw = ctx.needs_input_grad
@@ -180,6 +185,11 @@ class ConvTranspose(Function):
         gg = Conv.apply(u, w, **a) if ng else None
         gw = ConvWeight.apply(u, g, kernel_size=tuple(w.shape[2:]), **a) if nw else None
         return gg, gw
+
+    @staticmethod
+    def jvp(ctx, tg, tw):
+        g, w = ctx.saved_tensors
+        return _bilinear(ConvTranspose, ctx.attrs, g, w, tg, tw)
 
     @staticmethod
     def backward_arrays(ctx, u):
@@ -207,6 +217,11 @@ class ConvWeight(Function):
         return gx, gg
 
     @staticmethod
+    def jvp(ctx, tx, tg):
+        x, g = ctx.saved_tensors
+        return _bilinear(ConvWeight, ctx.attrs, x, g, tx, tg)
+
+    @staticmethod
     def backward_arrays(ctx, v):
         x, g = ctx.saved_arrays
         nx, ng = ctx.needs_input_grad
@@ -214,6 +229,15 @@ class ConvWeight(Function):
         gx = conv_input_grad_arrays(g, v, x.shape[2:], **a) if nx else None
         gg = conv_arrays(x, v, **a) if ng else None
         return gx, gg
+
+
+def _bilinear(fn, attrs, a, b, ta, tb):
+    """Forward mode of a bilinear op f(a, b): f(ta, b) + f(a, tb)."""
+    out = fn.apply(ta, b, **attrs) if ta is not None else None
+    if tb is not None:
+        other = fn.apply(a, tb, **attrs)
+        out = other if out is None else out + other
+    return out
 
 
 def _geometry(attrs):

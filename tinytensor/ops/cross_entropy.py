@@ -26,6 +26,7 @@ from ..core.rules import Rule
 from ..kernels import cuda_cross_entropy, fusion as _fusion
 from ..kernels._common import acc_dtype, const, cuda_ok, is_cpu, row_chunks, xp_of
 from .elementwise import ne, where
+from .forward_mode import carries_tangent
 from .losses import _check_class_weight, _check_reduction, _check_targets, _class_last, _picked
 from .losses import _reduce, _weighted_mean
 from .movement import unsqueeze, _where
@@ -189,6 +190,25 @@ class FusedCrossEntropy(Function):
     @staticmethod
     def backward(ctx, g):
         """dx in tinytensor ops (softmax of the saved logits), differentiable again in x and g."""
+        return (FusedCrossEntropy._dx(ctx, g), None) + ((None,) if len(ctx.saved) == 4 else ())
+
+    @staticmethod
+    def jvp(ctx, tx, *rest):
+        """The loss is a sum over rows (and classes) of row losses, so its tangent is
+        sum(dx * tx) with dx its gradient for an upstream gradient of 1 (per row for
+        reduction="none"): one softmax, as backward. The targets carry no tangent and a
+        class weight with one takes the reference path (_why_not_fused)."""
+        if tx is None:
+            return None
+        x = ctx.saved_tensor(0)
+        cdim = 1 if x.ndim > 1 else 0
+        shape = tuple(ctx.in_meta[1][0]) if ctx.attrs["reduction"] == "none" else ()
+        one = const(x.device.xp.ones(shape, dtype=x.data.dtype), tx)
+        terms = FusedCrossEntropy._dx(ctx, one) * tx
+        return sum_(terms, dim=cdim) if ctx.attrs["reduction"] == "none" else sum_(terms)
+
+    @staticmethod
+    def _dx(ctx, g):
         a = ctx.attrs
         ignore_index, eps = a["ignore_index"], a["label_smoothing"]
         saved = ctx.saved_tensors
@@ -220,7 +240,7 @@ class FusedCrossEntropy(Function):
                 wb = const(wv if x.ndim <= 2 else xp.reshape(wv, (C,) + (1,) * (x.ndim - 2)), g)
             soft = p * wsum - (wb if wb is not None else 1.0)
             dx = dx + unsqueeze(k * (eps / C), cdim) * soft
-        return (dx, None) + ((None,) if weight is not None else ())
+        return dx
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -248,7 +268,7 @@ def _why_not_fused(input, target, weight):
         return "empty input"
     if not (is_cpu(a) or cuda_ok(a)):
         return f"no CUDA kernel for {a.dtype}"
-    if weight is not None and weight.requires_grad:
+    if weight is not None and (weight.requires_grad or carries_tangent(weight)):
         return "weight requires grad (the fused op gives none for it)"
     return None
 

@@ -32,6 +32,10 @@ class Diagonal(Function):
     def backward_arrays(ctx, g):
         return DiagonalPut.forward(None, g, ctx.in_meta[0][0], **ctx.attrs)
 
+    @staticmethod
+    def jvp(ctx, t):   # linear
+        return Diagonal.apply(t, **ctx.attrs)
+
 
 class DiagonalPut(Function):
     """zeros(shape) with v (*rest, L) on the (dim1, dim2) diagonal at offset."""
@@ -53,6 +57,10 @@ class DiagonalPut(Function):
     @staticmethod
     def backward_arrays(ctx, g):
         return Diagonal.forward(None, g, **{k: v for k, v in ctx.attrs.items() if k != "shape"})
+
+    @staticmethod
+    def jvp(ctx, t):   # linear
+        return DiagonalPut.apply(t, **ctx.attrs)
 
 
 def _dims(ndim, dim1, dim2, op):

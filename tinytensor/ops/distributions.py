@@ -24,6 +24,7 @@ from ..messages import plain
 from ..random import normal as _standard_normal
 from ..random import uniform as _uniform
 from .elementwise import add, cast, lt, mul
+from .forward_mode import no_tangent
 from .inplace import apply_inplace
 from .movement import broadcast_shapes, expand
 
@@ -62,6 +63,8 @@ class Draw(Function):
     @staticmethod
     def backward(ctx):  # no tensor inputs: nothing to differentiate
         return ()
+
+    jvp = staticmethod(no_tangent)   # never called (no tensor input): complete
 
 
 def _draw(kind, shape, dtype, device, a=0.0, b=1.0):

@@ -37,6 +37,10 @@ class ScaleGrad(Function):
     def backward(ctx, g):
         return g * ctx.saved_tensor(0), None
 
+    @staticmethod
+    def jvp(ctx, tx, tscale):   # the identity forward; the scale acts on gradients only
+        return tx
+
 
 def _scale_grad(rows, ids, n):
     """Each row's gradient divided by the number of times its id occurs in ids."""

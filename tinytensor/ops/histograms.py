@@ -11,6 +11,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import plain
+from .forward_mode import no_tangent
 from .movement import _where, reshape
 
 __all__ = ["bincount", "histc", "histogram", "histogramdd"]
@@ -22,6 +23,8 @@ def _xp(a):
 
 class Bincount(Function):
     """Counts (or summed weights) of each non-negative integer, length max(max + 1, minlength)."""
+    # bincount() passes its weights detached (no derivative, as torch's): no tangent either
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, x, *weights, minlength, out_dtype):
@@ -68,6 +71,8 @@ def _linear_edges(xp, lo, hi, bins, dtype):
 class Histc(Function):
     """The counts of `bins` equal bins between lo and hi (the data's range when both are 0),
     entries outside ignored; the last bin includes hi."""
+    # counts are piecewise constant in x: a zero derivative wherever one exists
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, x, bins, lo, hi):
@@ -103,6 +108,13 @@ class HistogramDD(Function):
     """Counts (or summed weights) of the rows of a (N, D) array in a D-dimensional grid of
     bins: per dim an int (equal bins over `ranges` or the data's range) or given edges.
     Returns (hist, *edges)."""
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        # the edges follow the data's range and the density its weights: neither torch nor
+        # tinytensor's reverse mode differentiates this op, so forward mode refuses it too
+        raise RuntimeError("histogramdd: the derivative is not implemented (torch has none "
+                           "either); pass .detach() inputs to histogram inside tt.func.jvp")
 
     @staticmethod
     def forward(ctx, x, *tensors, bins, ranges, weighted, density):

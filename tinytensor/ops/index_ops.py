@@ -210,6 +210,13 @@ class MaskedScatter(Function):
         gs = MaskedGather.apply(g, mask, shape=ctx.in_meta[2][0]) if ns else None
         return gx, None, gs
 
+    @staticmethod
+    def jvp(ctx, tx, tmask, tsrc):   # linear in (x, source): the tangents placed alike
+        (xshape, dtype, device), sshape = ctx.in_meta[0], ctx.in_meta[2][0]
+        return MaskedScatter.apply(tx if tx is not None else Tensor._zeros_meta(xshape, dtype, device),
+                                   ctx.saved_tensor(0),
+                                   tsrc if tsrc is not None else Tensor._zeros_meta(sshape, dtype, device))
+
 
 class MaskedGather(Function):
     """g's entries at mask's True positions, in order, padded with zeros to `shape`: the
@@ -230,6 +237,10 @@ class MaskedGather(Function):
         (mask,) = ctx.saved_tensors
         zeros = Tensor._zeros_meta(tuple(mask.shape), gg.dtype, gg.device)
         return MaskedScatter.apply(zeros, mask, gg), None
+
+    @staticmethod
+    def jvp(ctx, tg, tmask):   # linear
+        return MaskedGather.apply(tg, ctx.saved_tensor(0), shape=ctx.attrs["shape"])
 
 
 def masked_scatter(input, mask, source):

@@ -11,6 +11,7 @@ from ..core.function import Function
 from ..creation import eye
 from ..messages import OpError
 from .diagonal import diag_embed
+from .forward_mode import add, no_tangent
 from .linalg import matmul
 from .linalg_solve import matrices, same_dtype, solve_triangular, square
 from .movement import _where, cat, tril, unsqueeze
@@ -76,6 +77,37 @@ class Svd(Function):
         return gA
 
 
+    @staticmethod
+    def jvp(ctx, tA):
+        """torch's linalg_svd_jvp (real): dP = U^T dA V, dS = diag(dP),
+        dU = U (F o (dP S + S dP^T)) + (I - U U^T) dA V S^-1,
+        dV = V (F o (S dP + dP^T S)) + (I - V V^T) dA^T U S^-1, F_ij = 1 / (S_j^2 - S_i^2)
+        off the diagonal (the extra terms only where U or V is not square)."""
+        U, S, Vh = ctx.saved_tensors
+        m, n = ctx.in_meta[0][0][-2:]
+        k = min(m, n)
+        if ctx.attrs["full_matrices"] and m != n:
+            raise OpError(f"linalg.svd: forward-mode derivative with full_matrices=True of a "
+                          f"{m} x {n} matrix is not defined (the extra singular vectors are "
+                          f"arbitrary; torch refuses it too): pass full_matrices=False{_where()}")
+        V = Vh.mT
+        dP = matmul(matmul(U.mT, tA), V)                       # (..., k, k)
+        dS = dP.diagonal(0, -2, -1)
+        I = eye(k, dtype=S.dtype, device=S.device)
+        S2 = S * S
+        F = (1.0 - I) / (unsqueeze(S2, -2) - unsqueeze(S2, -1) + I)
+        Sr, Sc = unsqueeze(S, -2), unsqueeze(S, -1)            # S as a row / a column
+        dU = matmul(U, F * (dP * Sr + Sc * dP.mT))
+        dV = matmul(V, F * (Sc * dP + dP.mT * Sr))
+        if m > k:
+            AV = matmul(tA, V) / Sr
+            dU = dU + AV - matmul(U, matmul(U.mT, AV))
+        if n > k:
+            AU = matmul(tA.mT, U) / Sr
+            dV = dV + AU - matmul(V, matmul(V.mT, AU))
+        return dU, dS, dV.mT
+
+
 def svd(A, full_matrices=True, *, driver=None):
     return Svd.apply(matrices(A, "linalg.svd"), full_matrices=bool(full_matrices))
 
@@ -122,6 +154,17 @@ class Eigh(Function):
         if gL is not None:
             inner = inner + diag_embed(gL)
         return matmul(matmul(V, inner), V.mT)
+
+    @staticmethod
+    def jvp(ctx, tA):
+        """dL = diag(V^T dA V), dV = V (F o V^T dA V), F_ij = 1 / (L_j - L_i) off the
+        diagonal (torch's: dA taken whole, as a symmetric tangent)."""
+        L, V = ctx.saved_tensors
+        n = L.shape[-1]
+        I = eye(n, dtype=L.dtype, device=L.device)
+        dP = matmul(matmul(V.mT, tA), V)
+        F = (1.0 - I) / (unsqueeze(L, -2) - unsqueeze(L, -1) + I)
+        return dP.diagonal(0, -2, -1), matmul(V, F * dP)
 
 
 def _uplo(UPLO, op):
@@ -170,6 +213,33 @@ class Qr(Function):
         gU, gV = gR[..., :, :m], gR[..., :, m:]
         gX = _qr_back_tall(Q, U, gQ + matmul(matmul(Q, V), gV.mT), gU)
         return cat([gX, matmul(Q, gV)], -1)
+
+    @staticmethod
+    def jvp(ctx, tA):
+        """A = Q R: C = Q^T dA R^-1 = Q^T dQ + dR R^-1 with Q^T dQ skew and dR R^-1 upper, so
+        Om = tril(C, -1) - tril(C, -1)^T, dR = (C - Om) R, dQ = dA R^-1 - Q (C - Om). Wide A:
+        the square part X = Q U so, then dV = Q^T (dY - dQ V) for A = Q [U | V]."""
+        Q, R = ctx.saved_tensors
+        m, n = ctx.in_meta[0][0][-2:]
+        mode = ctx.attrs["mode"]
+        if mode == "r" or (mode == "complete" and m > n):
+            raise OpError(f"linalg.qr: the derivative of linalg.qr is not defined when "
+                          f"mode='{mode}' and the input has {m} > {n} rows than columns; use "
+                          f"mode='reduced'{_where()}")
+        if m >= n:
+            return _qr_jvp_tall(Q, R, tA)
+        U, V = R[..., :, :m], R[..., :, m:]
+        dQ, dU = _qr_jvp_tall(Q, U, tA[..., :, :m])
+        dV = matmul(Q.mT, tA[..., :, m:] - matmul(dQ, V))
+        return dQ, cat([dU, dV], -1)
+
+
+def _qr_jvp_tall(Q, R, tA):
+    ARi = solve_triangular(R, tA, upper=True, left=False)     # dA R^-1
+    C = matmul(Q.mT, ARi)
+    low = tril(C, -1)
+    CO = C - (low - low.mT)                                    # C - Om: upper triangular
+    return ARi - matmul(Q, CO), matmul(CO, R)
 
 
 def _qr_back_tall(Q, R, gQ, gR):
@@ -254,6 +324,18 @@ class Pinv(Function):
         third = matmul(PtP, gPt) - matmul(matmul(matmul(PtP, gPt), P), A)
         return first + second + third, None, None
 
+    @staticmethod
+    def jvp(ctx, tA, *_):
+        """Golub & Pereyra: dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P."""
+        A, P = ctx.saved_tensors
+        tAt = tA.mT
+        PPt = matmul(P, P.mT)
+        PtP = matmul(P.mT, P)
+        first = -matmul(matmul(P, tA), P)
+        second = matmul(PPt, tAt) - matmul(matmul(matmul(PPt, tAt), A), P)
+        third = matmul(tAt, PtP) - matmul(P, matmul(A, matmul(tAt, PtP)))
+        return first + second + third
+
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None):
     op = "linalg.pinv"
@@ -274,6 +356,8 @@ class Rank(Function):
     """How many singular values exceed max(atol, rtol * S_max): a recorded op (int64),
     re-run on each call of a compiled function."""
     name = "matrix_rank"
+
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, S, atol, rtol):
@@ -343,6 +427,10 @@ class Geqrf(Function):
     def backward(ctx, ga, gtau):
         raise OpError("geqrf: the derivative of geqrf is not implemented (torch neither); "
                       "differentiate linalg.qr instead")
+
+    @staticmethod
+    def jvp(ctx, tA):
+        Geqrf.backward(ctx, None, None)
 
 
 def geqrf(A):

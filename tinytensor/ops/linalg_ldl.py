@@ -114,6 +114,10 @@ class LdlFactor(Function):
         raise OpError("linalg.ldl_factor: the derivative of ldl_factor is not implemented "
                       "(torch neither)")
 
+    @staticmethod
+    def jvp(ctx, tA):
+        LdlFactor.backward(ctx)
+
 
 def _sytrs_lower(LD, piv, B):
     """dsytrs with UPLO='L': X with A X = B from one matrix's (LD, pivots)."""
@@ -179,6 +183,10 @@ class LdlSolve(Function):
     def backward(ctx, g):
         raise OpError("linalg.ldl_solve: the derivative of ldl_solve is not implemented "
                       "(torch neither)")
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        LdlSolve.backward(ctx, None)
 
 
 def ldl_factor_ex(A, *, hermitian=False, check_errors=False):

@@ -9,6 +9,7 @@ import numpy as np
 from ..core.function import Function
 from ..creation import eye, zeros
 from ..messages import OpError
+from .forward_mode import no_tangent
 from .linalg import matmul
 from .linalg_solve import LinAlgError, lu_arrays, matrices, same_dtype, solve_triangular
 from .movement import _where, cat, tril, triu
@@ -38,6 +39,20 @@ class LuFactor(Function):
         gL, gU = tril(gLU[..., :, :k], -1), triu(gLU[..., :k, :])
         return _lu_backward(P, L, U, gL, gU, m, n, k)
 
+    @staticmethod
+    def jvp(ctx, tA):
+        """Square A = P L U: X = L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1, so dL = L tril(X, -1)
+        and dU = triu(X) U, packed as LU is. A rectangular A takes the double-vjp identity."""
+        LU, piv = ctx.saved_tensors
+        m, n = LU.shape[-2:]
+        if m != n:
+            from ..core.forward_ad import _double_vjp
+            return _double_vjp(LuFactor, ctx, None, [tA])
+        P, L, U = _unpack(LU, piv)
+        X = solve_triangular(L, matmul(P.mT, tA), upper=False, unitriangular=True)
+        X = solve_triangular(U, X, upper=True, left=False)
+        return tril(matmul(L, tril(X, -1)), -1) + triu(matmul(triu(X), U)), None, None
+
 
 def _lu_backward(P, L, U, gL, gU, m, n, k):
     """torch's linalg_lu_backward for A = P L U (real case), gL and gU already masked."""
@@ -60,6 +75,7 @@ class Permutation(Function):
     """The permutation matrix P (float, A's dtype) of LAPACK pivots: A = P L U. A recorded
     op: it reads the pivots' values."""
     name = "lu_pivots_to_permutation"
+    jvp = staticmethod(no_tangent)   # a function of integer pivots
 
     @staticmethod
     def forward(ctx, piv, m, dtype):
@@ -105,6 +121,7 @@ def lu_factor_ex(A, *, pivot=True, check_errors=False):
 class CheckInfo(Function):
     """Raises when an info is nonzero: a recorded op, so a compiled function checks each call."""
     name = "lu_check_info"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, info, op):

@@ -55,6 +55,14 @@ class MatrixExp(Function):
         bottom = cat([zeros(*A.shape, dtype=A.dtype, device=A.device), At], -1)
         return MatrixExp.apply(cat([top, bottom], -2))[..., :n, n:]
 
+    @staticmethod
+    def jvp(ctx, t):   # the Frechet derivative: exp([[A, dA], [0, A]]) holds it top right
+        (A,) = ctx.saved_tensors
+        n = A.shape[-1]
+        top = cat([A, t], -1)
+        bottom = cat([zeros(*A.shape, dtype=A.dtype, device=A.device), A], -1)
+        return MatrixExp.apply(cat([top, bottom], -2))[..., :n, n:]
+
 
 def matrix_exp(A):
     return MatrixExp.apply(square(A, "linalg.matrix_exp"))

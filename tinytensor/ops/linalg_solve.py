@@ -9,6 +9,7 @@ from ..core.function import Function
 from ..creation import eye
 from ..messages import OpError
 from .elementwise import cast, float_operand, where
+from .forward_mode import add, no_tangent
 from .linalg import matmul
 from .movement import _where, broadcast_shapes, expand, squeeze, tril, triu, unsqueeze
 
@@ -94,6 +95,10 @@ class Det(Function):
         # right at singular A too (where det * A^-T is 0 * inf)
         return unsqueeze(unsqueeze(g, -1), -1) * Cofactor.apply(A)
 
+    @staticmethod
+    def jvp(ctx, t):   # d det = <cof(A), dA>
+        return (Cofactor.apply(ctx.saved_tensor(0)) * t).sum((-2, -1))
+
 
 class Cofactor(Function):
     """The cofactor matrix adj(A)^T from the SVD: sign * U diag(prod_{j != i} s_j) V^T, finite
@@ -120,6 +125,10 @@ class Cofactor(Function):
         inner = unsqueeze(unsqueeze((gC * Yt).sum((-2, -1)), -1), -1)
         return d * (inner * Yt - matmul(matmul(Yt, gC.mT), Yt))
 
+    # forward mode: dC = d(det A^-T) = det (<A^-T, dA> A^-T - A^-T dA^T A^-T), backward's
+    # formula with the tangent for gC (the map is self-adjoint)
+    jvp = backward
+
 
 class Slogdet(Function):
     name = "linalg_slogdet"
@@ -136,6 +145,10 @@ class Slogdet(Function):
     def backward(ctx, gsign, glog):
         (A,) = ctx.saved_tensors
         return unsqueeze(unsqueeze(glog, -1), -1) * Inv.apply(A, check=False).mT
+
+    @staticmethod
+    def jvp(ctx, t):   # d log|det A| = <A^-T, dA>; the sign is locally constant
+        return None, (Inv.apply(ctx.saved_tensor(0), check=False).mT * t).sum((-2, -1))
 
 
 def det(A):
@@ -176,6 +189,11 @@ class Inv(Function):
         Yt = Y.mT
         return -matmul(matmul(Yt, g), Yt)
 
+    @staticmethod
+    def jvp(ctx, t):   # dY = -Y dA Y
+        Y = ctx.saved_tensor(0)
+        return -matmul(matmul(Y, t), Y)
+
 
 def _per_matrix(xp, A, f):
     """f on each matrix alone; a singular one gives nan (the `_ex` forms report it in info)."""
@@ -193,6 +211,7 @@ class LuInfo(Function):
     """torch's `info` of an LU factorization (0, or the 1-based index of the first zero
     pivot): a recorded op, so a compiled function re-computes it on each call."""
     name = "lu_info"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, A):
@@ -237,6 +256,12 @@ class Solve(Function):
         gB = Solve.apply(A.mT, g)
         gA = -matmul(gB, X.mT) if ctx.needs_input_grad[0] else None
         return gA, gB
+
+    @staticmethod
+    def jvp(ctx, tA, tB):   # A dX = dB - dA X
+        A, X = ctx.saved_tensors
+        rhs = add(tB, -matmul(tA, X) if tA is not None else None)
+        return Solve.apply(A, rhs, check=False)
 
 
 def _is_vector_rhs(A, B):
@@ -312,6 +337,17 @@ class SolveTriangular(Function):
         gA = triu(gA, k) if upper else tril(gA, -k)
         return gA, gB
 
+    @staticmethod
+    def jvp(ctx, tA, tB):   # T dX = dB - dT X, dT the part of dA the solve reads
+        A, X = ctx.saved_tensors
+        upper, unit = ctx.attrs["upper"], ctx.attrs.get("unitriangular", False)
+        dT = None
+        if tA is not None:
+            k = 1 if unit else 0
+            dT = triu(tA, k) if upper else tril(tA, -k)
+        rhs = add(tB, -matmul(dT, X) if dT is not None else None)
+        return SolveTriangular.apply(A, rhs, upper=upper, unitriangular=unit)
+
 
 def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     op = "linalg.solve_triangular"
@@ -376,11 +412,21 @@ class Cholesky(Function):
         P = SolveTriangular.apply(L.mT, P, upper=True)
         return SolveTriangular.apply(L.mT, P.mT, upper=True).mT  # (.) L^-1
 
+    @staticmethod
+    def jvp(ctx, tA):
+        """torch's cholesky_jvp: dL = L Phi(L^-1 dA L^-T), Phi the lower triangle with its
+        diagonal halved."""
+        (L,) = ctx.saved_tensors
+        X = SolveTriangular.apply(L, tA, upper=False)                  # L^-1 dA
+        X = SolveTriangular.apply(L, X.mT, upper=False).mT             # (.) L^-T
+        return matmul(L, tril(X, -1) + 0.5 * (tril(X) - tril(X, -1)))
+
 
 class CholeskyInfo(Function):
     """torch's info of a Cholesky factorization: 0, or the order of the first leading minor
     that is not positive-definite. A recorded op."""
     name = "cholesky_info"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, A):

@@ -13,6 +13,7 @@ from ..core.tensor import Tensor
 from .elementwise import (abs_, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
                           where)
 from .indexing import gather, getitem
+from .forward_mode import no_tangent
 from .movement import broadcast_tensors, movedim, norm_dim, squeeze, unsqueeze, _where
 from .reduce import mean, norm, sum as sum_
 
@@ -135,6 +136,8 @@ class OneHot(Function):
                              f"[{int(t.min())}, {int(t.max())}]")
         xp = np if isinstance(t, np.ndarray) else __import__("cupy").get_array_module(t)
         return (t[..., None] == xp.arange(num_classes)).astype(np.int64)
+
+    jvp = staticmethod(no_tangent)
 
 
 def one_hot(t, num_classes=-1):

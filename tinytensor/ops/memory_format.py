@@ -58,6 +58,10 @@ class ChannelsLast(Function):
     def backward(ctx, g):
         return g
 
+    @staticmethod
+    def jvp(ctx, t):   # the same values: the tangent is laid out alike
+        return ChannelsLast.apply(t)
+
 
 def apply_memory_format(t, fmt, op, default="preserve_format"):
     """t in the layout `fmt` asks for (None: `default`)."""

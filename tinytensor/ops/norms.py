@@ -111,6 +111,10 @@ class _NormCore(Function):
         rs = _rstd(ctx.saved_tensor(0), dims, ctx.attrs["eps"], rms)
         return _dx(g, ctx.saved_tensor(1), rs, dims, rms)
 
+    # forward mode: the normalization's Jacobian rstd * (I - 1 1^T / n - xh xh^T / n) (rms: no
+    # 1 1^T term) is symmetric, so the tangent is backward's formula applied to it
+    jvp = backward
+
     @staticmethod
     def backward_arrays(ctx, g):
         xh, dims = ctx.saved_array(1), ctx.attrs["dims"]
@@ -315,6 +319,28 @@ class FusedNorm(Function):
         if a["has_bias"]:
             out.append(g if need_b else None)
         return tuple(out)
+
+    @staticmethod
+    def jvp(ctx, tx, *tp):
+        """d(xh * w + b) = (rstd * (I - ...) tx) * w + xh * tw + tb, xh rebuilt in ops as in
+        backward (the normalization's Jacobian is symmetric: backward's _dx serves)."""
+        a = ctx.attrs
+        x = ctx.saved_tensor(0)
+        w = ctx.saved_tensor(1) if a["has_weight"] else None
+        tw = tp[0] if a["has_weight"] else None
+        tb = tp[-1] if a["has_bias"] else None
+        dims = tuple(range(x.ndim - a["nd"], x.ndim))
+        xh, rs = _normalized(x, dims, a["eps"], a["rms"])
+        out = None
+        if tx is not None:
+            out = _dx(tx, xh, rs, dims, a["rms"])
+            if w is not None:
+                out = out * w
+        if tw is not None:
+            out = xh * tw if out is None else out + xh * tw
+        if tb is not None:
+            out = tb if out is None else out + tb
+        return out
 
     @staticmethod
     def backward_arrays(ctx, g):

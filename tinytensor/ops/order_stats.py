@@ -14,6 +14,7 @@ from ..creation import full
 from ..messages import plain
 from .elementwise import (cast, eq, float_operand, floor, ceil, isnan, logical_not, ne, where,
                           clone)
+from .forward_mode import no_tangent
 from .indexing import gather
 from .movement import _where, norm_dim, reshape, squeeze, unsqueeze, movedim, flatten
 from .reduce import ValuesIndices, _dims_args, amax, amin, sum
@@ -49,6 +50,7 @@ class _SelectIndex(Function):
     slice's stable ascending order (NaNs last): 'median' (the lower middle, or the first NaN),
     'nanmedian' (the lower middle of the non-NaN entries), 'kth' (the k-th smallest),
     'mode' (the last index of the smallest most frequent value)."""
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, x, dim, rule, k=0):
@@ -124,6 +126,12 @@ class _MedianAll(Function):
         x, out = ctx.saved_tensors
         hit = where(isnan(out), isnan(x), eq(x, out))
         return g * hit / sum(hit)
+
+    @staticmethod
+    def jvp(ctx, t):   # the mean tangent of the entries equal to it (torch's evenly_read_jvp)
+        x, out = ctx.saved_tensors
+        hit = where(isnan(out), isnan(x), eq(x, out))
+        return sum(t * hit) / sum(hit)
 
 
 def _median(input, dim, keepdim, ignore_nan):

@@ -27,6 +27,7 @@ from ..messages import plain
 from .conv import Conv, _error, _pad, _x, batched, fit_pads, ntuple, windows
 from .elementwise import float_operand
 from .indexing import _GatherOp, _IndexInRange, _along_dim_key
+from .forward_mode import no_tangent
 from .linalg import matmul
 from .movement import movedim, reshape
 
@@ -122,6 +123,7 @@ class MaxPoolIndex(Function):
     """Each window's winner as a flat index into the input's spatial dims, (N, C, *out)
     int64: a recorded op, so a compiled program picks this call's winners (its values and
     gradients follow them through the gather)."""
+    jvp = staticmethod(no_tangent)   # integer indices (the values' tangent is the gather's)
 
     @staticmethod
     def forward(ctx, a, kernel, stride, dilation, pads, out):
@@ -283,6 +285,7 @@ def adaptive_max_pool(input, output_size, return_indices, n, op):
 class AdaptiveMaxPoolIndex(Function):
     """Each adaptive window's winner as a flat spatial index, (N, C, *sizes) int64 (a
     recorded op, as MaxPoolIndex)."""
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, a, sizes):
@@ -341,6 +344,10 @@ class MaxUnpool(Function):
         N, C = idx.shape[:2]
         flat = _GatherOp.apply(reshape(g, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2)
         return reshape(flat, tuple(idx.shape)), None
+
+    @staticmethod
+    def jvp(ctx, tx, tidx):   # linear in x: the tangent is unpooled to the same places
+        return None if tx is None else MaxUnpool.apply(tx, ctx.saved_tensor(0), size=ctx.attrs["size"])
 
 
 def _xp(a):

@@ -13,6 +13,7 @@ from ..core.function import Function
 from ..core.tensor import Tensor
 from .distributions import _draw
 from .elementwise import _xp, abs_, relu, sign
+from .forward_mode import no_tangent
 from .movement import _where
 from .pooling import avg_pool1d, avg_pool2d, avg_pool3d
 
@@ -66,6 +67,8 @@ class FractionalStarts(Function):
     @staticmethod
     def backward(ctx, g):   # integer positions: no gradient
         return (None,)
+
+    jvp = staticmethod(no_tangent)
 
 
 def _fractional(input, kernel_size, output_size, output_ratio, return_indices, samples, n, op):

@@ -8,6 +8,7 @@ Passes read `Function.random` to never merge, fold or drop such an op.
 """
 from ..core.function import Function
 from ..random import uniform
+from .forward_mode import no_tangent
 
 
 class DropoutMask(Function):
@@ -21,6 +22,8 @@ class DropoutMask(Function):
     @staticmethod
     def backward(ctx):  # no tensor inputs: nothing to differentiate
         return ()
+
+    jvp = staticmethod(no_tangent)   # never called (no tensor input carries a tangent): complete
 
 
 def dropout_mask(x, p):

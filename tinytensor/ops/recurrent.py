@@ -20,6 +20,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..kernels import fusion
 from .elementwise import _sigmoid, sigmoid, tanh
+from .forward_mode import add
 from .movement import cat
 from .split_parts import split_parts
 
@@ -62,6 +63,24 @@ class LstmCell(Function):
         dz = cat([dc * g * (i * (1.0 - i)), dc * c * (f * (1.0 - f)), dc * i * (1.0 - g * g),
                   dh * tc * (o * (1.0 - o))], z.ndim - 1)
         return dz, dc * f
+
+    @staticmethod
+    def jvp(ctx, tz, tc_in):
+        """dc' = df c + f dc + di g + i dg, dh' = do tanh(c') + o (1 - tanh(c')^2) dc', each
+        gate's tangent its slope times its part of dz (gates recomputed as in backward)."""
+        z, c = ctx.saved_tensor(0), ctx.saved_tensor(1)
+        H = c.shape[-1]
+        zi, zf, zg, zo = split_parts(z, (H,) * 4, z.ndim - 1)
+        i, f, g, o = sigmoid(zi), sigmoid(zf), tanh(zg), sigmoid(zo)
+        tc = tanh(f * c + i * g)
+        dc = dh = None
+        if tz is not None:
+            ti, tf, tg, to = split_parts(tz, (H,) * 4, z.ndim - 1)
+            dc = tf * (f * (1.0 - f)) * c + ti * (i * (1.0 - i)) * g + i * (tg * (1.0 - g * g))
+            dh = to * (o * (1.0 - o)) * tc
+        if tc_in is not None:
+            dc = add(dc, f * tc_in)
+        return add(dh, o * (1.0 - tc * tc) * dc), dc
 
     @staticmethod
     def backward_arrays(ctx, dh, dc):
@@ -111,6 +130,29 @@ class GruCell(Function):
         dr = dn * hn * (r * (1.0 - r))
         dz = g * (h - n) * (z * (1.0 - z))
         return cat([dr, dz, dn], d), cat([dr, dz, dn * r], d), g * z
+
+    @staticmethod
+    def jvp(ctx, txp, thp, th):
+        """h' = n + z (h - n): dh' = (1 - z) dn + (h - n) dz + z dh, with dr, dz the sigmoid
+        slopes times d(x. + h.) and dn = (1 - n^2) (dxn + dr hn + r dhn)."""
+        xp_, hp, h = ctx.saved_tensor(0), ctx.saved_tensor(1), ctx.saved_tensor(2)
+        H = h.shape[-1]
+        d = h.ndim - 1
+        xr, xz, xn = split_parts(xp_, (H,) * 3, d)
+        hr, hz, hn = split_parts(hp, (H,) * 3, d)
+        r, z = sigmoid(xr + hr), sigmoid(xz + hz)
+        n = tanh(xn + r * hn)
+        parts = [split_parts(t, (H,) * 3, d) if t is not None else (None,) * 3 for t in (txp, thp)]
+        ar, az = add(parts[0][0], parts[1][0]), add(parts[0][1], parts[1][1])
+        dr = ar * (r * (1.0 - r)) if ar is not None else None
+        an = add(parts[0][2], add(dr * hn if dr is not None else None,
+                                  r * parts[1][2] if parts[1][2] is not None else None))
+        out = an * (1.0 - n * n) * (1.0 - z) if an is not None else None
+        if az is not None:
+            out = add(out, az * (z * (1.0 - z)) * (h - n))
+        if th is not None:
+            out = add(out, th * z)
+        return out
 
     @staticmethod
     def backward_arrays(ctx, g):

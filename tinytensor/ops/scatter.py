@@ -12,6 +12,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
+from .forward_mode import add, no_tangent
 from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem, index_in_range
 from .movement import _where, broadcast_shapes, broadcast_to, norm_dim
 
@@ -161,6 +162,27 @@ class ScatterReduce(Function):
             gx = scatter(gx, dim, index, 0.0)
         return gx, None, gs
 
+    @staticmethod
+    def jvp(ctx, tx, tindex, tsrc):
+        """sum and mean are linear: the op itself on the tangents. prod, amax, amin: each
+        result position's tangent is the sum of its contributors' tangents times their
+        partial derivatives, which backward gives for an upstream gradient of ones (ties of
+        amax/amin share evenly, zeros of prod divided out exactly, as backward)."""
+        a = ctx.attrs
+        (xshape, dtype, device), sshape = ctx.in_meta[0], ctx.in_meta[2][0]
+        index = ctx.saved_tensor(1)
+        if a["reduce"] in ("sum", "mean"):
+            return ScatterReduce.apply(tx if tx is not None else Tensor._zeros_meta(xshape, dtype, device),
+                                       index,
+                                       tsrc if tsrc is not None else Tensor._zeros_meta(sshape, dtype, device),
+                                       **a)
+        dx, _, ds = ScatterReduce.backward(ctx, Tensor._ones_meta(xshape, dtype, device))
+        out = tx * dx if tx is not None else None
+        if tsrc is not None:
+            out = add(out, ScatterAdd.apply(Tensor._zeros_meta(xshape, dtype, device), index,
+                                            tsrc * ds, dim=a["dim"]))
+        return out
+
 
 def _key(xp, index, dim):
     return _along_dim_key(xp, index.reshape(index.shape or (1,)), dim)
@@ -180,6 +202,8 @@ def _count(xp, shape, key, include_self, dtype):
 class ScatterCount(Function):
     """How many values each position of a scatter_reduce(..., "mean") of x's `shape`
     averages, from the index (a recorded op: a compiled backward counts this call's)."""
+
+    jvp = staticmethod(no_tangent)   # a function of the index alone
 
     @staticmethod
     def forward(ctx, index, shape, dim, include_self, dtype):
@@ -249,6 +273,14 @@ class Scatter(Function):
         nx, _, ns = ctx.needs_input_grad
         gx = scatter(g, dim, index, 0.0) if nx else None
         return gx, None, (_GatherOp.apply(g, index, dim=dim) if ns else None)
+
+    @staticmethod
+    def jvp(ctx, tx, tindex, tsrc):   # linear in (x, src): the tangents scattered alike
+        (xshape, dtype, device), sshape = ctx.in_meta[0], ctx.in_meta[2][0]
+        return Scatter.apply(tx if tx is not None else Tensor._zeros_meta(xshape, dtype, device),
+                             ctx.saved_tensor(0),
+                             tsrc if tsrc is not None else Tensor._zeros_meta(sshape, dtype, device),
+                             dim=ctx.attrs["dim"])
 
 
 def scatter(input, dim, index, src=None, value=None, reduce=None):

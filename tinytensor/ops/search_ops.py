@@ -13,6 +13,7 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import OpError
 from .elementwise import as_tensor_like, cast, div, remainder, where
+from .forward_mode import no_tangent
 from .movement import _where
 from .scatter import nonzero
 
@@ -28,6 +29,7 @@ class SearchSorted(Function):
     """Insertion points of `values` in the rows of `seq` (sorted along its last dim, or
     put in order by `sorter`): int64 or int32, no gradient."""
     name = "searchsorted"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, seq, values, side, out_dtype):
@@ -121,6 +123,7 @@ class _FlatIndex(Function):
     """The flat indices, checked to lie in [-total, total), negative ones counted from the
     end (Python ints: a total past int64 stays exact)."""
     name = "unravel_check"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, idx, total, shape):

@@ -44,6 +44,12 @@ def _log_softmax_grad(g, y, dim):
     return g - exp(y) * sum_(g, dim=dim, keepdim=True)
 
 
+# forward mode (issue 27): softmax's Jacobian diag(y) - y y^T is symmetric, so its jvp is its
+# backward with the tangent for the gradient; log_softmax's, I - 1 p^T, is not: t - sum(p * t)
+def _log_softmax_tangent(t, y, dim):
+    return t - sum_(exp(y) * t, dim=dim, keepdim=True)
+
+
 # ---------------------------------------------------------------- the reference ops
 class Softmax(Function):
     # compiled as its `decompose` (a row kernel); the compiler's 5 FLOPs per element are its steps
@@ -77,6 +83,8 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         return _softmax_grad(g, ctx.saved_tensor(0), ctx.attrs["dim"])
+
+    jvp = backward   # a symmetric Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):  # y * (g - sum(g * y)), with one temporary
@@ -116,6 +124,10 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         return _log_softmax_grad(g, ctx.saved_tensor(0), ctx.attrs["dim"])
+
+    @staticmethod
+    def jvp(ctx, t):
+        return _log_softmax_tangent(t, ctx.saved_tensor(0), ctx.attrs["dim"])
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -211,6 +223,8 @@ class FusedSoftmax(Function):
     def backward(ctx, g):
         return _softmax_grad(g, ctx.saved_tensor(0), -1)
 
+    jvp = backward
+
     @classmethod
     def backward_arrays(cls, ctx, g):
         y = ctx.saved_array(0)
@@ -224,6 +238,10 @@ class FusedLogSoftmax(FusedSoftmax):
     @staticmethod
     def backward(ctx, g):
         return _log_softmax_grad(g, ctx.saved_tensor(0), -1)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return _log_softmax_tangent(t, ctx.saved_tensor(0), -1)
 
 
 # ---------------------------------------------------------------- the rule and the functions

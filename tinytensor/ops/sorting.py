@@ -6,6 +6,7 @@ import numpy as np
 from ..core.function import Function
 from ..kernels import c_rows as _c_rows
 from .elementwise import _xp
+from .forward_mode import no_tangent
 from .indexing import gather
 from .movement import norm_dim, _where, reshape
 from .reduce import ValuesIndices
@@ -14,6 +15,7 @@ from .reduce import ValuesIndices
 class Argsort(Function):
     """Stable sorting indices along `dim` (int64), descending on request; the first `k`
     of them when k is given (topk)."""
+    jvp = staticmethod(no_tangent)   # indices (sort's values take their tangent by gather)
 
     @staticmethod
     def forward(ctx, x, dim, descending, k=None):

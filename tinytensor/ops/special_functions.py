@@ -21,6 +21,7 @@ from . import _normal_arrays as N
 from . import special as S
 from .elementwise import (_xp, as_tensor_like, binary_operands, exp, float_operand, log, log1p,
                           sign, sin, cos, where)
+from .forward_mode import add
 from .math_functions import _float_operands
 
 __all__ = ["erfc", "erfinv", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "igamma",
@@ -54,6 +55,8 @@ class _Unary(Function):
             _no_derivative(cls.name)
         x, y = ctx.saved_tensors
         return g * cls.slope(x, y)
+
+    jvp = backward   # forward mode: elementwise, so the tangent is slope * t
 
 
 def _unary(name, fn, slope=None):
@@ -212,6 +215,8 @@ class Polygamma(Function):
     def backward(ctx, g):
         return g * Polygamma.apply(ctx.saved_tensor(0), n=ctx.attrs["n"] + 1)
 
+    jvp = backward
+
 
 def polygamma(n, input):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
@@ -242,6 +247,8 @@ class Mvlgamma(Function):
         for j in range(1, ctx.attrs["p"]):
             slope = slope + digamma(x - 0.5 * j)
         return g * slope
+
+    jvp = backward
 
 
 def mvlgamma(input, p):
@@ -275,6 +282,18 @@ class Xlogy(Function):
             gy = g * x / ((y + 1.0) if ctx.attrs["log1p"] else y)
         return gx, gy
 
+    @staticmethod
+    def jvp(ctx, tx, ty):   # backward's two terms with the tangents for g, added
+        x, y = ctx.saved_tensors
+        log1p = ctx.attrs["log1p"]
+        out = None
+        if tx is not None:
+            out = Xlogy.apply(*binary_operands(tx, y, "xlogy"), log1p=log1p)
+            out = where((x == 0) & (y <= (-1.0 if log1p else 0.0)), 0.0, out)
+        if ty is not None:
+            out = add(out, ty * x / ((y + 1.0) if log1p else y))
+        return out
+
 
 def xlogy(input, other):
     return Xlogy.apply(*_float_operands(input, other, "xlogy"), log1p=False)
@@ -299,6 +318,13 @@ class Zeta(Function):
             _no_derivative("special.zeta", "input (x)")
         return None, g * -x * Zeta.apply(x + 1.0, q)
 
+    @staticmethod
+    def jvp(ctx, tx, tq):
+        if tx is not None:
+            _no_derivative("special.zeta", "input (x)")
+        x, q = ctx.saved_tensors
+        return tq * -x * Zeta.apply(x + 1.0, q)
+
 
 def zeta(input, other):
     return Zeta.apply(*_float_operands(input, other, "special.zeta"))
@@ -321,6 +347,14 @@ class Igamma(Function):
             _no_derivative(op, "input (a)")
         density = exp((a - 1.0) * log(x) - x - lgamma(a))
         return None, (-g if ctx.attrs["upper"] else g) * density
+
+    @staticmethod
+    def jvp(ctx, ta, tx):
+        if ta is not None:
+            _no_derivative("igammac" if ctx.attrs["upper"] else "igamma", "input (a)")
+        a, x = ctx.saved_tensors
+        density = exp((a - 1.0) * log(x) - x - lgamma(a))
+        return (-tx if ctx.attrs["upper"] else tx) * density
 
 
 def igamma(input, other):
@@ -351,6 +385,8 @@ class Logit(Function):
         if eps is None:   # torch: nan outside [0, 1]
             return where((x < 0) | (x > 1), math.nan, core)
         return where((x < eps) | (x > 1.0 - eps), 0.0, core)
+
+    jvp = backward
 
 
 def logit(input, eps=None):
@@ -456,6 +492,10 @@ class _Polynomial(Function):
 
     @classmethod
     def backward(cls, ctx, g):
+        _no_derivative(cls.name)
+
+    @classmethod
+    def jvp(cls, ctx, *tangents):
         _no_derivative(cls.name)
 
 

@@ -26,6 +26,10 @@ class SplitParts(Function):
     def backward(ctx, *grads):     # a piece without a gradient arrives as zeros (materialized)
         return cat(list(grads), ctx.attrs["dim"])
 
+    @staticmethod
+    def jvp(ctx, t):   # linear: the tangent split alike
+        return SplitParts.apply(t, **ctx.attrs)
+
 
 def split_parts(x, sizes, dim=0):
     """The pieces of x along `dim` with the given sizes (a tuple of Tensors), as one op."""

@@ -4,6 +4,7 @@ import numpy as np
 from ..core.function import Function
 from ..core.tensor import Tensor
 from ..messages import plain
+from .forward_mode import no_tangent
 from .movement import broadcast_tensors
 from .reduce import bool_dim_is_unbiased, mean, std, var
 
@@ -27,6 +28,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 class IsClose(Function):
     """NumPy's isclose of two arrays of one shape (a bool array): a recorded op."""
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, a, b, rtol, atol, equal_nan):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.tensor import Tensor
+from .forward_mode import no_tangent
 from .index_ops import as_strided
 from .movement import chunk, split
 
@@ -34,6 +35,7 @@ def as_strided_copy(input, size, stride, storage_offset=0):
 class NonzeroStatic(Function):
     """The first `size` rows of argwhere(x), padded with `fill_value` rows: (size, ndim) int64."""
     name = "nonzero_static"
+    jvp = staticmethod(no_tangent)
 
     @staticmethod
     def forward(ctx, x, size, fill_value):
