@@ -1,0 +1,2 @@
+"""Function transforms (issue 27)."""
+from .vmap import vmap  # noqa: F401
