@@ -32,6 +32,7 @@ from numpy import may_share_memory as _may_share
 from ..device import array_context, device_of_array
 from ..dtypes import _BY_NUMPY, from_numpy_dtype, is_floating_np
 from ..messages import OpError
+from .forward_ad import live_levels, push_tangents, saved_tangents
 from .grad_mode import STATE, check_anomaly
 from .node import Node
 from .tensor import Tensor
@@ -90,6 +91,11 @@ class Function:
         raise NotImplementedError
 
     backward_arrays = None  # optional: staticmethod(ctx, *grad_arrays) -> arrays, first order only
+    # optional forward mode (issue 27, core/forward_ad.py): staticmethod(ctx, *tangents) ->
+    # the output tangent(s); tangents[i] is input i's tangent Tensor or None, the result is
+    # computed in tinytensor ops from ctx.saved_tensor(k) / ctx.attrs (None: a zero tangent).
+    # Without it, jvp falls back to the double-vjp identity through backward.
+    jvp = None
     # a multi-output op's outputs that got no gradient reach backward as zeros; False: as None
     # (a compiled call, whose backward must leave their terms out, compiler/absent.py)
     materialize_grads = True
@@ -124,7 +130,9 @@ class Function:
             if out is not None:
                 return out
         grad_on = needs_grad and state.grad_enabled
-        track = grad_on or state.tapes or state.anomaly
+        # forward mode: one check of the open levels when none is open (the usual case)
+        dual = state.fw_levels and live_levels(inputs, state.fw_levels)
+        track = grad_on or state.tapes or state.anomaly or dual
         ctx = Node(cls, cls.name, attrs) if track else _Ctx()
         cap = state.capture
         if cap is not None and cap.symbolic is not None:
@@ -165,11 +173,17 @@ class Function:
             src._version[1] = True  # the base now has views: in-place with autograd is refused
             results[0]._base = src._base if src._base is not None else src
         if track:
-            _finish_node(ctx, inputs, arrays, outs, results, grad_on, device)
+            if dual:
+                for r in results:
+                    if r.requires_grad or r.data.dtype.kind in "fc" or is_floating_np(r.data.dtype):
+                        r._fw = {}
+            _finish_node(ctx, inputs, arrays, outs, results, grad_on, device, dual)
+            if dual:
+                push_tangents(cls, ctx, inputs, results, dual)
         return results[0] if out.__class__ is not tuple else tuple(results)
 
 
-def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
+def _finish_node(node, inputs, arrays, outs, results, grad_on, device, dual=()):
     meta = _BY_NUMPY
     node.out_meta = [(a.shape, meta.get(a.dtype) or from_numpy_dtype(a.dtype), device) for a in outs]
     in_meta = []
@@ -192,7 +206,13 @@ def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
         node.inputs = inputs
         for tape in state.tapes:
             tape.add(node, results)
+    if dual and node.to_save:   # the jvp rule reads what forward saved, with their tangents
+        saved_tangents(node, node.to_save, inputs, arrays, outs, results)
     if not grad_on:
+        if dual:
+            node.needs_input_grad = [False] * len(inputs)
+            node.saved = [_save(node, a, inputs, arrays, outs, results, device)
+                          for a in node.to_save] if node.to_save else ()
         node.to_save = None
         return
     node.edges = edges

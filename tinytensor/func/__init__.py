@@ -1,2 +1,3 @@
-"""Function transforms (issue 27)."""
+"""`tt.func`: composable function transforms, as torch.func (issue 27)."""
+from .forward import jvp  # noqa: F401
 from .vmap import vmap  # noqa: F401
