@@ -100,9 +100,9 @@ from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, hea
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
-from . import func  # noqa: E402  tt.func: function transforms (issue 27)
 from . import testing
 from . import viz
+from . import func  # tt.func: grad, jvp, vjp, jacrev, jacfwd, hessian, functional_call (issue 27)
 from .compiler import compile  # noqa: A001  (also binds tt.compiler, the subpackage)
 
 
