@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from ..blas_threads import adapt
 from ..core.function import Function
 from ..core.primitives import Expand, SumTo
 from ..core.tensor import Tensor
@@ -296,6 +297,8 @@ class SharedMatmul(Function):
     @staticmethod
     def forward(ctx, a, w):
         ctx.save_for_backward(a, w)
+        if isinstance(a, np.ndarray):
+            adapt()   # one BLAS thread while other processes hold the cores, as MatMul
         w0 = w[0]
         n = a.shape[-1]
         rows = int(np.prod(a.shape[:-1]))
@@ -309,24 +312,32 @@ class SharedMatmul(Function):
         ga = SharedMatmul.apply(g, w.mT) if na else None
         gw = None
         if nw:
+            from ..ops.elementwise import Mul
             B, n, m = w.shape
-            a3 = reshape(a, (B, int(np.prod(a.shape[1:-1])), n))
-            g3 = reshape(g, (B, int(np.prod(g.shape[1:-1])), m))
-            gw = MatMul.apply(a3.mT, g3)
+            p = int(np.prod(a.shape[1:-1]))
+            if p == 1:   # outer products
+                gw = Mul.apply(reshape(a, (B, n, 1)), reshape(g, (B, 1, m)))
+            else:
+                gw = MatMul.apply(reshape(a, (B, p, n)).mT, reshape(g, (B, p, m)))
         return ga, gw
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, w = ctx.saved_arrays
         na, nw = ctx.needs_input_grad
+        if isinstance(a, np.ndarray):
+            adapt()
         B, n, m = w.shape
         ga = (g.reshape(int(np.prod(g.shape[:-1])), m) @ w[0].T).reshape(g.shape[:-1] + (n,)) \
             if na else None
         gw = None
         if nw:
             p = int(np.prod(a.shape[1:-1]))
-            xp = np if isinstance(a, np.ndarray) else __import__("cupy")
-            gw = xp.matmul(a.reshape(B, p, n).transpose(0, 2, 1), g.reshape(B, p, m))
+            if p == 1:   # one row per example: outer products, which a stacked GEMM does slowly
+                gw = a.reshape(B, n, 1) * g.reshape(B, 1, m)
+            else:
+                xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+                gw = xp.matmul(a.reshape(B, p, n).transpose(0, 2, 1), g.reshape(B, p, m))
         return ga, gw
 
 
