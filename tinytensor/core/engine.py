@@ -15,6 +15,7 @@ from .primitives import cast, sum_to, sum_to_array
 from .tensor import Tensor
 
 _ndarray = np.ndarray
+BATCHED_BACKWARD = [None]   # filled in by func/batching.py
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False,
@@ -27,6 +28,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     as Tensor ops, build a graph of their own: tt.compile's capture records them as ops
     (create_graph) without one (graph=False) unless the step asked for create_graph.
     """
+    if STATE.vmap:   # inside tt.func.vmap: on the physical (batched) tensors (func/batching.py)
+        return BATCHED_BACKWARD[0](outputs, grad_outputs, retain_graph, create_graph, inputs,
+                                   allow_unused, graph)
     if graph is None:
         graph = create_graph
     # Nodes are processed in decreasing creation order, taken from a heap holding

@@ -44,6 +44,11 @@ _BUILT_IN = "tinytensor."
 _USER = "tinytensor.tools."
 
 
+# tt.func.vmap's two entry points (func/batching.py fills them in when it is imported):
+# (inputs holding a batched tensor, inputs that need grad or no inputs inside vmap)
+BATCHING = [None, None]
+
+
 class _Ctx:
     """The ctx handed to forward when no graph is recorded: saving is a no-op."""
     records = False   # a forward may skip work only its backward would read
@@ -101,9 +106,12 @@ class Function:
         needs_grad = False
         arrays = []
         for t in inputs:
-            if t.__class__ is not Tensor and not isinstance(t, Tensor):
-                raise TypeError(f"{cls.name}: positional inputs must be Tensors, got "
-                                f"{type(t).__name__}; pass non-tensor arguments as keywords")
+            if t.__class__ is not Tensor:
+                if not isinstance(t, Tensor):
+                    raise TypeError(f"{cls.name}: positional inputs must be Tensors, got "
+                                    f"{type(t).__name__}; pass non-tensor arguments as keywords")
+                if t._level is not None:  # a tt.func.vmap batched tensor: its batching rule
+                    return BATCHING[0](cls, inputs, attrs)
             if device is None:
                 device = t._device
             elif t._device is not device:
@@ -115,6 +123,12 @@ class Function:
                 _complex_refused(cls.name, inputs)
             arrays.append(a)
         state = STATE
+        if state.vmap and (needs_grad or not inputs or state.fw_levels):
+            # inside tt.func.vmap: a tensor that requires grad joins the batch (so a gradient
+            # taken inside vmap is per example), a random op draws per randomness=
+            out = BATCHING[1](cls, inputs, attrs)
+            if out is not None:
+                return out
         grad_on = needs_grad and state.grad_enabled
         # forward mode: one check of the open levels when none is open (the usual case)
         dual = state.fw_levels and live_levels(inputs, state.fw_levels)

@@ -19,6 +19,7 @@ class _State:
     capture = None        # the compiler's capture in progress (compiler/capture.py), or None
     autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
     fw_levels = ()        # open forward-mode levels (tt.func.jvp), outermost first: ints
+    vmap = ()             # the active tt.func.vmap levels, outermost first (func/batching.py)
 
 
 STATE = _State()

@@ -33,6 +33,7 @@ class Tensor(TensorMethods):
     __slots__ = ("data", "_device", "requires_grad", "grad", "grad_fn", "_out_index",
                  "_version", "_base", "_hooks", "name", "_fw", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+    _level = None   # the vmap level of a batched tensor (func/batching.py); None: a plain one
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         dev = get_device(device) if device is not None else None

@@ -14,6 +14,7 @@ from .forward import jacfwd, jvp, linearize  # noqa: F401
 from .module import functional_call, stack_module_state  # noqa: F401
 from .reverse import grad, grad_and_value, jacrev, vjp  # noqa: F401
 from .second import hessian, hvp  # noqa: F401
+from .vmap import vmap  # noqa: F401
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "hvp",
-           "linearize", "functional_call", "stack_module_state"]
+           "linearize", "functional_call", "stack_module_state", "vmap"]

@@ -41,6 +41,10 @@ def normalize_key(x, key, op="getitem"):
     items = []
     for k in key:
         if isinstance(k, Tensor):
+            if k._level is not None:   # its values would be read here: the dummy of a batched tensor
+                raise RuntimeError(f"vmap: {op} with a batched index tensor is not supported (the "
+                                   "index values are read before the op runs); index each example "
+                                   f"outside vmap, or use gather / x[index]{_where()}")
             if k.device is not x.device:
                 raise RuntimeError(f"{op}: index on {k.device} for a tensor on {x.device}")
             if k.data.dtype == np.bool_ and STATE.capture is not None:
@@ -246,6 +250,11 @@ class IndexAdd(Function):
 
 
 def getitem(x, key):
+    if STATE.vmap:   # a batched index tensor is read for its values here (func/batching_wrappers.py)
+        from ..func import batching_wrappers
+        out = batching_wrappers.getitem(x, key)
+        if out is not None:
+            return out
     key, advanced = normalize_key(x, key)
     return _get(x, key, advanced)
 
@@ -500,6 +509,11 @@ def embedding(ids, weight, padding_idx=None):
                         f"{ids.dtype.name if isinstance(ids, Tensor) else type(ids).__name__}")
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
+    if STATE.vmap:   # batched ids are read for their values here (func/batching_wrappers.py)
+        from ..func import batching_wrappers
+        out = batching_wrappers.embedding(ids, weight, padding_idx)
+        if out is not None:
+            return out
     if padding_idx is not None:
         n = weight.shape[0]
         if not -n <= padding_idx < n:
