@@ -15,6 +15,7 @@ from .primitives import cast, sum_to, sum_to_array
 from .tensor import Tensor
 
 _ndarray = np.ndarray
+BATCHED_BACKWARD = [None]   # filled in by func/batching.py
 
 
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, allow_unused=False,
@@ -27,6 +28,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     as Tensor ops, build a graph of their own: tt.compile's capture records them as ops
     (create_graph) without one (graph=False) unless the step asked for create_graph.
     """
+    if STATE.vmap:   # inside tt.func.vmap: on the physical (batched) tensors (func/batching.py)
+        return BATCHED_BACKWARD[0](outputs, grad_outputs, retain_graph, create_graph, inputs,
+                                   allow_unused, graph)
     if graph is None:
         graph = create_graph
     # Nodes are processed in decreasing creation order, taken from a heap holding
@@ -34,7 +38,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     # created after it, so its gradient is complete when it comes off the heap.
     # Without create_graph the gradients travel as raw arrays (`fast`): no Tensor is made
     # between two ops, only where a hook, a Tensor-level backward or the caller sees one.
-    fast = not create_graph
+    # Inside an open jvp level the backward runs as Tensor ops too, so that the gradient
+    # carries its tangents (forward-over-reverse); create_graph still decides the graph.
+    fast = not create_graph and not STATE.fw_levels
     add = _add_arrays if fast else operator.add
     node_grads = {}   # node -> [grad per output]
     heap = []
@@ -222,7 +228,9 @@ def _owned(g, handed):
         d = d.copy()
         key = id(d)
     handed.add(key)
-    return Tensor._make(d, g._device, False)
+    t = Tensor._make(d, g._device, False)
+    t._fw = g._fw   # detached from the tape, not from an open jvp level
+    return t
 
 
 def _nodes_leading_to(starts, wanted_nodes, wanted_leaves):

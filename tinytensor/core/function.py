@@ -32,6 +32,7 @@ from numpy import may_share_memory as _may_share
 from ..device import array_context, device_of_array
 from ..dtypes import _BY_NUMPY, from_numpy_dtype, is_floating_np
 from ..messages import OpError
+from .forward_ad import live_levels, push_tangents, saved_tangents
 from .grad_mode import STATE, check_anomaly
 from .node import Node
 from .tensor import Tensor
@@ -41,6 +42,11 @@ from .tensor import Tensor
 # (tinytensor.nn and tinytensor.models included; the tools' programs are users like any other)
 _BUILT_IN = "tinytensor."
 _USER = "tinytensor.tools."
+
+
+# tt.func.vmap's two entry points (func/batching.py fills them in when it is imported):
+# (inputs holding a batched tensor, inputs that need grad or no inputs inside vmap)
+BATCHING = [None, None]
 
 
 class _Ctx:
@@ -85,6 +91,11 @@ class Function:
         raise NotImplementedError
 
     backward_arrays = None  # optional: staticmethod(ctx, *grad_arrays) -> arrays, first order only
+    # optional forward mode (issue 27, core/forward_ad.py): staticmethod(ctx, *tangents) ->
+    # the output tangent(s); tangents[i] is input i's tangent Tensor or None, the result is
+    # computed in tinytensor ops from ctx.saved_tensor(k) / ctx.attrs (None: a zero tangent).
+    # Without it, jvp falls back to the double-vjp identity through backward.
+    jvp = None
     # a multi-output op's outputs that got no gradient reach backward as zeros; False: as None
     # (a compiled call, whose backward must leave their terms out, compiler/absent.py)
     materialize_grads = True
@@ -95,9 +106,12 @@ class Function:
         needs_grad = False
         arrays = []
         for t in inputs:
-            if t.__class__ is not Tensor and not isinstance(t, Tensor):
-                raise TypeError(f"{cls.name}: positional inputs must be Tensors, got "
-                                f"{type(t).__name__}; pass non-tensor arguments as keywords")
+            if t.__class__ is not Tensor:
+                if not isinstance(t, Tensor):
+                    raise TypeError(f"{cls.name}: positional inputs must be Tensors, got "
+                                    f"{type(t).__name__}; pass non-tensor arguments as keywords")
+                if t._level is not None:  # a tt.func.vmap batched tensor: its batching rule
+                    return BATCHING[0](cls, inputs, attrs)
             if device is None:
                 device = t._device
             elif t._device is not device:
@@ -109,8 +123,16 @@ class Function:
                 _complex_refused(cls.name, inputs)
             arrays.append(a)
         state = STATE
+        if state.vmap and (needs_grad or not inputs):
+            # inside tt.func.vmap: a tensor that requires grad joins the batch (so a gradient
+            # taken inside vmap is per example), a random op draws per randomness=
+            out = BATCHING[1](cls, inputs, attrs)
+            if out is not None:
+                return out
         grad_on = needs_grad and state.grad_enabled
-        track = grad_on or state.tapes or state.anomaly
+        # forward mode: one check of the open levels when none is open (the usual case)
+        dual = state.fw_levels and live_levels(inputs, state.fw_levels)
+        track = grad_on or state.tapes or state.anomaly or dual
         ctx = Node(cls, cls.name, attrs) if track else _Ctx()
         cap = state.capture
         if cap is not None and cap.symbolic is not None:
@@ -151,11 +173,17 @@ class Function:
             src._version[1] = True  # the base now has views: in-place with autograd is refused
             results[0]._base = src._base if src._base is not None else src
         if track:
-            _finish_node(ctx, inputs, arrays, outs, results, grad_on, device)
+            if dual:
+                for r in results:
+                    if r.requires_grad or r.data.dtype.kind in "fc" or is_floating_np(r.data.dtype):
+                        r._fw = {}
+            _finish_node(ctx, inputs, arrays, outs, results, grad_on, device, dual)
+            if dual:
+                push_tangents(cls, ctx, inputs, results, dual)
         return results[0] if out.__class__ is not tuple else tuple(results)
 
 
-def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
+def _finish_node(node, inputs, arrays, outs, results, grad_on, device, dual=()):
     meta = _BY_NUMPY
     node.out_meta = [(a.shape, meta.get(a.dtype) or from_numpy_dtype(a.dtype), device) for a in outs]
     in_meta = []
@@ -178,7 +206,13 @@ def _finish_node(node, inputs, arrays, outs, results, grad_on, device):
         node.inputs = inputs
         for tape in state.tapes:
             tape.add(node, results)
+    if dual and node.to_save:   # the jvp rule reads what forward saved, with their tangents
+        saved_tangents(node, node.to_save, inputs, arrays, outs, results)
     if not grad_on:
+        if dual:
+            node.needs_input_grad = [False] * len(inputs)
+            node.saved = [_save(node, a, inputs, arrays, outs, results, device)
+                          for a in node.to_save] if node.to_save else ()
         node.to_save = None
         return
     node.edges = edges

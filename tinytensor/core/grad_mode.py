@@ -18,6 +18,8 @@ class _State:
     order = 0             # derivative order of the backward being recorded (0: forward)
     capture = None        # the compiler's capture in progress (compiler/capture.py), or None
     autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
+    fw_levels = ()        # open forward-mode levels (tt.func.jvp), outermost first: ints
+    vmap = ()             # the active tt.func.vmap levels, outermost first (func/batching.py)
 
 
 STATE = _State()

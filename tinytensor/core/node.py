@@ -35,6 +35,7 @@ class Node:
     retained = None       # {out_index: weakref(Tensor)}
     needs_input_grad = ()
     non_differentiable = None
+    saved_fw = None       # forward mode: the tangent dict of each saved tensor (core/forward_ad.py)
     order = 0             # set while recording: 1 for ops a first backward ran, 2 for its backward, ...
 
     def __init__(self, fn, name, attrs):
@@ -112,6 +113,8 @@ def unpack_saved(node, k, entry):
     if leaf is not None:
         return leaf
     t = Tensor._make(data, device, requires_grad)
+    if node.saved_fw is not None:
+        t._fw = node.saved_fw[k]
     if edge is not None:
         producer, t._out_index = edge
         t.grad_fn = node if producer is None else producer

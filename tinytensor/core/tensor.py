@@ -31,8 +31,9 @@ def _created(fill, shape, dtype, device):
 
 class Tensor(TensorMethods):
     __slots__ = ("data", "_device", "requires_grad", "grad", "grad_fn", "_out_index",
-                 "_version", "_base", "_hooks", "name", "__weakref__")
+                 "_version", "_base", "_hooks", "name", "_fw", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor defers to Tensor.__radd__
+    _level = None   # the vmap level of a batched tensor (func/batching.py); None: a plain one
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
         dev = get_device(device) if device is not None else None
@@ -52,6 +53,7 @@ class Tensor(TensorMethods):
         self._base = None
         self._hooks = None
         self.name = None
+        self._fw = None   # forward-mode tangents: {dual level: Tensor} (tt.func.jvp), or None
 
     @classmethod
     def _make(cls, data, device, requires_grad):
@@ -68,6 +70,7 @@ class Tensor(TensorMethods):
         t._base = None
         t._hooks = None
         t.name = None
+        t._fw = None
         return t
 
     @classmethod

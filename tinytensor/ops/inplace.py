@@ -6,6 +6,7 @@ makes backward raise. With autograd involved, the op is recorded on a clone of t
 value and the result is written back, and the tensor takes the new node as its grad_fn.
 """
 
+from ..core.forward_ad import live_levels
 from ..core.grad_mode import STATE, no_grad
 from ..core.tensor import Tensor
 from ..overlap import TORCH_MESSAGE, array_overlaps
@@ -17,6 +18,9 @@ def apply_inplace(x, op, fn, *others, _key_tensors=()):
     """Run out-of-place `fn(x, *others)` and store the result into x in place."""
     if STATE.capture is not None:   # refused where it involves the step's values
         STATE.capture.refuse_inplace(op, (x,) + others + tuple(_key_tensors))
+    if STATE.fw_levels and live_levels([x] + [o for o in others if isinstance(o, Tensor)],
+                                       STATE.fw_levels):
+        _dual_guard(x, op)
     needs_graph = STATE.grad_enabled and (
         x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
     if not needs_graph:
@@ -24,6 +28,7 @@ def apply_inplace(x, op, fn, *others, _key_tensors=()):
             out = fn(x, *others)
         _write(x, out, op)
         x._version[0] += 1
+        x._fw = _tangents_of(out)
         return x
     if x.grad_fn is None and x.requires_grad:
         raise RuntimeError(
@@ -47,7 +52,23 @@ def apply_inplace(x, op, fn, *others, _key_tensors=()):
     _write(x, out, op)
     x._version[0] += 1
     x.grad_fn, x._out_index, x.requires_grad = out.grad_fn, out._out_index, out.requires_grad
+    x._fw = _tangents_of(out)
     return x
+
+
+def _dual_guard(x, op):
+    """In-place on a tensor inside an open jvp level: x takes the result's tangent, which is
+    right for x itself; a view or a base of views would keep a stale tangent, so refuse."""
+    if x._base is not None or x._version[1]:
+        raise RuntimeError(
+            f"{op}: in-place modification of a tensor that shares memory with a view, inside "
+            "tt.func.jvp (a forward-mode tangent is attached), is not supported: its views would "
+            "keep a stale tangent; use an out-of-place op or .clone() first")
+
+
+def _tangents_of(out):
+    # the result's tangent dict, copied: x must not share later entries with `out`
+    return dict(out._fw) if out._fw else None
 
 
 def _write(x, out, op):
