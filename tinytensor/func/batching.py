@@ -27,7 +27,7 @@ import warnings
 
 from ..core.function import BATCHING, Function
 from ..core import engine
-from ..core.grad_mode import STATE
+from ..core.grad_mode import STATE, transform_label
 from ..core.tensor import Tensor
 
 _RANDOMNESS = ("error", "different", "same")
@@ -213,7 +213,7 @@ def dispatch(cls, inputs, attrs):
         else:
             args.append((t, None))
     rule = RULES.get(cls, fallback)
-    with _Popped(lvl.depth):
+    with _Popped(lvl.depth), transform_label("batched"):   # graph export labels the rule's ops
         out, bdim = rule(cls, args, attrs, lvl.size)
     if bdim is None:
         return out
