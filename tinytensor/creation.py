@@ -190,6 +190,12 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 def _samples(draw, op, size, dtype, device, requires_grad):
     dev, dt = _resolve(device, dtype)
+    if STATE.vmap:   # a draw outside the op tape: vmap's randomness= decides (func/batching_wrappers.py)
+        from .func.batching_wrappers import random_draw
+        out = random_draw(op, "uniform" if draw is uniform else "normal", _shape(size), dt, dev,
+                          requires_grad)
+        if out is not None:
+            return out
     if dt.is_complex:  # as torch: real and imaginary parts drawn apart, randn's of variance 1/2 each
         with array_context(dev):
             parts = draw(dev, _shape(size) + (2,), dt.to_real())
@@ -222,6 +228,9 @@ def randint(low, high=None, size=(), dtype=None, device=None):
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     dev, dt = _resolve(device, dtype, default=int64)
+    if STATE.vmap:
+        from .func.batching_wrappers import random_draw
+        random_draw("randint", None, tuple(size), dt, dev, False)
     with array_context(dev):
         arr = integers(dev, low, high, tuple(size), dt)
     return _finish(arr, dev, False)

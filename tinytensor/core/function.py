@@ -123,7 +123,7 @@ class Function:
                 _complex_refused(cls.name, inputs)
             arrays.append(a)
         state = STATE
-        if state.vmap and (needs_grad or not inputs):
+        if state.vmap and (needs_grad or not inputs or state.fw_levels):
             # inside tt.func.vmap: a tensor that requires grad joins the batch (so a gradient
             # taken inside vmap is per example), a random op draws per randomness=
             out = BATCHING[1](cls, inputs, attrs)

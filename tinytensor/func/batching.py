@@ -132,6 +132,7 @@ def wrap(value, bdim, level):
     t._base = None
     t._hooks = None
     t.name = None
+    t._fw = None
     return t
 
 
@@ -214,12 +215,45 @@ def dispatch(cls, inputs, attrs):
             args.append((t, None))
     rule = RULES.get(cls, fallback)
     with _Popped(lvl.depth), transform_label("batched"):   # graph export labels the rule's ops
+        if STATE.fw_levels:
+            args = _with_tangents(inputs, args, lvl)
         out, bdim = rule(cls, args, attrs, lvl.size)
     if bdim is None:
         return out
     if out.__class__ is tuple:
-        return tuple(wrap(o, bdim, lvl) for o in out)
-    return wrap(out, bdim, lvl)
+        return tuple(_wrap_out(o, bdim, lvl) for o in out)
+    return _wrap_out(out, bdim, lvl)
+
+
+def _wrap_out(o, bdim, lvl):
+    b = wrap(o, bdim, lvl)
+    if o._fw:   # forward mode: the physical tangents, seen per example
+        b._fw = {k: wrap(t, bdim, lvl) for k, t in o._fw.items() if t is not None}
+    return b
+
+
+def _with_tangents(inputs, args, lvl):
+    """Forward mode under vmap (vmap of jvp): a batched input's tangents (logical, per
+    example) are put on an alias of its physical tensor, laid out as it, so the physical
+    op pushes them (core/forward_ad.py) and its outputs carry them batched."""
+    from ._alias import alias
+    from .batching_rules import expand_batch, move
+    live = STATE.fw_levels
+    new = []
+    for t, (v, d) in zip(inputs, args):
+        fw = t._fw
+        if fw and d is not None:
+            have = v._fw or {}
+            add = {k: fw[k] for k in live if fw.get(k) is not None and k not in have}
+            if add:
+                v = alias(v)
+                phys = dict(v._fw) if v._fw else {}
+                for k, tan in add.items():
+                    phys[k] = (move(tan._value, tan._bdim, d) if tan._level is lvl
+                               else move(expand_batch(tan, lvl.size), 0, d))
+                v._fw = phys
+        new.append((v, d))
+    return new
 
 
 def plain_inside(cls, inputs, attrs):
@@ -227,10 +261,40 @@ def plain_inside(cls, inputs, attrs):
     dispatch) or there are no inputs (a random draw follows the randomness mode)."""
     if not inputs:
         return _random(cls, attrs) if getattr(cls, "random", False) else None
-    if not STATE.grad_enabled:
+    lifted = False
+    new = list(inputs)
+    if STATE.grad_enabled:
+        top = STATE.vmap[-1]
+        for k, t in enumerate(inputs):
+            if t.requires_grad:
+                new[k] = lift(t, top)
+                lifted = True
+    if STATE.fw_levels:   # an unbatched primal whose tangent is batched joins the batch
+        for k, t in enumerate(new):
+            lvl = _batched_tangent_level(t)
+            if lvl is not None:
+                from .batching_rules import expand_batch
+                fw, t._fw = t._fw, None   # its tangents go on as the batched tensor's (dispatch)
+                try:
+                    with _Popped(lvl.depth):
+                        b = wrap(expand_batch(t, lvl.size), 0, lvl)
+                finally:
+                    t._fw = fw
+                b._fw = fw
+                new[k] = b
+                lifted = True
+    return cls.apply(*new, **attrs) if lifted else None
+
+
+def _batched_tangent_level(t):
+    if t._level is not None or not t._fw:
         return None
-    top = STATE.vmap[-1]
-    return cls.apply(*[lift(t, top) if t.requires_grad else t for t in inputs], **attrs)
+    best = None
+    for tan in t._fw.values():
+        lv = tan._level if tan is not None else None
+        if lv is not None and lv.alive and (best is None or lv.depth > best.depth):
+            best = lv
+    return best
 
 
 def refuse_random(op):

@@ -121,6 +121,12 @@ def front(cls, args, attrs, B):
     return cls.apply(*new, **attrs), 0
 
 
+def same_dim(cls, args, attrs, B):
+    """An op that keeps every dim where it is (the identity alias of the transforms)."""
+    (v, d), = args
+    return cls.apply(v, **attrs), d
+
+
 def front_first(cls, args, attrs, B):
     """Ops batched on the first input only (isin's test set, a linalg op's options)."""
     if any(d is not None for _, d in args[1:]):
@@ -482,6 +488,8 @@ def _build():
     register(fused_norm_rule, norms.FusedNorm, norms.FusedRMSNorm)
     register(attention_rule, attention.FlashAttention)
     register(cross_entropy_rule, cross_entropy.FusedCrossEntropy)
+    from ._alias import Alias
+    register(same_dim, Alias)
 
 
 _build()

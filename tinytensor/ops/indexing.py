@@ -241,6 +241,11 @@ class IndexAdd(Function):
 
 
 def getitem(x, key):
+    if STATE.vmap:   # a batched index tensor is read for its values here (func/batching_wrappers.py)
+        from ..func import batching_wrappers
+        out = batching_wrappers.getitem(x, key)
+        if out is not None:
+            return out
     key, advanced = normalize_key(x, key)
     return _get(x, key, advanced)
 
@@ -482,6 +487,11 @@ def embedding(ids, weight, padding_idx=None):
                         f"{ids.dtype.name if isinstance(ids, Tensor) else type(ids).__name__}")
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
+    if STATE.vmap:   # batched ids are read for their values here (func/batching_wrappers.py)
+        from ..func import batching_wrappers
+        out = batching_wrappers.embedding(ids, weight, padding_idx)
+        if out is not None:
+            return out
     if padding_idx is not None:
         n = weight.shape[0]
         if not -n <= padding_idx < n:
