@@ -53,6 +53,23 @@ def test_compiled_vmap_replays_equal_to_eager_on_new_values():
     assert np.isnan(out.numpy()[0]).any() and np.isfinite(out.numpy()[1:]).all()
 
 
+def test_compiled_per_sample_gradients_capture_one_program_equal_to_eager():
+    from tinytensor.func import grad
+
+    def loss(w, x, y):                    # one example: x (3,), y ()
+        return ((x @ w).tanh().sum() - y) ** 2
+
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
+    compiled = tt.compile(per_sample, backend="numpy")
+    out = _calls(compiled, per_sample, [(3, 4), (5, 3), (5,)])
+    assert out.shape == (5, 3, 4)
+    # per example indeed: row i is the gradient of example i alone
+    w, x, y = _values((3, 4), (5, 3), (5,))
+    got = compiled(w, x, y)
+    for i in range(5):
+        _same(got[i], grad(loss)(w, x[i], y[i]))
+
+
 def test_jvp_through_compile_replays_equal_to_eager_on_new_values():
     def tangent(x, w, tx):
         return jvp(lambda x: _f(x, w), (x,), (tx,))
