@@ -12,8 +12,8 @@ keeps two nested jvps apart (no perturbation confusion). The rule runs in the ca
 mode, so with grad on a tangent is differentiable in reverse mode too.
 
 An op without a rule falls back to the double-vjp identity: its backward is linear in the
-output gradient u, so  J t = d/du <backward(u), t>,  taken on the tape with create_graph (one
-warning per op).
+output gradient u, so  J t = d/du <backward(u), t>  at any u (ones), taken on the tape with
+create_graph (one warning per op).
 
 Levels are numbered from a global counter and never reused: a tensor that outlives its jvp
 keeps a dead entry that no open level ever reads.
@@ -73,6 +73,8 @@ def push_tangents(cls, node, inputs, results, live):
     state = STATE
     levels = state.fw_levels
     rule = cls.jvp
+    if all(r._fw is None for r in results):
+        return   # integer, bool or non-differentiable outputs: no tangent to compute
     for lv in live:
         tangents = [(t._fw.get(lv) if t._fw else None) for t in inputs]
         state.fw_levels = levels[:levels.index(lv)]
@@ -82,7 +84,7 @@ def push_tangents(cls, node, inputs, results, live):
             if rule is not None:
                 out = rule(node, *tangents)
             else:
-                out = _double_vjp(cls, node, inputs, tangents)
+                out = _double_vjp(cls, node, tangents)
         finally:
             state.fw_levels = levels
             state.transform = role
@@ -116,13 +118,21 @@ def _fit(cls, o, meta):
     return o
 
 
-def _double_vjp(cls, node, inputs, tangents):
+def Function_backward():
+    from .function import Function
+    return Function.backward
+
+
+def _double_vjp(cls, node, tangents, warn=True):
     """J t = d/du <vjp(u), t> for an op with a backward and no jvp."""
     from .engine import run_backward
     from .grad_mode import enable_grad
     from .primitives import sum_to
     from .tensor import Tensor
-    if cls not in _warned:
+    if cls.backward is Function_backward():
+        raise RuntimeError(f"{cls.name}: tt.func.jvp reached op '{cls.name}', which has neither a "
+                           "jvp rule nor a backward: it is not differentiable in forward mode")
+    if warn and cls not in _warned:
         _warned.add(cls)
         warnings.warn(f"tt.func.jvp: op '{cls.name}' has no jvp rule; its tangent is computed by "
                       "the double-vjp identity (two backward passes, slower)", stacklevel=4)
@@ -130,7 +140,9 @@ def _double_vjp(cls, node, inputs, tangents):
     us = []
     for shape, dtype, device in node.out_meta:
         if dtype.category >= 2:
-            us.append(Tensor._make(device.xp.zeros(shape, dtype=dtype.np), device, True))
+            # any u serves (backward is linear in u); ones, not zeros: a backward taking
+            # the log of |u| (logcumsumexp's) is singular at 0
+            us.append(Tensor._make(device.xp.ones(shape, dtype=dtype.np), device, True))
         else:
             us.append(None)
     live = [u for u in us if u is not None]
@@ -171,3 +183,48 @@ def _double_vjp(cls, node, inputs, tangents):
             g._fw = fw
         res.append(g)
     return tuple(res)
+
+
+# --------------------------------------------------------------------------- family rules
+# One rule serves a whole family of ops; an op names it as `jvp = staticmethod(linear_jvp)`.
+
+def linear_jvp(ctx, *tangents):
+    """A linear op (reshape, permute, sum, cat, getitem, ...): the tangent is the op itself
+    applied to the input tangents, zeros standing in for absent ones."""
+    if len(tangents) == 1:
+        return ctx.fn.apply(tangents[0], **ctx.attrs)
+    from .tensor import Tensor
+    ts = [t if t is not None else Tensor._zeros_meta(*meta) for t, meta in zip(tangents, ctx.in_meta)]
+    return ctx.fn.apply(*ts, **ctx.attrs)
+
+
+def elementwise_jvp(ctx, *tangents):
+    """An elementwise op: input i's Jacobian is diagonal, so backward(t_i)'s part for input i
+    is J_i t_i (broadcasting as the output does). Backward is asked for input i alone."""
+    if len(tangents) == 1:
+        return ctx.fn.backward(ctx, tangents[0])
+    prev = ctx.needs_input_grad
+    total = None
+    try:
+        for i, t in enumerate(tangents):
+            if t is None:
+                continue
+            ctx.needs_input_grad = [k == i for k in range(len(tangents))]
+            part = ctx.fn.backward(ctx, t)[i]
+            if part is not None:
+                total = part if total is None else total + part
+    finally:
+        ctx.needs_input_grad = prev
+    return total
+
+
+def vjp_jvp(ctx, *tangents):
+    """The double-vjp identity as an op's own rule, without the missing-rule warning: for an
+    op whose backward is the robust formula (cumprod through zeros, logcumsumexp at -inf)
+    and whose tangent written directly would lose that."""
+    return _double_vjp(ctx.fn, ctx, tangents, warn=False)
+
+
+def zero_jvp(ctx, *tangents):
+    """A piecewise-constant op (floor, sign, a comparison): its tangent is zero."""
+    return (None,) * len(ctx.out_meta) if len(ctx.out_meta) > 1 else None

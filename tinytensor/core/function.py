@@ -174,8 +174,10 @@ class Function:
             results[0]._base = src._base if src._base is not None else src
         if track:
             if dual:
-                for r in results:
-                    if r.requires_grad or r.data.dtype.kind in "fc" or is_floating_np(r.data.dtype):
+                nd = ctx.non_differentiable
+                for r, a in zip(results, outs):
+                    if (a.dtype.kind in "fc" or is_floating_np(a.dtype)) and not (
+                            nd and any(a is n for n in nd)):
                         r._fw = {}
             _finish_node(ctx, inputs, arrays, outs, results, grad_on, device, dual)
             if dual:

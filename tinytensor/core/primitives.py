@@ -4,6 +4,7 @@ a backward with `create_graph=True` through them is differentiable like any othe
 import numpy as np
 
 from ..dtypes import BF16_NP, from_any, from_numpy_dtype
+from .forward_ad import linear_jvp
 from .function import Function
 
 
@@ -39,6 +40,8 @@ class SumTo(Function):
     """Sum a broadcast gradient back to the shape it was broadcast from."""
     name = "sum_to"
 
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shape):
         return sum_to_array(x, shape)
@@ -67,6 +70,8 @@ def _reshaped(fn, x, shape):
 class Expand(Function):
     is_view = True
 
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shape):
         return _xp(x).broadcast_to(x, shape)
@@ -86,6 +91,8 @@ def expand_to(x, shape):
 
 
 class Cast(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.src = from_numpy_dtype(x.dtype)

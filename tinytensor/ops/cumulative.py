@@ -14,10 +14,11 @@ import numpy as np
 from ..dtypes import BF16_NP, finfo
 
 from ..core.function import Function
+from ..core.forward_ad import vjp_jvp
 from .elementwise import _xp, abs_, cast, clone, exp, float_operand, log, where
 from .indexing import gather
 from .movement import flip, norm_dim, stack, unbind
-from .reduce import ValuesIndices, cumsum
+from .reduce import ValuesIndices, amax, cumsum
 
 __all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 
@@ -45,6 +46,13 @@ def _dim(x, dim, op):
 
 # ---------------------------------------------------------------- cumprod
 class Cumprod(Function):
+
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = ctx.saved_tensors
+        if bool((x.data == 0).any()):   # y * cumsum(t / x) divides by the zero: the exact vjp form
+            return vjp_jvp(ctx, t)
+        return y * cumsum(t / x, ctx.attrs["dim"])
     @staticmethod
     def forward(ctx, x, dim):
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
@@ -156,6 +164,16 @@ def _logcumsumexp_array(x, dim):
 
 
 class Logcumsumexp(Function):
+    @staticmethod
+    def jvp(ctx, t):
+        """dy_j = sum_{i <= j} e_i t_i / sum_{i <= j} e_i, e = exp(x - max x): torch's form
+        (and its 1e-13 floor), so the values agree with torch's to the last bits."""
+        x = ctx.saved_tensor(0)
+        d = ctx.attrs["dim"]
+        e = exp(x - amax(x, d, keepdim=True))
+        c = cumsum(e, d)
+        return where(c < 1e-13, 0.0, cumsum(e * t, d)) / c
+
     @staticmethod
     def forward(ctx, x, dim):
         out = _logcumsumexp_array(x, dim)

@@ -15,6 +15,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import Cast, cast  # noqa: F401  (part of this family's namespace)
 from ..core.tensor import Tensor
+from ..core.forward_ad import elementwise_jvp, linear_jvp, zero_jvp
 from ..device import device_of_array, to_device_array
 from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
@@ -132,6 +133,10 @@ class ToDevice(Function):
     name = "to_device"
 
     @staticmethod
+    def jvp(ctx, t):
+        return to_device(t, ctx.attrs["device"])
+
+    @staticmethod
     def forward(ctx, x, device):
         ctx.src = device_of_array(x)
         return to_device_array(x, device)
@@ -152,6 +157,8 @@ def to_device(x, device):
 
 
 class Clone(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return x.copy()
@@ -172,6 +179,8 @@ def clone(x, *, memory_format=None):
 
 # ---------------------------------------------------------------- arithmetic
 class Add(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -186,6 +195,8 @@ class Add(Function):
 
 
 class Sub(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         return a - b
@@ -200,6 +211,8 @@ class Sub(Function):
 
 
 class Mul(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -217,6 +230,8 @@ class Mul(Function):
 
 
 class Div(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -238,6 +253,8 @@ class Div(Function):
 
 
 class Neg(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return -x
@@ -252,6 +269,8 @@ class Neg(Function):
 
 
 class Pow(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         out = _int_pow(a, b) if a.dtype.kind in "iu" else a ** b
@@ -274,6 +293,7 @@ class Pow(Function):
 
 class PowScalar(Function):
     name = "pow"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, exponent):
@@ -424,6 +444,8 @@ def _sigmoid(xp, x):
 
 
 class Exp(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("exp", exp, [x])   # NumPy's exp: one thread, not vectorised on AVX2
@@ -441,6 +463,8 @@ class Exp(Function):
 
 
 class Log(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -457,6 +481,8 @@ class Log(Function):
 
 
 class Log1p(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -472,6 +498,8 @@ class Log1p(Function):
 
 
 class Sqrt(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).sqrt(x)
@@ -488,6 +516,8 @@ class Sqrt(Function):
 
 
 class Rsqrt(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = 1.0 / _xp(x).sqrt(x)
@@ -506,6 +536,8 @@ class Rsqrt(Function):
 
 
 class Sin(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -522,6 +554,8 @@ class Sin(Function):
 
 
 class Cos(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -541,6 +575,8 @@ class Cos(Function):
 # backward run the kernel the compiler generates from the op itself and from its
 # `backward` formula, on big contiguous float arrays; NumPy otherwise.
 class Tanh(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("tanh", tanh, [x])
@@ -561,6 +597,8 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         got = _c.elementwise("sigmoid", sigmoid, [x])
@@ -584,6 +622,8 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 class Erf(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -606,6 +646,8 @@ class Erf(Function):
 
 
 class Silu(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -684,6 +726,8 @@ def silu(x):
 
 
 class Abs(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -726,6 +770,8 @@ def _sign_array(x):
 
 
 class Sign(Function):
+    jvp = staticmethod(zero_jvp)
+
     @staticmethod
     def forward(ctx, x):
         return _sign_array(x)
@@ -742,6 +788,8 @@ def sign(x):
 
 
 class Relu(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x):
         y = _xp(x).maximum(x, 0)
@@ -764,6 +812,8 @@ def relu(x):
 
 
 class LeakyRelu(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, negative_slope):
         ctx.save_for_backward(x)
@@ -789,6 +839,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 class Gelu(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, approximate):
         ctx.save_for_backward(x)
@@ -901,6 +953,8 @@ def gelu(x, approximate="none"):
 
 
 class Softplus(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
@@ -930,6 +984,7 @@ def softplus(x, beta=1.0, threshold=20.0):
 class Softsign(Function):
     """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 is written once for Tensors
     (backward, differentiable again) and arrays (backward_arrays, first order)."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x):
@@ -958,6 +1013,8 @@ def softsign(x):
 
 # ---------------------------------------------------------------- min/max/clamp/where
 class Maximum(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -975,6 +1032,8 @@ class Maximum(Function):
 
 
 class Minimum(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -1019,6 +1078,7 @@ def minimum(a, b):
 
 class ClampScalar(Function):
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, min, max):
@@ -1057,6 +1117,7 @@ class ClampTensor(Function):
     clamp does; the gradients are torch's masks (x's where x >= min, the bound's where x <
     min), written in ops so that they differentiate again."""
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, bound, has_min):
@@ -1078,6 +1139,7 @@ class ClampTensor2(Function):
     bound gives NaN), and torch's gradient masks: x where lo <= x <= hi, lo where x < lo <
     hi, hi where x > hi or hi < lo."""
     name = "clamp"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -1113,6 +1175,8 @@ def clamp(x, min=None, max=None):
 
 
 class Where(Function):
+    jvp = staticmethod(elementwise_jvp)
+
     @staticmethod
     def forward(ctx, cond, a, b):
         ctx.save_for_backward(cond)
@@ -1150,6 +1214,7 @@ def where(cond, a, b):
 # ---------------------------------------------------------------- comparisons and logic
 class _Predicate(Function):
     """A bool-valued op: no gradient flows through it."""
+    jvp = staticmethod(zero_jvp)
 
     @staticmethod
     def backward(ctx, *grads):
@@ -1425,6 +1490,7 @@ def view_dtype(x, dtype):
 # ---------------------------------------------------------------- remainder
 class Remainder(Function):
     """a - floor(a / b) * b, with the sign of b (Python's and torch's `%`)."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -1456,6 +1522,7 @@ def remainder(a, b):
 # ---------------------------------------------------------------- rounding
 class _Rounding(Function):
     """A piecewise-constant op: its gradient is zero almost everywhere (as in torch)."""
+    jvp = staticmethod(zero_jvp)
 
     @classmethod
     def call(cls, x):

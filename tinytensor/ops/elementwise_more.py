@@ -14,6 +14,7 @@ import numpy as np
 from ..core.function import Function
 from ..core.primitives import cast
 from ..core.tensor import Tensor
+from ..core.forward_ad import elementwise_jvp
 from ..dtypes import float64, from_numpy_dtype
 from ..messages import OpError
 from .elementwise import (_Predicate, _xp, as_tensor_like, binary_operands, clone, div,
@@ -41,6 +42,7 @@ class _FExtreme(Function):
     """fmax/fmin: the larger/smaller operand, the other one where one is nan. torch's
     gradient goes to a where a wins or ties or b is nan, else to b."""
     np_name = None
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -76,6 +78,7 @@ def fmin(input, other):
 # ---------------------------------------------------------------- frac, frexp, ldexp
 class Frac(Function):
     """x - trunc(x), with x's sign; the gradient passes unchanged (torch)."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x):
@@ -95,6 +98,7 @@ def frac(input):
 
 class FrexpMantissa(Function):
     """The mantissa m of x = m 2^e, |m| in [0.5, 1); dm/dx = 2^-e."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x):
@@ -187,6 +191,7 @@ def heaviside(input, values):
 class Nextafter(Function):
     """The next float after x toward y; torch's gradient: dx = g where x != y (0 where the
     result is y itself), dy = 0."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -264,6 +269,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 class NanToNum(Function):
     """nan -> nan (0), +inf -> posinf (the dtype's max), -inf -> neginf (its lowest);
     torch's gradient: g where x is finite, 0 elsewhere."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x, nan, posinf, neginf):
@@ -293,6 +299,7 @@ class _ClampOne(Function):
     torch: x gets g where it is kept (x >= min, x <= max), a tensor bound where it wins
     (x < min, x > max): at a nan x neither does."""
     np_name = None
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, x, bound):
@@ -377,6 +384,7 @@ def float_power(input, exponent):
 
 class Logaddexp2(Function):
     """log2(2^a + 2^b); da = g / (1 + 2^(b - a)), db = g / (1 + 2^(a - b))."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, a, b):

@@ -9,6 +9,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..messages import OpError
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
@@ -189,6 +190,7 @@ def _check_bounds(x, key, op):
 class GetItem(Function):
     name = "getitem"
     is_view = True  # basic indexing (ints, slices, None, ...) returns a view of x
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, key, advanced):
@@ -216,6 +218,7 @@ def _get(x, key, advanced):
 class IndexAdd(Function):
     """zeros(shape) with `g` added at `key`: the gradient of getitem."""
     name = "index_add"
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, g, key, advanced, shape):
@@ -254,6 +257,7 @@ def getitem(x, key):
 class IndexPut(Function):
     """x with `value` written at `key` (out of place): the recorded form of setitem."""
     name = "index_put"
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, value, key, advanced):
@@ -393,6 +397,10 @@ class _GatherOp(Function):
     name = "gather"
 
     @staticmethod
+    def jvp(ctx, t, _):
+        return _GatherOp.apply(t, ctx.saved_tensor(0), dim=ctx.attrs["dim"])
+
+    @staticmethod
     def forward(ctx, x, index, dim):
         ctx.save_for_backward(index)
         got = _c_rows.gather_last(x, index) if dim == x.ndim - 1 else None
@@ -412,6 +420,12 @@ class _GatherOp(Function):
 
 
 class ScatterAdd(Function):
+
+    @staticmethod
+    def jvp(ctx, tx, _, ts):
+        tx = tx if tx is not None else Tensor._zeros_meta(*ctx.in_meta[0])
+        ts = ts if ts is not None else Tensor._zeros_meta(*ctx.in_meta[2])
+        return ScatterAdd.apply(tx, ctx.saved_tensor(0), ts, dim=ctx.attrs["dim"])
     @staticmethod
     def forward(ctx, x, index, src, dim):
         ctx.save_for_backward(index)

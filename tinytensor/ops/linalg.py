@@ -14,6 +14,15 @@ class MatMul(Function):
     name = "matmul"
 
     @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors   # bilinear: ta b + a tb
+        out = MatMul.apply(ta, b) if ta is not None else None
+        if tb is not None:
+            term = MatMul.apply(a, tb)
+            out = term if out is None else out + term
+        return out
+
+    @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         if isinstance(a, np.ndarray):
@@ -140,6 +149,16 @@ def _parse_einsum(equation, operands):
 
 
 class Einsum(Function):
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        xs = ctx.saved_tensors   # multilinear: one term per operand with a tangent
+        out = None
+        for i, t in enumerate(tangents):
+            if t is not None:
+                term = Einsum.apply(*xs[:i], t, *xs[i + 1:], **ctx.attrs)
+                out = term if out is None else out + term
+        return out
     @staticmethod
     def forward(ctx, *xs, terms, output):
         ctx.save_for_backward(*xs)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.tensor import Tensor
+from ..core.forward_ad import elementwise_jvp
 from ..dtypes import get_default_dtype
 from .elementwise import (_xp, as_tensor_like, binary_operands, cast, exp, float_operand, sqrt,
                           trunc, where)
@@ -31,6 +32,7 @@ class _Unary:
     of v: the input x, or the output y where `from_output` (tan, exp2, expm1 save only y)."""
     np_name = None
     from_output = False
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, x):
@@ -223,6 +225,7 @@ class _Binary:
     """out = f(a, b) elementwise; `grads(g, a, b, out, m)` gives both input gradients, written
     once for Tensors and arrays. Needs saved (a, b, out)."""
     np_name = None
+    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -346,6 +349,7 @@ def _plain_divisor(b):
 class Lerp(Function):
     """start + weight * (end - start), evaluated from the nearer end as torch does, so
     lerp(a, b, 1) is exactly b."""
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, start, end, weight):

@@ -12,6 +12,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..dtypes import promote
 from ..messages import OpError, plain
 from .elementwise import cast, clone
@@ -101,6 +102,7 @@ def broadcast_tensors(*tensors):
 # ---------------------------------------------------------------- reshaping
 class Reshape(Function):
     is_view = True
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -201,6 +203,7 @@ def unsqueeze(x, dim):
 
 class Permute(Function):
     is_view = True
+    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, dims):
@@ -259,6 +262,8 @@ def movedim(x, source, destination):
 
 # ---------------------------------------------------------------- joining and splitting
 class Cat(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, *xs, dim):
         return _xp(xs[0]).concatenate(xs, axis=dim)
@@ -354,6 +359,8 @@ def unbind(x, dim=0):
 
 # ---------------------------------------------------------------- reordering
 class Flip(Function):
+    jvp = staticmethod(linear_jvp)
+
     # a copy, as torch.flip (NumPy's flip is a view): writing into the result leaves x alone
     @staticmethod
     def forward(ctx, x, dims):
@@ -377,6 +384,8 @@ def flip(x, dims):
 
 
 class Roll(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, shifts, dims):
         if dims is None:
@@ -411,6 +420,8 @@ def roll(x, shifts, dims=None):
 
 
 class Repeat(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, repeats):
         return _xp(x).tile(x, repeats)
@@ -483,6 +494,10 @@ def repeat_interleave(x, repeats, dim=None, *, output_size=None):
 
 # ---------------------------------------------------------------- padding and triangles
 class Pad(Function):
+
+    @staticmethod
+    def jvp(ctx, t):
+        return Pad.apply(t, widths=ctx.attrs["widths"], value=0.0)   # the fill is a constant
     @staticmethod
     def forward(ctx, x, widths, value):
         return _xp(x).pad(x, widths, mode="constant", constant_values=value)
@@ -579,6 +594,8 @@ def _pad_gather(x, pad, mode):
 
 
 class Tril(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).tril(x, diagonal)
@@ -589,6 +606,8 @@ class Tril(Function):
 
 
 class Triu(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, diagonal):
         return _xp(x).triu(x, diagonal)

@@ -14,6 +14,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
 from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, isnan,
                           maximum, minimum, mul, sign, where)
@@ -60,6 +61,8 @@ def _expand_back(g, in_shape, dims, keepdim):
 
 
 class Sum(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         x = summand(x)   # added in the order of the indices, whatever x's layout
@@ -106,6 +109,15 @@ def mean(x, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
     return mul(s, 1 / count if count else float("nan"))
 
 
+def reduction_jvp(ctx, t):
+    """A reduction whose backward is g (broadcast back) times a derivative D(x) at the
+    input's shape (prod, amax, std, logsumexp, norm): the tangent is sum(D(x) * t) over the
+    reduced dims, D being backward of a gradient of ones."""
+    shape, dtype, device = ctx.out_meta[0]
+    d = ctx.fn.backward(ctx, Tensor._ones_meta(shape, dtype, device))
+    return Sum.apply(d * t, dims=ctx.attrs["dims"], keepdim=ctx.attrs["keepdim"])
+
+
 def _saved_back(ctx, g):
     """For a reduction that saved (x, out) (prod, amax/amin, std, logsumexp, norm): x, the
     reduced dims, and the output and the gradient broadcast back to x's shape."""
@@ -118,6 +130,7 @@ class _SavesOutput(Function):
     """A reduction (the array method named `reduce`) whose backward needs its input and
     its output: prod, amax, amin."""
     reduce = None
+    jvp = staticmethod(reduction_jvp)
 
     @classmethod
     def forward(cls, ctx, x, dims, keepdim):
@@ -342,6 +355,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 class Std(Function):
     """sqrt(var) with PyTorch's gradient at a zero std: 0, not 0 * inf = nan."""
+    jvp = staticmethod(reduction_jvp)
 
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction):
@@ -387,6 +401,8 @@ def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, k
 
 class LogSumExp(Function):
     name = "logsumexp"
+    jvp = staticmethod(reduction_jvp)
+
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         xp = _xp(x)
@@ -416,6 +432,7 @@ def logsumexp(x, dim=None, keepdim=False, axis=None, keepdims=None):
 class Norm(Function):
     """The vector p-norm over `dims` for every p torch defines: inf / -inf (largest /
     smallest |x|), 0 (the count of nonzero entries), negative p and 0 < p < 1 included."""
+    jvp = staticmethod(reduction_jvp)
 
     @staticmethod
     def forward(ctx, x, p, dims, keepdim):
@@ -513,6 +530,8 @@ def any(x, dim=None, keepdim=False, axis=None, keepdims=None):
 
 
 class Cumsum(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, dim):
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32

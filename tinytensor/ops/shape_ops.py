@@ -8,6 +8,7 @@ import math
 
 from ..core.function import Function
 from ..core.tensor import Tensor
+from ..core.forward_ad import linear_jvp
 from ..messages import plain
 from .conv import _col2im, _im2col, ntuple, out_size
 from .movement import _where, expand, movedim, norm_dim, reshape
@@ -54,6 +55,8 @@ def _geometry(spatial, kernel_size, dilation, padding, stride, op):
 
 
 class Im2Col(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, x, kernel, stride, pads, dilation):
         col, out = _im2col(x, kernel, stride, pads, dilation)
@@ -71,6 +74,8 @@ class Im2Col(Function):
 
 
 class Col2Im(Function):
+    jvp = staticmethod(linear_jvp)
+
     @staticmethod
     def forward(ctx, col, spatial, kernel, stride, pads, dilation):
         out = out_size(spatial, kernel, stride, pads, dilation)
