@@ -37,7 +37,7 @@ def tinytensor_norms(model, ids):
         return functional_call(model, params, (one[None],), {"labels": one[None]}).loss
 
     grads = vmap(grad(loss), in_dims=(None, 0))(params, tt.tensor(ids))   # {name: (B, *shape)}
-    return norms_of(grads, tt).numpy(), grads
+    return norms_of(grads, tt).detach().numpy(), grads
 
 
 def torch_norms(model, ids):
@@ -49,7 +49,7 @@ def torch_norms(model, ids):
         return functional_call(model, params, (one[None], one[None]))
 
     grads = vmap(grad(loss), in_dims=(None, 0))(params, torch.tensor(ids))
-    return norms_of(grads, torch).numpy(), grads
+    return norms_of(grads, torch).detach().numpy(), grads
 
 
 def run(sizes=GPT2_SMALL, batch=4, seq=32, dtype="float32", check_torch=True, seed=0):
