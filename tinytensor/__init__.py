@@ -102,6 +102,7 @@ from .amp import autocast, is_autocast_enabled, get_autocast_dtype
 from . import functional
 from . import testing
 from . import viz
+from . import func  # tt.func: grad, jvp, vjp, jacrev, jacfwd, hessian, functional_call (issue 27)
 from .compiler import compile  # noqa: A001  (also binds tt.compiler, the subpackage)
 
 

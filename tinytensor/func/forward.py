@@ -74,3 +74,80 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         touts = [tangent_of(o, level) for o in outs]
     res = (_tree.unflatten(ospec, outs), _tree.unflatten(ospec, touts))
     return res + (aux,) if has_aux else res
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
+    """The Jacobian of func w.r.t. argnums by forward mode: one jvp per input entry (a basis
+    tangent each), `chunk_size` validated as torch.func's (the jvps run one by one)."""
+    from .reverse import _check_chunk, jacobian_tree
+    from ._common import argnums_tuple
+    api = "jacfwd"
+    _check_chunk(chunk_size, api, func)
+
+    def wrapper(*args, **kwargs):
+        from ..ops.movement import stack
+        single, nums = argnums_tuple(argnums, len(args), api, func)
+        specs, flat_in = [], []
+        for n in nums:
+            leaves, spec = tensors_of(args[n], f"argument {n}", api, func)
+            for x in leaves:
+                floating(x, f"argument {n}", api, func)
+            specs.append((len(leaves), spec))
+            flat_in += leaves
+        columns = []          # columns[k][e]: (outputs, their tangents) for entry e of input k
+        first = None
+
+        def run(tangent_of_input):
+            def f(*xs):
+                a = list(args)
+                k = 0
+                for n, (cnt, spec) in zip(nums, specs):
+                    a[n] = _tree.unflatten(spec, list(xs[k:k + cnt]))
+                    k += cnt
+                return func(*a, **kwargs)
+            tangents = tuple(tangent_of_input(k, x) for k, x in enumerate(flat_in))
+            return jvp(f, tuple(flat_in), tangents, has_aux=has_aux)
+
+        for k, x in enumerate(flat_in):
+            col = []
+            for e in range(x.numel()):
+                def basis(j, y, k=k, e=e):
+                    if j != k:
+                        return Tensor._zeros_meta(tuple(y.shape), y.dtype, y._device)
+                    a = y.device.xp.zeros(y.numel(), dtype=y.data.dtype)
+                    a[e] = 1
+                    return Tensor._make(a.reshape(y.shape), y._device, False)
+                got = run(basis)
+                if first is None:
+                    first = got
+                col.append(_tree.flatten(got[1])[0])
+            columns.append(col)
+        if first is None:   # no input entries at all: one run for the outputs' shapes
+            first = run(lambda j, y: y.detach() * 0)
+        outs, ospec = _tree.flatten(first[0])
+        per_output = []
+        for oi, o in enumerate(outs):
+            jac = []
+            for k, x in enumerate(flat_in):
+                shape = tuple(o.shape) + tuple(x.shape)
+                if x.numel():
+                    cols = [c[oi] for c in columns[k]]
+                    # stacked along a last axis, then read in input order: (o..., x...)
+                    j = stack(cols, dim=-1) if o.ndim else stack(cols)
+                    jac.append(j.reshape(shape))
+                else:
+                    jac.append(Tensor._zeros_meta(shape, o.dtype, o._device))
+            per_output.append(jac)
+        res = jacobian_tree(outs, ospec, per_output, specs, single)
+        return (res, first[2]) if has_aux else res
+    return wrapper
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is J·tangents at primals. Each call runs
+    a jvp at the stored primals (tinytensor keeps no linearized program; the values agree)."""
+    out = func(*primals)
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+    return out, jvp_fn
