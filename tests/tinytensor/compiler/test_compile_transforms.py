@@ -70,6 +70,22 @@ def test_compiled_per_sample_gradients_capture_one_program_equal_to_eager():
         _same(got[i], grad(loss)(w, x[i], y[i]))
 
 
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev", "hvp"])
+def test_compiled_reverse_transforms_record_their_backward(transform):
+    # tt.func's reverse mode runs the backward itself: under capture it must be recorded
+    # as ops (a gradient computed on raw arrays would be a constant of the program)
+    import tinytensor.func as ttf
+
+    def loss(w, x):
+        return ((x @ w).tanh() ** 2).sum()
+
+    fns = {"grad": lambda w, x: ttf.grad(loss)(w, x),
+           "vjp": lambda w, x: ttf.vjp(lambda w: (x @ w).sin(), w)[1](x @ w)[0],
+           "jacrev": lambda w, x: ttf.jacrev(lambda w: (x @ w).sin())(w),
+           "hvp": lambda w, x: ttf.hvp(lambda w: loss(w, x), (w,), (x.sum(0)[:, None] * w,))[1][0]}
+    _calls(tt.compile(fns[transform], backend="numpy"), fns[transform], [(3, 4), (2, 3)])
+
+
 def test_jvp_through_compile_replays_equal_to_eager_on_new_values():
     def tangent(x, w, tx):
         return jvp(lambda x: _f(x, w), (x,), (tx,))
