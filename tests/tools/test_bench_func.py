@@ -9,7 +9,7 @@ from tinytensor.tools.lib import bench_func
 
 
 def test_bench_func_tiny_prints_a_table_of_every_case(capsys):
-    bench.main(["func", "--tiny", "--rounds", "2", "--repeat", "1", "--markdown"])
+    bench.main(["func", "--tiny", "--threads", "1", "--rounds", "2", "--repeat", "1", "--markdown"])
     out = capsys.readouterr().out
     assert out.startswith("CPU: ")
     rows = [line for line in out.splitlines() if line.startswith("| per-sample") or line.startswith("| hvp")]
