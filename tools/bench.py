@@ -10,6 +10,7 @@
     python tools/bench.py conv --resnet [--compiled] [--rounds 3]     # a ResNet-18 training step vs torch
     python tools/bench.py ops [--markdown]                            # one hot op each, fwd+bwd, worst first
     python tools/bench.py rnn [--markdown]                            # a 2-layer LSTM, fwd+bwd, eager and compiled
+    python tools/bench.py func [--rounds 5] [--markdown]              # tt.func vs torch.func: per-sample grads, hvp
 
 Both libraries get the same number of threads (NumPy's BLAS through the environment,
 torch through set_num_threads). Each case reports the median of several timed runs
@@ -24,6 +25,7 @@ import sys
 from tinytensor.tools.lib import bench_compile, bench_dist, bench_engine, bench_kernels, bench_train
 from tinytensor.tools.lib import bench_conv, bench_nanogpt, bench_ops
 from tinytensor.tools.lib import bench_rnn
+from tinytensor.tools.lib import bench_func
 from tinytensor.tools.lib.timing import median_times, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
@@ -31,6 +33,7 @@ SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (
 SUITES["conv"] = (bench_conv.__doc__, 7)
 SUITES["ops"] = (bench_ops.__doc__, 7)
 SUITES["rnn"] = (bench_rnn.__doc__, 7)
+SUITES["func"] = (bench_func.__doc__, 5)
 
 
 def parser(suite=None):
@@ -60,6 +63,11 @@ def parser(suite=None):
             ap.add_argument("--size", type=int, default=64, help="with --resnet: image side (default: %(default)s)")
             ap.add_argument("--rounds", type=int, default=3,
                             help="with --resnet: separate measurements, for the ratio's range (default: %(default)s)")
+        if suite == "func":
+            ap.add_argument("--rounds", type=int, default=5,
+                            help="separate measurements, for the ratio's range (default: %(default)s)")
+            ap.add_argument("--tiny", action="store_true",
+                            help="tiny models (a smoke test of the suite, not a measurement)")
         if suite == "ops":
             ap.add_argument("--only", default="",
                             help="comma-separated substrings: time only the cases whose name has one")
@@ -73,13 +81,13 @@ def main(argv=None):
     suite = argv[0] if argv[:1] and not argv[0].startswith("-") else None
     if suite is not None and suite not in SUITES:
         parser().error(f"unknown suite {suite!r}; choose kernels, train, dist, "
-                      "compile, conv, ops or rnn (or none: the engine)")
+                      "compile, conv, ops, rnn or func (or none: the engine)")
     args = parser(suite).parse_args(argv[1:] if suite else argv)
-    if args.threads < 1 or args.repeat < 1:
-        parser(suite).error("--threads and --repeat must be at least 1")
+    if args.threads < 1 or args.repeat < 1 or getattr(args, "rounds", 1) < 1:
+        parser(suite).error("--threads, --repeat and --rounds must be at least 1")
     set_threads(args.threads)  # before NumPy is imported
     {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv,
-     "ops": ops, "rnn": rnn}[suite](args)
+     "ops": ops, "rnn": rnn, "func": func}[suite](args)
 
 
 def _torch_threads(n):
@@ -202,6 +210,21 @@ def rnn(args):
     rows = _measure(args, bench_rnn.rnn_cases(), 60, "8.2f")
     if args.markdown:
         _table(rows, 2)
+
+
+def func(args):
+    import numpy as np
+    import tinytensor as tt
+    torch = _torch_threads(args.threads)
+    print(f"CPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each "
+          f"(load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}); median of {args.repeat} "
+          f"per round, {args.rounds} rounds; numpy {np.__version__}, torch {torch.__version__}, "
+          f"tinytensor {tt.__version__}", flush=True)
+    rows = bench_func.measure(args.repeat, args.rounds, tiny=args.tiny,
+                              out=(lambda line: None) if args.markdown else (lambda line: print(line, flush=True)))
+    if args.markdown:
+        print()
+        print(bench_func.markdown(rows))
 
 
 def ops(args):

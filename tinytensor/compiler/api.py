@@ -100,6 +100,10 @@ class CompiledFunction:
         return getattr(module, name)
 
     def __call__(self, *args, **kwargs):
+        if STATE.vmap or STATE.fw_levels:
+            if STATE.capture is not None:   # inside tt.compile(transform(...)): that capture records it
+                return self._fn(*(((self._module,) + args) if self._module is not None else args), **kwargs)
+            _refuse_inside_transform(self.__name__)
         if self._module is not None:
             args = (self._module,) + args
         dyn = self._static if self.dynamic else False
@@ -363,6 +367,19 @@ def _collector_paused():
     finally:
         if was:
             gc.enable()
+
+
+def _refuse_inside_transform(name):
+    """A replay runs the program on plain arrays: a tt.func.vmap batch (its tensors' arrays
+    are one example's zeros) or a tt.func.jvp tangent would be lost without an error."""
+    from .capture import CaptureError, user_frame
+    what = " and ".join(w for w, on in (("tt.func.vmap", STATE.vmap), ("tt.func.jvp", STATE.fw_levels)) if on)
+    raise CaptureError(
+        f"tt.compile: {name} was called inside {what} at {user_frame()}: a compiled program "
+        "replays plain arrays, so the batch or the tangents would be lost. Compile the "
+        "function that applies the transform instead (tt.compile(tt.func.vmap(f)), or of a "
+        "function calling tt.func.jvp(f, ...), captures the transform in one program), or "
+        "call the uncompiled function here")
 
 
 def _call_module(module, *args, **kwargs):

@@ -78,6 +78,8 @@ def push_tangents(cls, node, inputs, results, live):
     for lv in live:
         tangents = [(t._fw.get(lv) if t._fw else None) for t in inputs]
         state.fw_levels = levels[:levels.index(lv)]
+        role = state.transform   # the rule's ops compute a tangent: graph export labels them so
+        state.transform = role + ("tangent",)
         try:
             if rule is not None:
                 out = rule(node, *tangents)
@@ -85,6 +87,7 @@ def push_tangents(cls, node, inputs, results, live):
                 out = _double_vjp(cls, node, tangents)
         finally:
             state.fw_levels = levels
+            state.transform = role
         if out.__class__ is not tuple and out.__class__ is not list:
             out = (out,)
         if len(out) != len(results):

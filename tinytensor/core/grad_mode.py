@@ -16,6 +16,7 @@ class _State:
     tapes = []            # active record() tapes
     anomaly = False
     order = 0             # derivative order of the backward being recorded (0: forward)
+    transform = ()        # what the ops running now compute for tt.func: ("batched",), ("tangent",), ... (viz labels)
     capture = None        # the compiler's capture in progress (compiler/capture.py), or None
     autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
     fw_levels = ()        # open forward-mode levels (tt.func.jvp), outermost first: ints
@@ -139,6 +140,18 @@ def module_scope(name, absolute=False):
 
 def current_module_path():
     return STATE.scope_path
+
+
+@contextlib.contextmanager
+def transform_label(word):
+    """Ops run inside compute what a tt.func transform made of the user's op ("batched",
+    "tangent"): the tape records it on their nodes and graph export shows it."""
+    prev = STATE.transform
+    STATE.transform = prev + (word,)
+    try:
+        yield
+    finally:
+        STATE.transform = prev
 
 
 # --------------------------------------------------------------------------- anomaly mode

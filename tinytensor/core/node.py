@@ -37,6 +37,8 @@ class Node:
     non_differentiable = None
     saved_fw = None       # forward mode: the tangent dict of each saved tensor (core/forward_ad.py)
     order = 0             # set while recording: 1 for ops a first backward ran, 2 for its backward, ...
+    transform = ()        # set while recording: ("tangent",) for a jvp rule's ops, ("batched",) for a
+                          # vmap batching rule's (STATE.transform when the op ran; graph labels)
 
     def __init__(self, fn, name, attrs):
         self.fn = fn
@@ -144,6 +146,8 @@ class Tape:
                 order = f.order
         if order:
             node.order = order
+        if STATE.transform:
+            node.transform = STATE.transform
         k = len(self.nodes)
         self.nodes.append(node)
         self.outputs.append(results)
@@ -185,10 +189,23 @@ class Tape:
             attrs = "".join(f", {a}={_short(v)}" for a, v in node.attrs.items())
             outs = ", ".join(f"{list(m[0])} {m[1].name}" for m in node.out_meta)
             where = f"   @ {node.scope}" if node.scope else ""
-            lines.append(f"  %{k} = {node.name}({args}{attrs}) -> {outs}{where}")
+            role = f"   [{transform_text(node.transform)}]" if node.transform else ""
+            lines.append(f"  %{k} = {node.name}({args}{attrs}) -> {outs}{where}{role}")
         return "\n".join(lines)
 
     __str__ = __repr__
+
+
+def transform_text(labels):
+    """("batched", "batched", "tangent") -> "batched \u00d72, tangent": what tt.func made an
+    op compute, in the order the rules that ran it were called."""
+    out = []
+    for word in labels:
+        if out and out[-1][0] == word:
+            out[-1][1] += 1
+        else:
+            out.append([word, 1])
+    return ", ".join(w + (f" \u00d7{n}" if n > 1 else "") for w, n in out)
 
 
 def _short(v, limit=40):

@@ -27,7 +27,7 @@ import warnings
 
 from ..core.function import BATCHING, Function
 from ..core import engine
-from ..core.grad_mode import STATE
+from ..core.grad_mode import STATE, transform_label
 from ..core.tensor import Tensor
 
 _RANDOMNESS = ("error", "different", "same")
@@ -214,7 +214,7 @@ def dispatch(cls, inputs, attrs):
         else:
             args.append((t, None))
     rule = RULES.get(cls, fallback)
-    with _Popped(lvl.depth):
+    with _Popped(lvl.depth), transform_label("batched"):   # graph export labels the rule's ops
         if STATE.fw_levels:
             args = _with_tangents(inputs, args, lvl)
         out, bdim = rule(cls, args, attrs, lvl.size)

@@ -1,5 +1,6 @@
 """The text on each vertex, edge and cluster: what an op did, on which shapes, where, and
 what it cost."""
+from ..core.node import transform_text
 from ..kernels.fusion import path_of
 from .annotate import fmt_bytes, fmt_flops
 
@@ -91,6 +92,8 @@ def vertex_label(v, show_scope, annotate, default_dtype, repeats=None):
                 lines[-1] += " " + note
             else:
                 lines.append(note)
+        if v.node.transform:   # what tt.func made of the user's op: "[batched]", "[tangent]"
+            lines.append(f"[{transform_text(v.node.transform)}]")
         outs = v.node.out_meta
         lines.append(", ".join(shape_text(m[0], m[1], default_dtype) for m in outs))
         if show_scope and v.scope:
@@ -137,7 +140,8 @@ def vertex_tooltip(v):
         where = f" @ {v.scope}" if v.scope else ""
         path = path_of(node)
         name = f"{node.name} ({path})" if path else node.name
-        return (f"#{node.seq} {name}{where} [{order_name(v.order)}]: {ins} -> {outs}; "
+        role = f", {transform_text(node.transform)}" if node.transform else ""
+        return (f"#{node.seq} {name}{where} [{order_name(v.order)}{role}]: {ins} -> {outs}; "
                 f"attrs {node.attrs}; {fmt_flops(v.flops)}")
     if v.about:
         return v.about

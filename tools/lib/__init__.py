@@ -4,7 +4,7 @@
     tasks         what it trains on: language modeling, masked LM, the reverse task
     model_zoo     the small models it builds, by --model name
     corpus        the default corpus (Python's standard library source), byte tokens
-    plot          a loss curve as a standalone SVG
+    plot          a loss curve, or a matrix as a heat map, as a standalone SVG
     progress      a dependency-free progress bar
     graph_models  the models tools/graph.py draws, traced under tt.record()
     timing        thread setup and interleaved medians for the benchmarks
