@@ -259,3 +259,14 @@ def test_cuda_queries_on_cupy():
         warnings.simplefilter("error")
         assert tt.amp.GradScaler("cuda").is_enabled()
     del x
+
+
+def test_init_process_group_checks_torchs_arguments_before_starting_mpi(monkeypatch):
+    with pytest.raises(ValueError, match="init_method"):
+        tt.distributed.init_process_group("gloo", init_method="tcp://10.0.0.1:23456")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "0")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    monkeypatch.setitem(__import__("sys").modules, "mpi4py", None)  # MPI must not be reached
+    with pytest.raises(ValueError, match="rank=1, world_size=2 were given but the launcher says rank 0 of 2"):
+        tt.distributed.init_process_group(backend="gloo", rank=1, world_size=2)
+    assert not tt.distributed.is_initialized()

@@ -92,6 +92,9 @@ def init_process_group(backend="mpi", init_method=None, timeout=DEFAULT_TIMEOUT,
             "    mpiexec -n 2 python your_script.py\n"
             "(as root, Open MPI also needs --allow-run-as-root or OMPI_ALLOW_RUN_AS_ROOT=1 "
             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)")
+    if (rank, world_size) != (-1, -1) and (rank, world_size) != env:
+        raise ValueError(f"init_process_group: rank={rank}, world_size={world_size} were given "
+                         f"but the launcher says rank {env[0]} of {env[1]}")
     # the backends import this module (INSTALL): at the top the imports would be circular
     if backend == "mpi":
         from .mpi import MPIBackend
@@ -99,9 +102,6 @@ def init_process_group(backend="mpi", init_method=None, timeout=DEFAULT_TIMEOUT,
     else:
         from .nccl import NCCLBackend
         group = NCCLBackend(timeout)
-    if (rank, world_size) != (-1, -1) and (rank, world_size) != env:
-        raise ValueError(f"init_process_group: rank={rank}, world_size={world_size} were given "
-                         f"but the launcher says rank {env[0]} of {env[1]}")
     if (group.rank, group.world_size) != env:
         raise RuntimeError(
             f"init_process_group: the launcher says rank {env[0]} of {env[1]} but MPI reports "
