@@ -12,7 +12,7 @@ import tinytensor as tt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = {"tinytensor": "tinytensor", "nn": "tinytensor.nn", "models": "tinytensor.models",
-           "tools": "tinytensor.tools", "optim": "tinytensor.optim"}
+           "tools": "tinytensor.tools"}
 
 
 def _config():

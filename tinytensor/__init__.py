@@ -117,7 +117,8 @@ def cuda_device_count():
     return cupy_module().cuda.runtime.getDeviceCount() if cuda_is_available() else 0
 
 
-# nn/, models/, tools/ and optim/ install as tinytensor.nn, .models, .tools, .optim; they
+# nn/, models/ and tools/ install as tinytensor.nn, .models, .tools, and optim/ (torch.optim's
+# names over nn's optimizers) is tinytensor.optim; they
 # import tinytensor themselves, so they load on first use: `tt.nn.Linear` as `torch.nn.Linear`
 _SUBPACKAGES = ("nn", "models", "tools", "optim")
 # torch's top-level names that live above the engine: (module, name), imported on first use
