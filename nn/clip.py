@@ -65,7 +65,7 @@ def _norm_value(xp, a, norm_type):
 
 def _set_grads(parameters, new):
     """Give each gradient its clipped value `new[id(old grad)]` (a tensor)."""
-    if STATE.capture is not None:
+    if STATE.hooks.capturing:
         # the capture follows tensors, not arrays: the clipped tensor becomes the .grad
         params = [parameters] if isinstance(parameters, tt.Tensor) else parameters
         for p in params:
@@ -75,11 +75,6 @@ def _set_grads(parameters, new):
     for g in _grads(parameters if isinstance(parameters, tt.Tensor) else list(parameters)):
         g.data = new[id(g)].data  # see _grads: never write into a gradient's array
         g._version[0] += 1
-
-
-def _user_line():
-    from tinytensor.compiler.capture import user_frame
-    return user_frame(skip=(os.path.dirname(os.path.abspath(__file__)),))
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -102,10 +97,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not grads:
         return tt.tensor(0.0)
     first = grads[0]
-    if error_if_nonfinite and STATE.capture is not None:
-        from tinytensor.compiler import CaptureError
-        raise CaptureError(
-            f"tt.compile: clip_grad_norm_(error_if_nonfinite=True) at {_user_line()} reads the "
+    hooks = STATE.hooks
+    if error_if_nonfinite and hooks.capturing:
+        hooks.fail(
+            f"tt.compile: clip_grad_norm_(error_if_nonfinite=True) at "
+            f"{hooks.where(skip=(os.path.dirname(os.path.abspath(__file__)),))} reads the "
             "gradients' norm into Python to decide whether to raise, which a compiled program "
             "cannot replay; pass error_if_nonfinite=False inside the compiled function (and "
             "check the returned norm outside it)")

@@ -25,7 +25,7 @@ from .ops.elementwise import (add, sub, mul, div, neg, pow, exp, log, log1p, sqr
                               sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, silu, softplus, erf,
                               maximum, minimum, clamp, where, eq, ne, lt, le, gt, ge, logical_and,
                               logical_or, logical_not, logical_xor, isfinite, isnan, isinf,
-                              square, reciprocal, remainder, abs_ as abs)
+                              square, reciprocal, remainder, absolute, absolute as abs)
 from .ops.elementwise import clamp as clip
 from .ops.reduce import (sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std,
                          logsumexp, norm, all, any, cumsum)
@@ -36,7 +36,7 @@ from .ops.movement import (reshape, flatten, unflatten, squeeze, unsqueeze, perm
 from .ops.indexing import gather, scatter_add, masked_fill, index_select, embedding
 from .ops.linalg import matmul, einsum, mm, bmm
 from .ops.sorting import sort, argsort, topk
-from .ops.elementwise import floor, ceil, trunc, round_ as round
+from .ops.elementwise import floor, ceil, trunc, round_half_even as round
 from .ops.movement import t, narrow, select
 from .ops.softmax import softmax, log_softmax
 from .ops.math_functions import (tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh, atanh,

@@ -86,11 +86,8 @@ def _created(t, requires_grad):
 
 def _sized_by_symbols(*values):
     """Whether tt.compile(dynamic=True) is capturing and sizes among `values` are formulas."""
-    cap = STATE.capture
-    if cap is None or cap.symbolic is None:
-        return False
-    from .compiler.symbolic import contains_symbolic   # the compiler imports this module
-    return contains_symbolic(values)
+    hooks = STATE.hooks
+    return hooks.symbolic and hooks.is_size(values)
 
 
 def _sym_shape(size):
@@ -251,8 +248,7 @@ def multinomial(probs, num_samples, replacement=False):
     if probs.ndim not in (1, 2):
         raise ValueError(f"multinomial: expects a 1-d or 2-d tensor of weights, got shape "
                          f"{tuple(probs.shape)}")
-    if STATE.capture is not None:   # drawn on the host from the values: not a recorded op
-        STATE.capture.read_value(probs, "multinomial")
+    STATE.hooks.read_value(probs, "multinomial")   # drawn on the host from the values: not a recorded op
     w = np.asarray(to_device_array(probs.data, CPU), dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():

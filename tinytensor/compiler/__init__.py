@@ -30,6 +30,8 @@ Not captured (each a clear error or documented here):
   backward(create_graph=True) through them raises; under tt.no_grad() they carry no history,
   and so do the results of a step that runs its own backward.
 """
+from . import hooks as _hooks  # noqa: F401  (installs the compiler's capture hooks in core)
+from . import eager_kernels as _eager_kernels  # noqa: F401  (installs the eager kernels' toolchain)
 from . import ir
 from .api import CompiledFunction, compile
 from .capture import CaptureError

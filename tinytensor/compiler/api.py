@@ -10,7 +10,8 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..device import device_of_array
 from . import dynamic as _dynamic
-from . import choose, guards, instantiate, interpret, state, symbolic
+from .. import symbolic
+from . import choose, guards, instantiate, interpret, state
 from .capture import capture, flatten_tensors, known_tensors, own, owner, rebuild
 from .passes import run_all
 

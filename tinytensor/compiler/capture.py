@@ -36,7 +36,8 @@ from ..core.tensor import Tensor
 from ..device import CPU, device_of_array
 from ..dtypes import from_numpy_dtype
 from ..kernels import fusion as _fusion
-from . import ir, state, symbolic
+from .. import symbolic
+from . import ir, state
 from .dynamic import Symbolic
 from .interpret import _Ctx, fill_attrs
 

@@ -19,7 +19,8 @@ import os
 import re
 import shutil
 
-from . import instantiate, symbolic
+from .. import symbolic
+from . import instantiate
 from .capture import capture
 from .ir import nbytes
 from .passes import DEFAULT

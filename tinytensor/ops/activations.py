@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..core.function import Function
-from .elementwise import (_sigmoid, _xp, abs_, exp, float_operand, lt, neg, sigmoid, softplus,
+from .elementwise import (_sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
                           tanh, where)
 from .inplace import apply_inplace
 
@@ -159,7 +159,7 @@ class Hardsigmoid(Function):
     @staticmethod
     def backward(ctx, g):
         x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
-        return where(lt(abs_(x), 3.0), g * (1.0 / 6.0), 0.0)
+        return where(lt(absolute(x), 3.0), g * (1.0 / 6.0), 0.0)
 
     @staticmethod
     def backward_arrays(ctx, g):

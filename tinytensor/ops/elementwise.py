@@ -34,10 +34,10 @@ def as_tensor_like(value, ref, dtype=None):
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
         return Tensor(value, device=ref.device).to(from_numpy_dtype(np_dtype))
     if value.__class__ not in _CACHEABLE:  # lists, tuples, NumPy scalars: no cache
-        cap = STATE.capture
-        if cap is not None and getattr(cap, "symbolic", None) is not None and hasattr(value, "_recompute"):
+        hooks = STATE.hooks
+        if hooks.symbolic and hooks.is_size(value):
             # a number computed from dynamic sizes (a mean's 1/n): recomputed at each call
-            return cap.size_scalar(value, np_dtype, ref._device)
+            return hooks.size_scalar(value, np_dtype, ref._device)
         return Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
     key = (value, value.__class__, np_dtype, ref._device)
     if not value and math.copysign(1.0, value) < 0:
@@ -707,7 +707,7 @@ class AbsInt(Function):
         return abs(x)
 
 
-def abs_(x):
+def absolute(x):
     if x.data.dtype.kind == "c":
         from .complex import abs_complex   # |z| is real: its own op (complex.py builds on this module)
         return abs_complex(x)
@@ -938,7 +938,7 @@ class Softsign(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g * Softsign._slope(ctx.saved_tensor(0), abs_)
+        return g * Softsign._slope(ctx.saved_tensor(0), absolute)
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -1521,7 +1521,7 @@ class RoundDecimals(_Rounding):
         return xp.rint(x * ten_pow) / ten_pow
 
 
-def round_(x, *, decimals=0):
+def round_half_even(x, *, decimals=0):
     if decimals == 0:
         return Round.call(x)
     if not is_floating_np(x.data.dtype):

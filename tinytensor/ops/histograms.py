@@ -41,8 +41,7 @@ def bincount(input, weights=None, minlength=0):
         raise TypeError(f"bincount: input must be a 1-d integer tensor, got {got}{_where()}")
     if minlength < 0:
         raise ValueError(f"bincount: minlength must be non-negative, got {plain(minlength)}")
-    if STATE.capture is not None:  # the output's length is the input's largest value
-        STATE.capture.read_value(input, "bincount")
+    STATE.hooks.read_value(input, "bincount")   # the output's length is the input's largest value
     if bool((input < 0).any()):
         raise ValueError(f"bincount: input must be non-negative (shape {tuple(input.shape)})"
                          f"{_where()}")

@@ -15,8 +15,8 @@ from .movement import expand
 
 def apply_inplace(x, op, fn, *others, _key_tensors=()):
     """Run out-of-place `fn(x, *others)` and store the result into x in place."""
-    if STATE.capture is not None:   # refused where it involves the step's values
-        STATE.capture.refuse_inplace(op, (x,) + others + tuple(_key_tensors))
+    # refused where it involves the step's values
+    STATE.hooks.refuse_inplace(op, (x,) + others + tuple(_key_tensors))
     needs_graph = STATE.grad_enabled and (
         x.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others))
     if not needs_graph:

@@ -217,8 +217,8 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     elif interpolation == "higher":
         lo = hi
     elif interpolation == "nearest":
-        from .elementwise import round_
-        lo = hi = round_(ranks)
+        from .elementwise import round_half_even
+        lo = hi = round_half_even(ranks)
     below = gather(s, -1, cast(lo, "int64"))
     above = gather(s, -1, cast(hi, "int64"))
     if interpolation == "linear":

@@ -380,7 +380,7 @@ def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=
                              f"{tuple(a + b - 1 for a, b in zip(default, stride))})")
     if any(s <= 0 for s in size):
         raise _error(f"{op}: calculated output size {size} is too small for input {tuple(x.shape)}")
-    if STATE.capture is not None and STATE.capture.traced(idx):
+    if STATE.hooks.traced(idx):
         # a recorded check: every replay checks its indices (into the flattened output)
         idx = _IndexInRange.apply(idx, size=math.prod(size), dim="of the flattened output",
                                   op=op, word="an invalid max index, out of range")

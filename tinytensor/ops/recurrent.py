@@ -30,7 +30,7 @@ def _xp(a):
 
 def use_fused():
     """Eager with fusion on (tt.kernels.set_fusion): the fused cell; else the reference ops."""
-    return STATE.capture is None and fusion.enabled()
+    return not STATE.hooks.capturing and fusion.enabled()
 
 
 class LstmCell(Function):

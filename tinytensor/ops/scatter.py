@@ -280,8 +280,7 @@ def masked_select(input, mask):
 
 def nonzero(input, as_tuple=False):
     """Indices of the nonzero entries: an (n, ndim) int64 tensor, or one 1-d tensor per dim."""
-    if STATE.capture is not None:   # the indices are values a compiled replay would freeze
-        STATE.capture.read_value(input, "nonzero")
+    STATE.hooks.read_value(input, "nonzero")   # the indices are values a replay would freeze
     xp, a = input.device.xp, input.data
     if as_tuple:
         return tuple(Tensor._make(xp.asarray(i, dtype=np.int64), input.device, False)

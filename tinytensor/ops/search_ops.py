@@ -137,8 +137,7 @@ class _FlatIndex(Function):
 def argwhere(input):
     """The indices of input's nonzero entries, one row each: an (n, input.ndim) int64
     tensor. n depends on the values, so tt.compile refuses it (as nonzero)."""
-    if STATE.capture is not None:
-        STATE.capture.read_value(input, "argwhere")
+    STATE.hooks.read_value(input, "argwhere")
     return nonzero(input)
 
 
@@ -191,8 +190,7 @@ def _unique_arrays(a, dim, consecutive):
 def _unique(op, input, return_inverse, return_counts, dim, consecutive):
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-    if STATE.capture is not None:   # the result's length is the values' to say
-        STATE.capture.read_value(input, op)
+    STATE.hooks.read_value(input, op)   # the result's length is the values' to say
     if dim is not None:
         if input.ndim == 0:
             raise OpError(f"{op}: dim={dim} given for a 0-d tensor{_where()}")

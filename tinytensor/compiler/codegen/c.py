@@ -38,7 +38,8 @@ from ...ops import elementwise as E
 from ...ops.reduce import Amax, Sum
 from ..passes import fuse
 from ..passes.gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
-from .. import cache_disk, instantiate, symbolic
+from ... import symbolic
+from .. import cache_disk, instantiate
 from . import runner as _runner, threads as _threads_mod
 from .runner import Runner
 

@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from ...device import cupy_module
-from .. import cache_disk, instantiate, symbolic
+from ... import symbolic
+from .. import cache_disk, instantiate
 from . import c
 from .runner import numpy_step
 

@@ -20,7 +20,7 @@ import dataclasses
 import importlib
 
 import numpy as np
-from .. import symbolic
+from ... import symbolic
 
 DEFAULT = ("dce", "cse", "fold", "simplify", "pads", "gelu", "dce", "remat")
 

@@ -62,7 +62,7 @@ from ...ops.norms import LayerNormCore, RMSNormCore
 from ...ops.reduce import Amax, Sum
 from ...ops.softmax import LogSoftmax, Softmax
 from ..ir import Instr, Program, Value, nbytes
-from .. import symbolic
+from ... import symbolic
 from . import freeze
 from .gelu import GeluCdf, GeluErfSlope, GeluFromCdf, GeluSlopeFromCdf
 from ...dtypes import float64
