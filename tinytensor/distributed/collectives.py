@@ -9,6 +9,7 @@ waits at most the group's timeout, and fails at once if a rank it waits for is e
 
 from ..core.tensor import Tensor
 from ..messages import type_name
+from . import process_group
 from .process_group import ReduceOp, group
 
 
@@ -66,6 +67,14 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
 def barrier():
     """Wait until every rank reaches this call (a rank in another collective is an error)."""
     synchronize("barrier")
+
+
+def destroy_process_group():
+    """Leave the group (after a barrier, so no rank leaves while another still sends)."""
+    if not process_group.is_initialized():
+        return
+    synchronize("destroy_process_group")  # every rank agrees it is leaving, within the timeout
+    process_group.leave()
 
 
 def synchronize(fn):
