@@ -16,7 +16,7 @@ import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.core.function import Function
 from tinytensor.core.grad_mode import STATE
-from tinytensor.device import device_of_array
+from tinytensor.device import xp_of as _xp
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -35,10 +35,6 @@ def _grads(parameters):
             seen.add(id(p.grad))
             grads.append(p.grad)
     return grads
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else device_of_array(a).xp
 
 
 class _GradNorm(Function):

@@ -33,7 +33,7 @@ import numpy as np
 import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.core.grad_mode import STATE
-from tinytensor.device import device_of_array, to_device_array
+from tinytensor.device import xp_of as _xp, to_device_array
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -378,10 +378,6 @@ class _Captured:
 
 def _is_array(v):
     return isinstance(v, np.ndarray) or type(v).__module__.startswith("cupy")
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else device_of_array(a).xp
 
 
 class SGD(Optimizer):

@@ -85,7 +85,6 @@ from .ops.linalg_misc import matrix_exp, cross_top as cross
 from .ops.linalg_lu import lu_top as lu, lu_solve_top as lu_solve, lu_unpack
 from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, imag, angle, conj,
                           conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg, isreal)
-from . import masked
 from . import fft
 from .spectral import stft, istft
 from . import linalg_eig  # noqa: F401  (attaches eig, eigvals to tt.linalg)

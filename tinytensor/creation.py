@@ -4,7 +4,7 @@ import numpy as np
 
 from .dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, int64, scalar_dtype
 from .random import generator, integers, normal, uniform
-from .device import CPU, device_of_array, get_device, to_device_array, array_context
+from .device import CPU, get_device, to_device_array, array_context
 from .core.function import Function
 from .core.grad_mode import STATE
 from .core.tensor import Tensor, to_array

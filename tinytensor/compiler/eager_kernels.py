@@ -47,7 +47,7 @@ class _Kernel:
                                [(v.id, [_dim(d) for d in v.shape], v.dtype.np) for v in ins.outputs],
                                [v.id for v in ins.inputs]))
         self.pools = {}   # thread count -> the C pool (threads.pool takes a lock)
-        from .codegen.runner import data_pointer   # 0.13 µs, against 1.8 for a.ctypes.data
+        from .codegen.runner import data_pointer   # far cheaper than a.ctypes.data
         self.pointer = data_pointer
 
     def __call__(self, arrays):

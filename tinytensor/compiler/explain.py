@@ -94,7 +94,7 @@ def explain_stages(program_stages, out_dir):
 
 
 def _kernel_sources(program, folder):
-    # the C code generator loads on first use (~7 ms of hashlib, ctypes): import tinytensor skips it
+    # the C code generator loads on first use (hashlib, ctypes): import tinytensor skips it
     from .codegen import c
     source, names = c.program_source(program)
     if not names:

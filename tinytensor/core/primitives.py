@@ -5,6 +5,7 @@ import numpy as np
 
 from ..dtypes import BF16_NP, from_any, from_numpy_dtype
 from .function import Function
+from ..device import xp_of as _xp
 
 
 def summand(a):
@@ -29,10 +30,6 @@ def sum_to_array(a, shape):
     if lead:
         out = out.reshape(shape)
     return out
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class SumTo(Function):

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
+from ..dtypes import (bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
 from ..dtypes import int8, int16, uint8, uint64, complex64, complex128
 from ..dtypes import BF16_NP, bfloat16

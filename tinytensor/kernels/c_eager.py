@@ -20,14 +20,15 @@ pairwise summation order (the norms equal their NumPy reference decompositions b
 
 One kernel per (op, dtypes, layout class, attributes that are constants of the program such
 as eps), built on first use: the C source goes through `compiler/cache_disk.py`'s private
-disk cache, so a later process loads the object without compiling (about 0.1 s for the
-capture and the passes; a compile, the first time ever, 1-3 s).
+disk cache, so a later process loads the object without compiling (it still captures and
+runs the passes, a fraction of the first compile's time).
 
 The NumPy code of each op stays the reference and the fallback: it runs when
 - TINYTENSOR_EAGER_KERNELS=0 (also false/off/no) is set, or `set_enabled(False)`;
 - no C compiler is found (compiler/choose.py's rule) or a kernel fails to build (a warning,
   once per kernel; the op then runs on NumPy);
-- the call is small (fewer than MIN_ELEMENTS elements: the call costs ~15 µs);
+- the call is small (fewer than MIN_ELEMENTS elements: below that the fixed cost of the
+  ctypes call outweighs what the fused loop saves);
 - while a kernel is being built (its capture records the op itself). While tt.compile
   captures a step the kernels run as in eager, so the capture's values are eager's; a
   kernel first needed there is captured apart from the step (its tape, its guards).
@@ -39,7 +40,7 @@ import threading
 import numpy as np
 
 ENV = "TINYTENSOR_EAGER_KERNELS"
-MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call (~15 µs)
+MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call
 SAMPLE = {"r": 37, "n": 53}   # capture sizes per layout letter: distinct primes, so no two dims share a symbol
 
 def _env_on(value):

@@ -19,6 +19,7 @@ from ..device import device_of_array, to_device_array
 from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
 from .special import erf as special_erf, gelu_exact, gelu_exact_slope
+from ..device import xp_of as _xp
 
 
 # ---------------------------------------------------------------- operand handling
@@ -405,10 +406,6 @@ def reciprocal(x):
 # Every op here is one Function subclass: forward on arrays, backward in tinytensor ops
 # (differentiable again, for create_graph) and, where it pays, backward_arrays: the same
 # first-order formula on raw arrays, which the engine runs when no gradient graph is built.
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
-
-
 def _sigmoid(xp, x):
     if xp is np and x.dtype in (np.float32, np.float64):
         # torch's 1 / (1 + exp(-x)) in four in-place passes; exp overflowing to inf gives the

@@ -12,12 +12,9 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import plain
 from .movement import _where, reshape
+from ..device import xp_of as _xp
 
 __all__ = ["bincount", "histc", "histogram", "histogramdd"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class Bincount(Function):

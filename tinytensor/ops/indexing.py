@@ -13,10 +13,7 @@ from ..kernels import c_rows as _c_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
 from .movement import _where, broadcast_shapes, norm_dim, pad as pad_, reshape
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def _add_at(xp, out, key, values):

@@ -29,6 +29,7 @@ from .elementwise import float_operand
 from .indexing import _GatherOp, _IndexInRange, _along_dim_key
 from .linalg import matmul
 from .movement import movedim, reshape
+from ..device import xp_of as _xp
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
@@ -341,10 +342,6 @@ class MaxUnpool(Function):
         N, C = idx.shape[:2]
         flat = _GatherOp.apply(reshape(g, (N, C, -1)), reshape(idx, (N, C, -1)), dim=2)
         return reshape(flat, tuple(idx.shape)), None
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None, n=2,

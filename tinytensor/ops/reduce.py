@@ -19,10 +19,7 @@ from .elementwise import (absolute, cast, clone, div, eq, exp, float_operand, is
                           maximum, minimum, mul, sign, where)
 from .indexing import gather
 from .movement import _where, expand, flip, norm_dim, norm_dims, reshape
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def _dims_args(x, dim, keepdim, axis, keepdims, op):

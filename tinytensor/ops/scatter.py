@@ -14,15 +14,12 @@ from ..core.tensor import Tensor
 from .elementwise import as_tensor_like, cast, where
 from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem, index_in_range
 from .movement import _where, broadcast_shapes, broadcast_to, norm_dim
+from ..device import xp_of as _xp
 
 __all__ = ["scatter", "scatter_reduce", "masked_select", "nonzero"]
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _ufunc_at(xp, reduce, out, key, values):

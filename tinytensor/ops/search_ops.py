@@ -12,16 +12,13 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import OpError
-from .elementwise import as_tensor_like, cast, div, remainder, where
+from .elementwise import as_tensor_like, cast, div, remainder
 from .movement import _where
 from .scatter import nonzero
+from ..device import xp_of as _xp
 
 __all__ = ["searchsorted", "bucketize", "unravel_index", "argwhere", "unique",
            "unique_consecutive"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class SearchSorted(Function):

@@ -6,7 +6,6 @@ import pytest
 from tinytensor import models
 from tinytensor import nn
 import tinytensor as tt
-import tinytensor.functional as F
 from tinytensor.core.function import Function
 from tinytensor import symbolic
 from tinytensor.compiler.capture import CaptureError, capture
