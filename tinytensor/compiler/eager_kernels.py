@@ -17,7 +17,6 @@ from .. import symbolic
 from ..core.grad_mode import STATE
 from ..creation import tensor
 from ..kernels import c_eager
-from . import cache_disk
 
 
 class _Kernel:
@@ -94,6 +93,7 @@ def _dim(d):
 
 
 def _build(name, fn, dtypes, layout, SAMPLE):
+    from . import cache_disk   # loaded with the first kernel, not with tinytensor
     from .capture import capture
     from .codegen import c
     from .passes import fuse, run_all
@@ -171,6 +171,7 @@ class Toolchain:
 
     @staticmethod
     def available():
+        from . import cache_disk
         try:
             cache_disk.find_compiler()
             return True
@@ -186,6 +187,7 @@ class Toolchain:
 
     @staticmethod
     def compile_part(name, source):
+        from . import cache_disk
         from .codegen import c
         try:
             with open(c.HEADER) as f:
