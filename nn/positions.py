@@ -29,7 +29,7 @@ def _sized(*values):
     """Whether a length or offset is a size tt.compile(dynamic=True) is capturing as a
     formula: the positions are then built with tensor ops, which the program replays for
     each call's sizes (NumPy's arange would bake today's)."""
-    return STATE.hooks.is_size(values)
+    return any(STATE.hooks.is_size(v) for v in values)
 
 
 def _position_tensor(positions, past_length, device, dtype=None):

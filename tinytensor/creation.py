@@ -87,7 +87,7 @@ def _created(t, requires_grad):
 def _sized_by_symbols(*values):
     """Whether tt.compile(dynamic=True) is capturing and sizes among `values` are formulas."""
     hooks = STATE.hooks
-    return hooks.symbolic and hooks.is_size(values)
+    return hooks.symbolic and hooks.holds_sizes(values)
 
 
 def _sym_shape(size):

@@ -3,7 +3,7 @@ records a step (`STATE.capture`, set by capture.py), `STATE.hooks` is a `Compile
 around it, and the ops, nn's optimizers and buffers ask it instead of the tape."""
 from ..core import hooks as _hooks
 from ..creation import full
-from ..symbolic import contains_symbolic
+from ..symbolic import SymFloat, SymInt, contains_symbolic
 from . import capture as _capture
 
 
@@ -37,7 +37,10 @@ class CompilerHooks(_hooks.CaptureHooks):
 
     # -------------------------------------------------------------- sizes
     def is_size(self, value):
-        return self.symbolic and contains_symbolic(value)
+        return self.symbolic and isinstance(value, (SymInt, SymFloat))
+
+    def holds_sizes(self, values):
+        return self.symbolic and contains_symbolic(values)
 
     def shape_of(self, t):
         return self.sym.shape_of(t) if self.symbolic else t.data.shape

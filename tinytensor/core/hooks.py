@@ -49,7 +49,11 @@ class CaptureHooks:
 
     # -------------------------------------------------------------- sizes
     def is_size(self, value):
-        """Whether `value` is a symbolic size (or a number computed from sizes)."""
+        """Whether `value` is a symbolic size (or a number computed from sizes) itself."""
+        return False
+
+    def holds_sizes(self, values):
+        """Whether symbolic sizes are among `values` (nested in tuples, lists, dicts, slices)."""
         return False
 
     def shape_of(self, t):
