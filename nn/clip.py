@@ -16,7 +16,7 @@ import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.core.function import Function
 from tinytensor.core.grad_mode import STATE
-from tinytensor.device import device_of_array
+from tinytensor.device import xp_of as _xp
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -35,10 +35,6 @@ def _grads(parameters):
             seen.add(id(p.grad))
             grads.append(p.grad)
     return grads
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else device_of_array(a).xp
 
 
 class _GradNorm(Function):
@@ -86,7 +82,7 @@ def _norm_value(xp, a, norm_type):
 
 def _set_grads(parameters, new):
     """Give each gradient its clipped value `new[id(old grad)]` (a tensor)."""
-    if STATE.capture is not None:
+    if STATE.hooks.capturing:
         # the capture follows tensors, not arrays: the clipped tensor becomes the .grad
         params = [parameters] if isinstance(parameters, tt.Tensor) else parameters
         for p in params:
@@ -96,11 +92,6 @@ def _set_grads(parameters, new):
     for g in _grads(parameters if isinstance(parameters, tt.Tensor) else list(parameters)):
         g.data = new[id(g)].data  # see _grads: never write into a gradient's array
         g._version[0] += 1
-
-
-def _user_line():
-    from tinytensor.compiler.capture import user_frame
-    return user_frame(skip=(os.path.dirname(os.path.abspath(__file__)),))
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -124,10 +115,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     if not grads:
         return tt.tensor(0.0)
     first = grads[0]
-    if error_if_nonfinite and STATE.capture is not None:
-        from tinytensor.compiler import CaptureError
-        raise CaptureError(
-            f"tt.compile: clip_grad_norm_(error_if_nonfinite=True) at {_user_line()} reads the "
+    hooks = STATE.hooks
+    if error_if_nonfinite and hooks.capturing:
+        hooks.fail(
+            f"tt.compile: clip_grad_norm_(error_if_nonfinite=True) at "
+            f"{hooks.where(skip=(os.path.dirname(os.path.abspath(__file__)),))} reads the "
             "gradients' norm into Python to decide whether to raise, which a compiled program "
             "cannot replay; pass error_if_nonfinite=False inside the compiled function (and "
             "check the returned norm outside it)")

@@ -33,7 +33,7 @@ import numpy as np
 import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.core.grad_mode import STATE
-from tinytensor.device import device_of_array, to_device_array
+from tinytensor.device import xp_of as _xp, to_device_array
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -133,16 +133,15 @@ class Optimizer:
         is freed and the next backward stores its gradient instead of adding to zeros, and
         step() skips parameters that got none. With set_to_none=False each `.grad` is
         filled with zeros instead (a new array; tensors sharing the old one keep it)."""
-        capture = STATE.capture
+        hooks = STATE.hooks
         for group in self.param_groups:
             for p in group["params"]:
-                if capture is not None:  # the compiled step no longer depends on this .grad
-                    capture.cleared.add(id(p))
+                hooks.grad_cleared(p)  # a compiled step no longer depends on this .grad
                 if p.grad is None:
                     continue
                 if set_to_none:
                     p.grad = None
-                elif capture is not None:  # a new tensor: the replay must not read the old .grad
+                elif hooks.capturing:  # a new tensor: the replay must not read the old .grad
                     p.grad = tt.Tensor._make(p.grad.device.xp.zeros_like(p.grad.data),
                                              p.grad.device, False)
                 else:
@@ -157,8 +156,9 @@ class Optimizer:
         if closure is not None:
             with tt.enable_grad():
                 loss = closure()
-        if STATE.capture is not None:
-            self._captured_step(STATE.capture)
+        hooks = STATE.hooks
+        if hooks.capturing:
+            self._captured_step(hooks)
             return loss
         with tt.no_grad():
             for group in self.param_groups:
@@ -183,21 +183,13 @@ class Optimizer:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ captured (tt.compile)
-    def _captured_step(self, capture):
-        if id(self) in capture.stepped:
-            # each step's state reads (step count, bias corrections) are inputs a replay
-            # reads once, before the program: a second step would read the first one's
-            from tinytensor.compiler.capture import CaptureError, user_frame
-            raise CaptureError(
-                f"tt.compile: {capture.fn_name} calls {type(self).__name__}.step() a second time "
-                f"at {user_frame(skip=(os.path.dirname(__file__),))}; a compiled function can "
-                "hold one step of each optimizer. "
-                "Compile the function of one step and call it in a loop (or accumulate the "
-                "gradients of several micro-batches, then step once)")
-        capture.stepped.add(id(self))
+    def _captured_step(self, hooks):
+        """The step as ops a compiled program repeats, through the capture hooks
+        (core/hooks.py): state reads are per-call inputs, new values assignments."""
+        hooks.optimizer_step(self, hooks.where(skip=(os.path.dirname(__file__),)))
         reads = _Reads(self)
-        capture.before_call.append(reads.refresh)  # first: the others read what it looks up
-        with tt.no_grad(), capture.recording_as("optimizer"):
+        hooks.each_call(reads.refresh)  # first: the others read what it looks up
+        with tt.no_grad(), hooks.recording_as("optimizer"):
             for gi, group in enumerate(self.param_groups):
                 for pi, p in enumerate(group["params"]):
                     if p.grad is None:
@@ -210,8 +202,8 @@ class Optimizer:
                     if g.dtype != p.dtype:
                         g = g.to(p.dtype)
                     name = p.name or f"param_groups[{gi}]['params'][{pi}]"
-                    new = self._update_ops(_Captured(reads, capture, gi, p, name), p, g, group)
-                    capture.assign(new, functools.partial(_write_param, p), target=p)
+                    new = self._update_ops(_Captured(reads, hooks, gi, p, name), p, g, group)
+                    hooks.assign(new, functools.partial(_write_param, p), target=p)
 
     def _update_ops(self, c, p, g, group):
         """The new value of parameter `p` as ops; state through `c` (a _Captured)."""
@@ -346,8 +338,8 @@ class _Captured:
     numbers of its group options and state (`scalar`), state arrays (`state`), and how it
     writes state back (`update`), for parameter `p`, through `reads`."""
 
-    def __init__(self, reads, capture, gi, p, name):
-        self.reads, self.capture, self.p, self.name = reads, capture, p, name
+    def __init__(self, reads, hooks, gi, p, name):
+        self.reads, self.hooks, self.p, self.name = reads, hooks, p, name
         self.k = reads.add(gi, p)
         self._inputs = {}   # state key -> the input tensor reading it (where update writes back)
 
@@ -362,7 +354,7 @@ class _Captured:
         """A 0-d input of p's dtype holding fn(group, state) at each call."""
         reads, k, dtype, xp = self.reads, self.k, self.p.data.dtype, self.p.device.xp
         if xp is not np:
-            return self.capture.input(
+            return self.hooks.input(
                 lambda: xp.asarray(fn(reads.groups[k], reads.states[k]), dtype=dtype),
                 f"{self.name}.{what}")
         # one array refilled at each call, for a third of xp.asarray's cost: no replay hands
@@ -374,7 +366,7 @@ class _Captured:
         def read():
             held[()] = fn(reads.groups[k], reads.states[k])  # rounds as asarray(dtype) does
             return held
-        return self.capture.input(read, f"{self.name}.{what}")
+        return self.hooks.input(read, f"{self.name}.{what}")
 
     def state(self, key, zeros_if_missing=False):
         """State array `key` as an input; its new value is written back by `update`."""
@@ -383,7 +375,7 @@ class _Captured:
         def read():
             a = reads.states[k].get(key)
             return p.device.xp.zeros_like(p.data) if a is None and zeros_if_missing else a
-        t = self._inputs[key] = self.capture.input(read, f"{self.name}.{key}")
+        t = self._inputs[key] = self.hooks.input(read, f"{self.name}.{key}")
         return t
 
     def update(self, key, new):
@@ -395,20 +387,16 @@ class _Captured:
                 state[key] = a.copy()  # never the program's own memory
             elif state[key] is not a:  # (a compiled runner may have computed it in place)
                 state[key][...] = a
-        self.capture.assign(new, write, into=self._inputs.get(key))
+        self.hooks.assign(new, write, into=self._inputs.get(key))
 
     def each_call(self, fn):
         """fn() now, and before every replay reads its inputs."""
         fn()
-        self.capture.before_call.append(fn)
+        self.hooks.each_call(fn)
 
 
 def _is_array(v):
     return isinstance(v, np.ndarray) or type(v).__module__.startswith("cupy")
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else device_of_array(a).xp
 
 
 class SGD(Optimizer):

@@ -23,7 +23,6 @@ import time
 
 
 import tinytensor as tt
-import tinytensor.distributed as dist
 from tinytensor.distributed.process_group import group as _group
 
 from .module import Module

@@ -29,7 +29,7 @@ def _sized(*values):
     """Whether a length or offset is a size tt.compile(dynamic=True) is capturing as a
     formula: the positions are then built with tensor ops, which the program replays for
     each call's sizes (NumPy's arange would bake today's)."""
-    return any(hasattr(v, "_recompute") for v in values)
+    return any(STATE.hooks.is_size(v) for v in values)
 
 
 def _position_tensor(positions, past_length, device, dtype=None):
@@ -50,8 +50,7 @@ def _positions(positions, past_length, device):
 def _refuse_tensor(t, what):
     """Tables built from a Tensor's values on arrays are constants to a capture: refuse
     them there (naming the line) rather than replay the first call's positions."""
-    if STATE.capture is not None:
-        STATE.capture.read_value(t, what)
+    STATE.hooks.read_value(t, what)
 
 
 # ---------------------------------------------------------------------- sinusoidal
@@ -135,7 +134,7 @@ class LearnedPositionalEmbedding(Embedding):
         if isinstance(positions, tt.Tensor):
             # recorded ops, so a compiled step follows each call's ids; the range is checked
             # eagerly (the embedding's gather refuses an id past the table at replay)
-            if STATE.capture is None and positions.numel():
+            if not STATE.hooks.capturing and positions.numel():
                 lo, hi = int(positions.min()), int(positions.max())
                 if hi + self.offset >= self.num_embeddings or lo + self.offset < 0:
                     raise IndexError(f"LearnedPositionalEmbedding: positions {lo}..{hi} out of "

@@ -74,6 +74,13 @@ def gru_step(xp, h, w_hh, b_hh):
 
 
 # --------------------------------------------------------------------------- modules
+def _reset_uniform(self):
+    """torch's initialisation of every recurrent weight and bias: U(-1/sqrt(H), 1/sqrt(H))."""
+    bound = 1.0 / math.sqrt(self.hidden_size)
+    for p in self.parameters():
+        init.uniform_(p, -bound, bound)
+
+
 class RNNBase(Module):
     """What RNN, LSTM and GRU share: parameters, checks, layers, directions, packing."""
 
@@ -136,10 +143,7 @@ class RNNBase(Module):
     def flatten_parameters(self):
         """torch packs the weights into one buffer for cuDNN; nothing to pack here."""
 
-    def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+    reset_parameters = _reset_uniform
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -342,10 +346,7 @@ class RNNCellBase(Module):
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
 
-    def reset_parameters(self):
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+    reset_parameters = _reset_uniform
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

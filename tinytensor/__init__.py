@@ -25,7 +25,7 @@ from .ops.elementwise import (add, sub, mul, div, neg, pow, exp, log, log1p, sqr
                               sin, cos, tanh, sigmoid, relu, leaky_relu, gelu, silu, softplus, erf,
                               maximum, minimum, clamp, where, eq, ne, lt, le, gt, ge, logical_and,
                               logical_or, logical_not, logical_xor, isfinite, isnan, isinf,
-                              square, reciprocal, remainder, abs_ as abs)
+                              square, reciprocal, remainder, absolute, absolute as abs)
 from .ops.elementwise import clamp as clip
 from .ops.reduce import (sum, mean, prod, max, min, amax, amin, argmax, argmin, var, std,
                          logsumexp, norm, all, any, cumsum)
@@ -36,7 +36,7 @@ from .ops.movement import (reshape, flatten, unflatten, squeeze, unsqueeze, perm
 from .ops.indexing import gather, scatter_add, masked_fill, index_select, embedding
 from .ops.linalg import matmul, einsum, mm, bmm
 from .ops.sorting import sort, argsort, topk
-from .ops.elementwise import floor, ceil, trunc, round_ as round
+from .ops.elementwise import floor, ceil, trunc, round_half_even as round
 from .ops.movement import t, narrow, select
 from .ops.softmax import softmax, log_softmax
 from .ops.math_functions import (tan, asin, acos, atan, atan2, sinh, cosh, asinh, acosh, atanh,
@@ -85,7 +85,6 @@ from .ops.linalg_misc import matrix_exp, cross_top as cross
 from .ops.linalg_lu import lu_top as lu, lu_solve_top as lu_solve, lu_unpack
 from .ops.complex import (complex, polar, view_as_real, view_as_complex, real, imag, angle, conj,
                           conj_physical, resolve_conj, resolve_neg, sgn, is_conj, is_neg, isreal)
-from . import masked
 from . import fft
 from .spectral import stft, istft
 from . import linalg_eig  # noqa: F401  (attaches eig, eigvals to tt.linalg)
@@ -99,7 +98,7 @@ from .ops.elementwise_more import (fmax, fmin, frac, frexp, ldexp, gcd, lcm, hea
                                    floor_divide, positive, float_power, logaddexp2, hash_tensor)
 from . import amp
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype
-from . import backends, cuda, utils  # torch's namespaces that need only the engine
+from . import grad_scaler as _grad_scaler  # noqa: F401  (gives tt.amp its GradScaler)
 from .torch_names import (is_tensor, numel, initial_seed, dtype, finfo, iinfo,
                           set_float32_matmul_precision, get_float32_matmul_precision)
 from . import functional
@@ -120,7 +119,7 @@ def cuda_device_count():
 # nn/, models/ and tools/ install as tinytensor.nn, .models, .tools, and optim/ (torch.optim's
 # names over nn's optimizers) is tinytensor.optim; they
 # import tinytensor themselves, so they load on first use: `tt.nn.Linear` as `torch.nn.Linear`
-_SUBPACKAGES = ("nn", "models", "tools", "optim")
+_SUBPACKAGES = ("nn", "models", "tools", "optim", "cuda", "backends", "utils")
 # torch's top-level names that live above the engine: (module, name), imported on first use
 _LAZY = {"save": ("tinytensor.nn.serialization", "save"),
          "load": ("tinytensor.nn.serialization", "load")}

@@ -16,7 +16,6 @@ belongs outside the autocast region (it then runs each op in the dtype its forwa
 """
 from . import dtypes
 from .core.grad_mode import STATE, _GradMode
-from .grad_scaler import GradScaler  # noqa: F401  (tt.amp.GradScaler, as torch.amp's)
 
 # torch's "lower_precision_fp" ops; einsum is not on torch's CPU list, but torch's CPU einsum
 # lowers to bmm, which is, so its result is low precision there too

@@ -16,7 +16,7 @@ a BLAS whose threads cannot be set (MKL, Accelerate), it does nothing.
 import os
 import time
 
-INTERVAL = 0.25  # seconds between looks at the machine: a look costs ~0.1 ms
+INTERVAL = 0.25  # seconds between looks at the machine (a look reads /proc)
 
 _state = {"next": 0.0, "blas": None, "base": None, "now": None, "off": None}
 

@@ -4,7 +4,7 @@ import numpy as np
 
 from .dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, int64, scalar_dtype
 from .random import generator, integers, normal, uniform
-from .device import CPU, device_of_array, get_device, to_device_array, array_context
+from .device import CPU, get_device, to_device_array, array_context
 from .core.function import Function
 from .core.grad_mode import STATE
 from .core.tensor import Tensor, to_array
@@ -90,11 +90,8 @@ def _created(t, requires_grad):
 
 def _sized_by_symbols(*values):
     """Whether tt.compile(dynamic=True) is capturing and sizes among `values` are formulas."""
-    cap = STATE.capture
-    if cap is None or cap.symbolic is None:
-        return False
-    from .compiler.symbolic import contains_symbolic   # the compiler imports this module
-    return contains_symbolic(values)
+    hooks = STATE.hooks
+    return hooks.symbolic and hooks.holds_sizes(values)
 
 
 def _sym_shape(size):
@@ -264,8 +261,7 @@ def multinomial(probs, num_samples, replacement=False):
     if probs.ndim not in (1, 2):
         raise ValueError(f"multinomial: expects a 1-d or 2-d tensor of weights, got shape "
                          f"{tuple(probs.shape)}")
-    if STATE.capture is not None:   # drawn on the host from the values: not a recorded op
-        STATE.capture.read_value(probs, "multinomial")
+    STATE.hooks.read_value(probs, "multinomial")   # drawn on the host from the values: not a recorded op
     w = np.asarray(to_device_array(probs.data, CPU), dtype=np.float64)
     rows = w.reshape(-1, w.shape[-1])
     if (rows < 0).any() or not np.isfinite(rows).all():

@@ -102,6 +102,15 @@ class Device:
 CPU = Device("cpu")
 
 
+def xp_of(a):
+    """The array module of array `a`: numpy, or cupy for a GPU array (CuPy is imported only
+    then). The one definition: every module that needs it imports it from here."""
+    if isinstance(a, np.ndarray):
+        return np
+    import cupy   # optional: only a GPU array gets here
+    return cupy.get_array_module(a)
+
+
 def device_of_array(a):
     if isinstance(a, np.ndarray):
         return CPU

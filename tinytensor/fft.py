@@ -28,14 +28,11 @@ from .core.primitives import cast
 from .core.tensor import Tensor
 from .dtypes import float32, float64, get_default_dtype
 from .messages import plain
+from .device import xp_of as _xp
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
            "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn",
            "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _cast_result(out, like):

@@ -1,17 +1,15 @@
 """`tinytensor.functional` (imported as F): the functions of torch.nn.functional."""
 from .ops.attention import scaled_dot_product_attention
-from .ops.elementwise import (gelu, leaky_relu, relu, sigmoid, silu, softplus, softsign, tanh)
-from .ops.indexing import embedding as _embedding
+from .ops.elementwise import gelu, sigmoid, softplus, softsign, tanh
 from .ops.cross_entropy import cross_entropy
 from .ops.losses import binary_cross_entropy_with_logits, mse_loss, nll_loss, one_hot
 from .ops.losses import (binary_cross_entropy, cosine_similarity, huber_loss, kl_div, l1_loss,
                          normalize, smooth_l1_loss)
 from .ops.movement import pad
 from .ops.interpolate import interpolate
-from .ops.nn import dropout, linear
+from .ops.nn import linear
 from .ops.norms import layer_norm, rms_norm
 from .ops.normalization import batch_norm, group_norm, instance_norm, local_response_norm
-from .ops.softmax import log_softmax, softmax
 from .ops.activations import (celu, elu, hardsigmoid, hardswish, hardtanh, logsigmoid, mish,
                               relu6, selu, softmin)
 from .ops.conv import (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,

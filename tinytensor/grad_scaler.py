@@ -20,8 +20,11 @@ import warnings
 
 import numpy as np
 
-import tinytensor as tt
-from tinytensor.device import cuda_is_available
+from . import amp as _amp
+from .core.tensor import Tensor
+from .creation import tensor
+from .device import cuda_is_available
+from .dtypes import float32
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
@@ -72,9 +75,9 @@ class GradScaler:
         """outputs times the scale: a Tensor, or a list/tuple of them (nested)."""
         if not self._enabled:
             return outputs
-        if isinstance(outputs, tt.Tensor):
+        if isinstance(outputs, Tensor):
             # a float32 0-d factor, as torch's: a float16 loss of shape () comes back float32
-            return outputs * tt.tensor(self._scale, dtype=tt.float32, device=outputs.device)
+            return outputs * tensor(self._scale, dtype=float32, device=outputs.device)
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         raise TypeError(f"GradScaler.scale: outputs must be a Tensor or a list/tuple of Tensors, "
@@ -135,7 +138,7 @@ class GradScaler:
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = np.float32(new_scale.item() if isinstance(new_scale, tt.Tensor) else new_scale)
+            self._scale = np.float32(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
         else:
             seen = [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None]
             if not seen:
@@ -177,3 +180,8 @@ class GradScaler:
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker = int(state_dict["_growth_tracker"])
+
+
+# tt.amp.GradScaler, as torch.amp's: given from here (amp sits below, in core's layer, and
+# names nothing above it); tinytensor/__init__.py imports this module
+_amp.GradScaler = GradScaler

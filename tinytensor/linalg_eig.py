@@ -18,11 +18,7 @@ import types
 from .core.function import Function
 from .core.tensor import Tensor
 from .messages import OpError
-
-
-def _xp(a):
-    import numpy as np
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from .device import xp_of as _xp
 
 
 class Eig(Function):

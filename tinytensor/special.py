@@ -5,7 +5,7 @@ the elementwise ops they alias); this module only names them as torch.special do
     x = tt.tensor([0.5, 1.0, 2.0], dtype=tt.float64)
     tt.special.ndtr(x), tt.special.i1e(x), tt.special.zeta(x + 1.0, 1.0)
 """
-from .ops.elementwise import erf, log1p, round_ as round, sigmoid as expit  # noqa: F401
+from .ops.elementwise import erf, log1p, round_half_even as round, sigmoid as expit  # noqa: F401
 from .ops.math_functions import exp2, expm1  # noqa: F401
 from .ops.reduce import logsumexp  # noqa: F401
 from .ops.softmax import log_softmax, softmax  # noqa: F401

@@ -27,8 +27,7 @@ def _ints(values, what):
     if isinstance(values, tt.Tensor):
         if values.ndim != 1:
             raise ValueError(f"{what}: expected a 1-D tensor, got shape {tuple(values.shape)}")
-        if STATE.capture is not None:
-            STATE.capture.read_value(values, what)
+        STATE.hooks.read_value(values, what)
         return [int(v) for v in values.tolist()]
     if hasattr(values, "tolist"):
         values = values.tolist()

@@ -1,7 +1,6 @@
 """Beam search for decoder-only models (models.generate(num_beams=...), models.beam) against
 HuggingFace's generate(num_beams=..., do_sample=False) token for token, on GPT-2 and Llama
 built offline from a config (random weights) and loaded with models.from_hf."""
-import numpy as np
 import pytest
 
 import tinytensor as tt

@@ -124,7 +124,7 @@ def test_pytorch_model_bin_loads_without_torch_code(tmp_path):
 
 
 def test_unknown_architecture_and_mismatched_weights_are_clear_errors(tmp_path):
-    ref = _reference("gpt2", tmp_path)
+    _reference("gpt2", tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     bad = dict(cfg, model_type="no-such-model")
     (tmp_path / "config.json").write_text(json.dumps(bad))
@@ -159,7 +159,7 @@ def test_left_padded_greedy_generation_equals_reference(tmp_path):
 @pytest.mark.parametrize("flag,value", [("scale_attn_by_inverse_layer_idx", True),
                                         ("scale_attn_weights", False)])
 def test_attention_variants_we_do_not_implement_are_refused(tmp_path, flag, value):
-    ref = _reference("gpt2", tmp_path)
+    _reference("gpt2", tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg.get(flag, not value) != value  # the default checkpoint loads (other tests)
     (tmp_path / "config.json").write_text(json.dumps(dict(cfg, **{flag: value})))

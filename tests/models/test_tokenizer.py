@@ -3,7 +3,6 @@ with padding, attention masks and the special tokens of tokenizer_config.json.""
 import json
 import os
 
-import numpy as np
 import pytest
 
 from .text_fixtures import bert, gpt2, tokenizers  # noqa: F401 (bert, gpt2: fixtures)

@@ -18,7 +18,7 @@ CASES = [
 ]
 
 
-def _run(module, x, inplace_input):
+def _run(module, x, inplace_input=False):
     t = tt if isinstance(module, nn.Module) else torch
     leaf = t.tensor(x, dtype=t.float64, requires_grad=True)
     h = leaf * 1.0 if inplace_input else leaf  # in place needs a non-leaf, in both libraries

@@ -59,7 +59,7 @@ def test_bad_hook_result_raises_like_torch(name, tt_hook, th_hook, exc, pattern,
     with pytest.raises(exc):
         _hooked_run(torch, th_hook, backward, where)
     with pytest.raises(exc, match=r"hook '.*<lambda>' registered on .*" + pattern) as info:
-        x = _hooked_run(tt, tt_hook, backward, where)
+        _hooked_run(tt, tt_hook, backward, where)
     assert "np." not in str(info.value)
 
 

@@ -7,10 +7,10 @@ import numpy as np
 
 import tinytensor as tt
 import tinytensor.ops as ops
-from tinytensor.core import methods
+from tinytensor.ops import methods
 
 # the torch names whose tinytensor op is spelled otherwise
-ALIASES = {"abs": "abs_", "clip": "clamp", "round": "round_"}
+ALIASES = {"abs": "absolute", "clip": "clamp", "round": "round_half_even"}
 
 
 def _bound():

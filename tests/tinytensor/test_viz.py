@@ -112,7 +112,7 @@ def test_labels_carry_shapes_dtypes_devices_and_module_paths():
 def test_scalar_constants_are_folded_into_the_op_label():
     x = tt.randn(3, requires_grad=True)
     with tt.record() as tape:
-        y = tt.where(x > 0.5, x * 2.0, -1.0)
+        _y = tt.where(x > 0.5, x * 2.0, -1.0)
     nodes, edges, _ = parse(tt.viz.graph(tape).source)
     labels = [lab.split("\n")[0] for lab, _, _ in nodes.values()]
     assert "mul(\u00b7, 2)" in labels and "gt(\u00b7, 0.5)" in labels
@@ -134,7 +134,7 @@ def test_tape_sinks_become_outputs_and_names_label_inputs():
     w = tt.randn(3, 3, requires_grad=True)
     with tt.record() as tape:
         h = a @ w
-        s1, s2 = h.sum(), h.amax()
+        _s1, _s2 = h.sum(), h.amax()
     g = tt.viz.graph(tape, names={"features": a})
     outs = [v for v in g.graph.vertices.values() if v.kind == "output"]
     assert len(outs) == 2
@@ -170,7 +170,7 @@ def test_graph_of_a_model_on_any_device(device):
     model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2)).to(device)
     x = tt.randn(3, 4, device=device)
     with tt.record() as tape:
-        loss = (model(x) * 0.5).square().mean()
+        _loss = (model(x) * 0.5).square().mean()
     g = tt.viz.graph(tape, backward=True)
     nodes, _, _ = parse(g.source)
     labels = [lab for lab, _, _ in nodes.values()]

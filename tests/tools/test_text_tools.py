@@ -7,7 +7,6 @@ import pytest
 from tests.models.text_fixtures import bert, bert_dir, gpt2  # noqa: F401 (bert, gpt2: fixtures)
 
 from tinytensor import models  # noqa: E402
-import tinytensor as tt  # noqa: E402
 from tinytensor.tools import embed as embed_cli, generate as generate_cli  # noqa: E402
 from tinytensor.tools.lib import text  # noqa: E402
 

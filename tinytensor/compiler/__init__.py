@@ -11,6 +11,8 @@
     guards.py     the signature a program is valid for
     api.py        tt.compile and CompiledFunction
     aot.py        differentiable outputs: the joint forward+backward split in two programs
+    hooks.py      the compiler's answers to core's capture hooks (core/hooks.py)
+    eager_kernels.py  the machinery of the eager C kernels, installed into kernels/c_eager.py
 
 Captured: the forward, the backward (.backward() and tt.grad, recorded as create_graph
 records them) and nn.optim steps (SGD, Adam, AdamW, role "optimizer": lr and the bias
@@ -24,13 +26,17 @@ Not captured (each a clear error or documented here):
   recorded op and replays like eager (same seed, same result);
 - tensors the step reads without receiving them as arguments or through a Module or
   optimizer argument are baked in as constants if they do not require grad;
-- dynamic=True (symbolic sizes) raises NotImplementedError: each new shape compiles anew,
-  up to 8 signatures per function, then new ones run eagerly with one warning;
+- a new input signature (shapes, dtypes, devices) compiles anew, up to 8 per function, then
+  new ones run eagerly with one warning; dynamic=True instead captures the sizes as
+  symbols (dynamic.py, ../symbolic.py), so one program serves every call whose sizes pass
+  its guards;
 - outputs that require grad are differentiable (aot.py: the forward and its backward are
   captured together and split in two programs; backward() outside runs the second), but
   backward(create_graph=True) through them raises; under tt.no_grad() they carry no history,
   and so do the results of a step that runs its own backward.
 """
+from . import hooks as _hooks  # noqa: F401  (installs the compiler's capture hooks in core)
+from . import eager_kernels as _eager_kernels  # noqa: F401  (installs the eager kernels' toolchain)
 from . import ir
 from .api import CompiledFunction, compile
 from .capture import CaptureError

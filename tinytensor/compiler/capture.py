@@ -29,7 +29,8 @@ from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..device import CPU
 from ..kernels import fusion as _fusion
-from . import ir, state, symbolic
+from .. import symbolic
+from . import ir, state
 from .capture_tape import CaptureTape
 from .dynamic import Symbolic
 from .errors import CaptureError, shape_label, user_frame  # noqa: F401  (ops, nn import both from here)

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.node import Tape
 from ..core.tensor import Tensor
 from ..device import CPU, device_of_array
-from . import symbolic
+from .. import symbolic
 from .errors import LIBRARY_DIRS, CaptureError, shape_label, user_frame
 
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from .. import random as _random
 from ..core.function import _Ctx
-from . import symbolic
-from .symbolic import _OPS, Guards, Poly, SymInt
+from .. import symbolic
+from ..symbolic import _OPS, Guards, Poly, SymInt
 
 # shadow sizes: primes, so a shadow size rarely equals a size the model fixes
 _PRIMES = (5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67)

@@ -18,7 +18,8 @@ import os
 import re
 import shutil
 
-from . import instantiate, symbolic
+from .. import symbolic
+from . import instantiate
 from .capture import capture
 from .ir import nbytes
 from .passes import plan as plan_pass
@@ -91,7 +92,7 @@ def explain_stages(program_stages, out_dir):
 
 
 def _kernel_sources(program, folder):
-    # the C code generator loads on first use (~7 ms of hashlib, ctypes): import tinytensor skips it
+    # the C code generator loads on first use (hashlib, ctypes): import tinytensor skips it
     from .codegen import c
     source, names = c.program_source(program)
     if not names:

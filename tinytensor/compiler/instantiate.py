@@ -4,7 +4,7 @@ NumPy steps of the C runner work on numbers), made once per distinct sizes and k
 import collections
 import dataclasses
 
-from . import symbolic
+from .. import symbolic
 from .passes import plan
 
 KEEP = 4     # instances kept per program (each has its arena)

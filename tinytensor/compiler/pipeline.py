@@ -14,7 +14,7 @@ row having its planned peak.
 """
 from typing import Callable, NamedTuple
 
-from . import symbolic
+from .. import symbolic
 from .passes import columns, cse, dce, fold, fuse, gelu, pads, plan, remat, simplify
 
 

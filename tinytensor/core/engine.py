@@ -326,7 +326,7 @@ def _apply_output_hooks(node, grads, fast):
         if node.retained and i in node.retained:
             t = node.retained[i]()
             if t is not None:
-                if STATE.capture is None:
+                if not STATE.hooks.capturing:
                     gd = Tensor._make(g.data.copy(), g._device, False)  # its own memory, as .grad
                 else:   # a recorded copy: a raw one would be a constant of the captured program
                     with set_grad_enabled(False):
@@ -402,8 +402,7 @@ def _conjugated_backward(node, grads, fast):
     if fast:
         conj = lambda a: a if a is None or a.dtype.kind != "c" else a.conj()  # noqa: E731
     else:
-        from .methods import ops   # the ops namespace, bound lazily (core imports no op)
-        conj = lambda t: t if t is None or t.data.dtype.kind != "c" else ops.conj_physical(t)  # noqa: E731
+        conj = lambda t: t if t is None or t.data.dtype.kind != "c" else t.conj_physical()  # noqa: E731
     result = _plain_backward(node, [conj(g) for g in grads], fast)
     return tuple(conj(g) for g in result)
 
@@ -442,7 +441,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if retain_graph is None:
         retain_graph = create_graph
     graph = None
-    if STATE.capture is not None:  # the compiler records gradients as ops, as create_graph does
+    if STATE.hooks.capturing:  # the compiler records gradients as ops, as create_graph does
         graph, create_graph = create_graph, True
     return run_backward(outputs, gos, retain_graph, create_graph, inputs=inputs, allow_unused=allow_unused,
                         graph=graph)

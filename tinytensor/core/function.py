@@ -134,10 +134,10 @@ class Function:
         dual = state.fw_levels and live_levels(inputs, state.fw_levels)
         track = grad_on or state.tapes or state.anomaly or dual
         ctx = Node(cls, cls.name, attrs) if track else _Ctx()
-        cap = state.capture
-        if cap is not None and cap.symbolic is not None:
+        hooks = state.hooks
+        if hooks.symbolic:
             # tt.compile(dynamic=True): the node keeps the size formulas, NumPy gets numbers
-            attrs = cap.symbolic.numbers(attrs)
+            attrs = hooks.numbers(attrs)
         try:
             if device is None or device.type == "cpu":
                 out = cls.forward(ctx, *arrays, **attrs)
@@ -149,9 +149,9 @@ class Function:
             if err is e:
                 raise
             raise err from e
-        if cap is not None and (any(a.dtype.kind == "c" for a in arrays) or any(
+        if hooks.capturing and (any(a.dtype.kind == "c" for a in arrays) or any(
                 a.dtype.kind == "c" for a in (out if out.__class__ is tuple else (out,)))):
-            cap.refuse_complex(cls.name, list(arrays) + list(out if out.__class__ is tuple else (out,)))
+            hooks.refuse_complex(cls.name, list(arrays) + list(out if out.__class__ is tuple else (out,)))
         make = Tensor._make
         if out.__class__ is not tuple:
             if device is None:

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..dtypes import is_floating_np
 from ..messages import plain
+from .hooks import NO_CAPTURE, for_capture
 
 
 class _State:
@@ -17,10 +18,22 @@ class _State:
     anomaly = False
     order = 0             # derivative order of the backward being recorded (0: forward)
     transform = ()        # what the ops running now compute for tt.func: ("batched",), ("tangent",), ... (viz labels)
-    capture = None        # the compiler's capture in progress (compiler/capture.py), or None
-    autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
     fw_levels = ()        # open forward-mode levels (tt.func.jvp), outermost first: ints
     vmap = ()             # the active tt.func.vmap levels, outermost first (func/batching.py)
+    autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
+    hooks = NO_CAPTURE    # what a capture in progress answers (core/hooks.py): ask this
+    _capture = None
+
+    @property
+    def capture(self):
+        """The compiler's capture tape in progress (compiler/capture.py), or None: the
+        compiler's own business. Everything else asks `hooks`."""
+        return self._capture
+
+    @capture.setter
+    def capture(self, tape):
+        self._capture = tape
+        self.hooks = for_capture(tape)
 
 
 STATE = _State()

@@ -7,6 +7,7 @@ from ..dtypes import BF16_NP, from_any, from_numpy_dtype
 from .forward_ad import linear_jvp
 from .function import Function
 from .rules import ANY, FLOAT_OR_BOOL, Rule, per_input
+from ..device import xp_of as _xp
 
 
 def summand(a):
@@ -31,10 +32,6 @@ def sum_to_array(a, shape):
     if lead:
         out = out.reshape(shape)
     return out
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class SumTo(Function):

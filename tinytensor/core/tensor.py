@@ -9,24 +9,19 @@ import weakref
 
 import numpy as np
 
-from ..dtypes import (DType, bool_, float16, float32, float64, from_any, from_numpy_dtype,
+from ..dtypes import (bool_, float16, float32, float64, from_any, from_numpy_dtype,
                       get_default_dtype, int32, int64)
 from ..dtypes import int8, int16, uint8, uint64, complex64, complex128
 from ..dtypes import BF16_NP, bfloat16
 from ..device import CPU, device_of_array, get_device, to_device_array
 from .grad_mode import STATE
-from .methods import TensorMethods, ops
+from .methods import TensorMethods
 
 
 def _symbolic_sizes(shape):
     """Whether `shape` holds sizes tt.compile(dynamic=True) is capturing as formulas."""
-    return STATE.capture is not None and STATE.capture.symbolic is not None and \
-        any(hasattr(d, "_recompute") for d in shape)
-
-
-def _created(fill, shape, dtype, device):
-    from ..creation import full   # creation imports this module
-    return full(tuple(shape), fill, dtype=dtype, device=device)
+    hooks = STATE.hooks
+    return hooks.symbolic and any(hooks.is_size(d) for d in shape)
 
 
 class Tensor(TensorMethods):
@@ -76,21 +71,21 @@ class Tensor(TensorMethods):
     @classmethod
     def _zeros_meta(cls, shape, dtype, device):
         if _symbolic_sizes(shape):
-            return _created(0, shape, dtype, device)
+            return STATE.hooks.filled(0, shape, dtype, device)
         return cls._make(device.xp.zeros(shape, dtype=dtype.np), device, False)
 
     @classmethod
     def _ones_meta(cls, shape, dtype, device):
         if _symbolic_sizes(shape):
-            return _created(1, shape, dtype, device)
+            return STATE.hooks.filled(1, shape, dtype, device)
         return cls._make(device.xp.ones(shape, dtype=dtype.np), device, False)
 
     # ------------------------------------------------------------------ fields
     @property
     def shape(self):
-        cap = STATE.capture
-        if cap is not None and cap.symbolic is not None:  # tt.compile(dynamic=True) capturing
-            return cap.symbolic.shape_of(self)
+        hooks = STATE.hooks
+        if hooks.symbolic:   # tt.compile(dynamic=True) capturing: the sizes' formulas
+            return hooks.shape_of(self)
         return self.data.shape
 
     @property
@@ -106,7 +101,7 @@ class Tensor(TensorMethods):
         return self.shape[dim]
 
     def numel(self):
-        if STATE.capture is not None and STATE.capture.symbolic is not None:
+        if STATE.hooks.symbolic:
             n = 1
             for d in self.shape:
                 n = n * d
@@ -166,23 +161,20 @@ class Tensor(TensorMethods):
 
     # ------------------------------------------------------------------ conversion
     def numpy(self):
-        if STATE.capture is not None:
-            STATE.capture.read_value(self, ".numpy()")
+        STATE.hooks.read_value(self, ".numpy()")
         if self.requires_grad:
             raise RuntimeError("numpy(): tensor requires grad; call .detach().numpy()")
         return self.data if self._device is CPU else self.data.get()
 
     def item(self, _what="item()"):
-        if STATE.capture is not None:  # a value read into Python would be frozen by the compiler
-            STATE.capture.read_value(self, _what)
+        STATE.hooks.read_value(self, _what)   # a value in Python would be frozen by the compiler
         if self.numel() != 1:
             raise ValueError(f"item(): only one-element tensors can be converted to Python "
                              f"scalars, this one has shape {tuple(self.shape)}")
         return self.data.reshape(()).item() if self._device is CPU else self.data.get().reshape(()).item()
 
     def tolist(self):
-        if STATE.capture is not None:
-            STATE.capture.read_value(self, ".tolist()")
+        STATE.hooks.read_value(self, ".tolist()")
         return to_device_array(self.data, CPU).tolist()
 
     def __float__(self):
@@ -203,15 +195,13 @@ class Tensor(TensorMethods):
         return int(self.item("use as an index"))
 
     def __array__(self, dtype=None, copy=None):
-        if STATE.capture is not None:
-            STATE.capture.read_value(self, "conversion to a NumPy array")
+        STATE.hooks.read_value(self, "conversion to a NumPy array")
         a = to_device_array(self.data, CPU)
         return a if dtype is None else a.astype(dtype)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export this tensor's memory, zero-copy, to `torch/np/cupy.from_dlpack` (tinytensor/interop.py)."""
-        if STATE.capture is not None:
-            STATE.capture.read_value(self, "__dlpack__")
+        STATE.hooks.read_value(self, "__dlpack__")
         if self.requires_grad:  # the consumer's ops would bypass autograd, as torch refuses too
             raise BufferError(f"__dlpack__: cannot export a tensor that requires grad (shape "
                               f"{tuple(self.shape)}); export t.detach() instead")
@@ -229,43 +219,6 @@ class Tensor(TensorMethods):
 
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
-
-    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False, memory_format=None):
-        """`.to(device)`, `.to(dtype)`, `.to(device, dtype)` or `.to(other_tensor)`, each
-        optionally followed by torch's positional `non_blocking, copy` (copies are
-        synchronous here), and memory_format= (ops/memory_format.py)."""
-        flags = []
-        for a in args:
-            if isinstance(a, bool):
-                flags.append(a)
-            elif flags:
-                raise TypeError(f"to: a positional {type(a).__name__} after the bool flags "
-                                "(non_blocking, copy)")
-            elif isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            elif isinstance(a, (DType, np.dtype, type)) or (
-                    isinstance(a, str) and not a.startswith(("cpu", "cuda"))):
-                dtype = a
-            else:
-                device = a
-        if len(flags) > 2:
-            raise TypeError(f"to: at most two positional bools (non_blocking, copy), got {len(flags)}")
-        if len(flags) == 2:
-            copy = flags[1]
-        out = self
-        if device is not None:
-            dev = get_device(device)
-            if dev is not self._device:
-                out = ops.to_device(out, dev)
-        if dtype is not None:
-            dt = from_any(dtype)
-            if dt is not out.dtype:
-                out = ops.cast(out, dt)
-        if memory_format is not None:
-            out = ops.apply_memory_format(out, memory_format, "to")
-        if copy and out is self:
-            out = self.clone()
-        return out
 
     def cpu(self):
         return self.to("cpu")
@@ -333,15 +286,12 @@ class Tensor(TensorMethods):
         self.requires_grad = False
         return self
 
-    def clone(self, *, memory_format=None):
-        return ops.clone(self, memory_format=memory_format)
-
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into the .grad of every leaf that requires grad."""
         from .engine import _default_grad, run_backward  # the engine makes Tensors: it imports this module
         g = _default_grad(self, gradient, "backward")
         graph = None
-        if STATE.capture is not None:
+        if STATE.hooks.capturing:
             # the compiler captures the backward as ops, as create_graph records it; those ops
             # build a graph of their own (saving their inputs) only if create_graph asked it
             graph, create_graph = create_graph, True

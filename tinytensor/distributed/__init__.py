@@ -8,10 +8,12 @@ for GPUs. tinytensor grows no transport of its own.
 `nn.parallel.DistributedDataParallel` builds on these; `DistributedSampler` and
 `shard_rows` split the data between ranks.
 """
-from .process_group import (ReduceOp, abort, destroy_process_group, get_backend,
-                            get_rank, get_world_size, init_process_group, is_initialized,
-                            is_available, is_mpi_available, is_nccl_available, is_gloo_available)
-from .collectives import all_gather, all_reduce, barrier, broadcast, reduce_scatter
+from . import mpi, nccl  # noqa: F401  (the backends register themselves by name)
+from .process_group import (ReduceOp, abort, get_backend, get_rank, get_world_size,
+                            init_process_group, is_initialized, is_available, is_mpi_available,
+                            is_nccl_available, is_gloo_available)
+from .collectives import (all_gather, all_reduce, barrier, broadcast, destroy_process_group,
+                          reduce_scatter)
 from .sampler import DistributedSampler, shard_rows
 
 __all__ = ["ReduceOp", "abort", "all_gather", "all_reduce", "barrier", "broadcast",

@@ -9,6 +9,7 @@ waits at most the group's timeout, and fails at once if a rank it waits for is e
 
 from ..core.tensor import Tensor
 from ..messages import type_name
+from . import process_group
 from .process_group import ReduceOp, group as _group
 
 
@@ -88,6 +89,14 @@ def _default_group(fn, g):
         raise ValueError(f"{fn}: only the default process group exists in tinytensor "
                          f"(group=None), got {g!r}")
     return pg
+
+
+def destroy_process_group():
+    """Leave the group (after a barrier, so no rank leaves while another still sends)."""
+    if not process_group.is_initialized():
+        return
+    synchronize("destroy_process_group")  # every rank agrees it is leaving, within the timeout
+    process_group.leave()
 
 
 def synchronize(fn):

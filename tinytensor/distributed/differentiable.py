@@ -37,10 +37,9 @@ class AllReduceSum(Function):
 
 def all_reduce_sum(t, op_name="all_reduce_sum"):
     """The sum of `t` over every rank, as a recorded differentiable op."""
-    cap = STATE.capture
-    if cap is not None:
-        from ..compiler.capture import CaptureError, user_frame
-        raise CaptureError(f"tt.compile: {cap.fn_name}: {op_name} runs a collective over the "
-                           f"ranks (at {user_frame()}); collectives are not captured: call it "
-                           "outside the compiled function")
+    hooks = STATE.hooks
+    if hooks.capturing:
+        hooks.fail(f"tt.compile: {hooks.fn_name}: {op_name} runs a collective over the "
+                   f"ranks (at {hooks.where()}); collectives are not captured: call it "
+                   "outside the compiled function")
     return AllReduceSum.apply(t)

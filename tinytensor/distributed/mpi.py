@@ -10,7 +10,7 @@ in it together.
 """
 import time
 
-from .process_group import INSTALL
+from .process_group import INSTALL, register_backend
 
 _OPS = None
 # message tags on the group's private communicator: collectives' metadata, "I am exiting"
@@ -173,3 +173,6 @@ class _Request:
                     "did not join it (ranks must run the same number of backward passes); raise "
                     "init_process_group(timeout=...) if a step takes that long")
             clock.nap()
+
+
+register_backend("mpi", MPIBackend)

@@ -29,6 +29,14 @@ class ReduceOp:
 
 _group = None
 _prev_excepthook = None
+_BACKENDS = {}   # name -> backend class: each backend module registers itself (register_backend)
+
+
+def register_backend(name, cls):
+    """Make `init_process_group(name)` build `cls(timeout)`: called by mpi.py and nccl.py,
+    which import this module (it names no backend)."""
+    _BACKENDS[name] = cls
+
 _exit_handler = False
 DEFAULT_TIMEOUT = 1800.0  # seconds, torch's default: generous, a guard against hangs only
 
@@ -80,7 +88,7 @@ def init_process_group(backend="mpi", init_method=None, timeout=DEFAULT_TIMEOUT,
         raise ValueError("init_process_group: tinytensor's ranks meet through MPI's launcher; "
                          "init_method (other than 'env://'), store and pg_options are not "
                          "supported")
-    if backend not in ("mpi", "nccl"):
+    if backend not in _BACKENDS:
         raise ValueError(f"init_process_group: unknown backend {backend!r}; choose 'mpi' (CPU "
                          "processes) or 'nccl' (one CUDA GPU per process)")
     timeout = _seconds(timeout)
@@ -95,13 +103,7 @@ def init_process_group(backend="mpi", init_method=None, timeout=DEFAULT_TIMEOUT,
     if (rank, world_size) != (-1, -1) and (rank, world_size) != env:
         raise ValueError(f"init_process_group: rank={rank}, world_size={world_size} were given "
                          f"but the launcher says rank {env[0]} of {env[1]}")
-    # the backends import this module (INSTALL): at the top the imports would be circular
-    if backend == "mpi":
-        from .mpi import MPIBackend
-        group = MPIBackend(timeout)
-    else:
-        from .nccl import NCCLBackend
-        group = NCCLBackend(timeout)
+    group = _BACKENDS[backend](timeout)
     if (group.rank, group.world_size) != env:
         raise RuntimeError(
             f"init_process_group: the launcher says rank {env[0]} of {env[1]} but MPI reports "
@@ -162,13 +164,10 @@ def abort(code=1):
     group().abort(code)
 
 
-def destroy_process_group():
-    """Leave the group (after a barrier, so no rank leaves while another still sends)."""
+def leave():
+    """Leave the group now (collectives.destroy_process_group agrees on it with the other
+    ranks first)."""
     global _group, _prev_excepthook
-    if _group is None:
-        return
-    from .collectives import synchronize  # collectives.py imports this module
-    synchronize("destroy_process_group")  # every rank agrees it is leaving, within the timeout
     g, _group = _group, None
     if _prev_excepthook is not None:
         sys.excepthook, _prev_excepthook = _prev_excepthook, None

@@ -3,6 +3,7 @@ dispatch, chunking, constants, vector widths and block sizes."""
 import numpy as np
 
 from ..core.tensor import Tensor
+from ..device import xp_of  # noqa: F401  (the kernels read it from here)
 
 # rows are processed in chunks of about this many elements on the CPU, so that each
 # chunk's temporaries stay in cache while it is read a few times
@@ -11,14 +12,6 @@ CHUNK_ELEMS = 1 << 16
 
 def is_cpu(a):
     return isinstance(a, np.ndarray)
-
-
-def xp_of(a):
-    if isinstance(a, np.ndarray):
-        return np
-    # CuPy is optional: imported only on a GPU path
-    import cupy
-    return cupy
 
 
 def acc_dtype(dtype):

@@ -4,7 +4,9 @@ kernels instead of a chain of NumPy ufuncs, when a C compiler is found.
 Why: NumPy runs each primitive as its own single-threaded sweep over memory (softmax is
 five), where one fused, vectorised loop split over the cores does the same work once.
 
-Where the kernels come from: the compiler itself. A kernel is the op's own decomposition
+Where the kernels come from: the compiler itself, which sits above this module in the stack
+(docs/ARCHITECTURE.md): it installs its machinery here when it loads (`install`,
+compiler/eager_kernels.py), and this module never imports it. A kernel is the op's own decomposition
 in tinytensor ops (the function the op hands to `run`: a call of the op for a forward, its
 `backward` formula for a backward), captured by `compiler/capture.py` with symbolic sizes
 (`dynamic=True`: one kernel for every size of its layout class), run through the
@@ -18,28 +20,27 @@ pairwise summation order (the norms equal their NumPy reference decompositions b
 
 One kernel per (op, dtypes, layout class, attributes that are constants of the program such
 as eps), built on first use: the C source goes through `compiler/cache_disk.py`'s private
-disk cache, so a later process loads the object without compiling (about 0.1 s for the
-capture and the passes; a compile, the first time ever, 1-3 s).
+disk cache, so a later process loads the object without compiling (it still captures and
+runs the passes, a fraction of the first compile's time).
 
 The NumPy code of each op stays the reference and the fallback: it runs when
 - TINYTENSOR_EAGER_KERNELS=0 (also false/off/no) is set, or `set_enabled(False)`;
 - no C compiler is found (compiler/choose.py's rule) or a kernel fails to build (a warning,
   once per kernel; the op then runs on NumPy);
-- the call is small (fewer than MIN_ELEMENTS elements: the call costs ~15 µs);
+- the call is small (fewer than MIN_ELEMENTS elements: below that the fixed cost of the
+  ctypes call outweighs what the fused loop saves);
 - while a kernel is being built (its capture records the op itself). While tt.compile
   captures a step the kernels run as in eager, so the capture's values are eager's; a
   kernel first needed there is captured apart from the step (its tape, its guards).
 - the layout is not the kernel's (each caller checks: C-contiguous, the reduced dim last).
 """
-import ctypes
 import os
 import threading
-import warnings
 
 import numpy as np
 
 ENV = "TINYTENSOR_EAGER_KERNELS"
-MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call (~15 µs)
+MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call
 SAMPLE = {"r": 37, "n": 53}   # capture sizes per layout letter: distinct primes, so no two dims share a symbol
 
 def _env_on(value):
@@ -51,6 +52,7 @@ _local = threading.local()    # .building: a kernel is being captured here
 _kernels = {}                 # key -> _Kernel, or None (failed to build: NumPy from now on)
 _lock = threading.Lock()
 _compiler = []                # [True/False] once looked for
+_toolchain = []               # [the compiler's toolchain] (compiler/eager_kernels.py installs it)
 calls = {}                    # kernel name -> calls that ran C (tests and curious users read it)
 
 
@@ -66,12 +68,7 @@ def enabled():
     if not _on or getattr(_local, "building", False):
         return False
     if not _compiler:
-        from ..compiler import cache_disk
-        try:
-            cache_disk.find_compiler()
-            _compiler.append(True)
-        except cache_disk.CompilerNotFound:
-            _compiler.append(False)
+        _compiler.append(bool(_toolchain) and _toolchain[0].available())
     return _compiler[0]
 
 
@@ -98,158 +95,23 @@ def run(name, fn, arrays, layout, attrs=()):
     return got
 
 
-class _Kernel:
-    """A captured program of symbolic sizes whose instructions are all generated kernels,
-    called directly: per call, the sizes read off the arrays, fresh outputs, and one ctypes
-    call per kernel (on the C pool's threads when it is big: rows or elements are shared
-    out, each computed whole by one thread, so the bits do not depend on the threads)."""
-
-    def __init__(self, program, kernels, bindings, symbols, layout):
-        self.guards = None
-        from ..compiler.codegen import threads
-        self.threads = threads
-        where = {}
-        for i, letters in enumerate(layout):
-            for d, letter in enumerate(letters):
-                where.setdefault(letter, (i, d))
-        self.read = [where[letter] for _, letter in symbols]   # symbol k's size: arrays[i].shape[d]
-        self.bindings = bindings
-        self.inputs = [v.id for v in program.inputs]
-        self.consts = {v.id: np.ascontiguousarray(a) for v, a in program.consts.items()}
-        self.outputs = [v.id for v in program.outputs]
-        self.steps = []
-        for k, ins in enumerate(program.instrs):
-            fn, part = kernels[k]
-            fn.restype, fn.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p]
-            self.steps.append((fn, ctypes.cast(part, ctypes.c_void_p).value,
-                               [(v.id, [_dim(d) for d in v.shape], v.dtype.np) for v in ins.outputs],
-                               [v.id for v in ins.inputs]))
-        self.pools = {}   # thread count -> the C pool (threads.pool takes a lock)
-        from ..compiler.codegen.pointers import data_pointer   # 0.13 µs, against 1.8 for a.ctypes.data
-        self.pointer = data_pointer
-
-    def __call__(self, arrays):
-        sizes = [arrays[i].shape[d] for i, d in self.read]
-        env = {f"s{k}": n for k, n in enumerate(sizes)}
-        if self.guards is not None and not self.guards.hold(env):
-            return None
-        n = (ctypes.c_int64 * max(1, len(sizes)))(*sizes)
-        vals = dict(self.consts)
-        for vid, (kind, x) in zip(self.inputs, self.bindings):
-            vals[vid] = arrays[x] if kind == "arg" else np.asarray(_evaluate(x[0], env), dtype=x[1])
-        threads = self.threads.default_threads()
-        pool = self.pools.get(threads)
-        if pool is None and threads > 1:
-            pool = self.pools[threads] = self.threads.pool(threads)
-        for fn, part, outs, ins in self.steps:
-            made = []
-            for vid, shape, dt in outs:
-                a = vals[vid] = np.empty(tuple(d if type(d) is int else (sizes[d[1]] if d[0] == "s" else d[1](env))
-                                               for d in shape), dt)
-                made.append(a)
-            ptrs = (ctypes.c_void_p * (len(outs) + len(ins)))(
-                *[self.pointer(a) for a in made], *[self.pointer(vals[i]) for i in ins])
-            if pool is not None and max(a.size for a in made) >= self.threads.SPLIT_ELEMENTS:
-                pool.run(part, ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
-            else:
-                fn(ctypes.addressof(ptrs), ctypes.addressof(n))
-        return [vals[i] for i in self.outputs]
-
-
-def _evaluate(d, env):
-    from ..compiler import symbolic
-    return symbolic.evaluate(d, env)
-
-
-def _dim(d):
-    """A dim of an output shape as the call computes it: an int, ("s", k) for the size of
-    symbol s<k>, or ("f", function of the sizes) for a formula."""
-    from ..compiler import symbolic
-    if isinstance(d, int) and not isinstance(d, symbolic.SymInt):
-        return int(d)
-    name = symbolic.bare_symbol(d)
-    if name is not None:
-        return ("s", int(name[1:]))
-    return ("f", lambda env, d=d: int(symbolic.evaluate(d, env)))
+def install(toolchain):
+    """The compiler gives the eager kernels its machinery (compiler/eager_kernels.py): the
+    kernels below the compiler in the stack reach it only through this. `toolchain` has
+    available() (a C compiler is found), build(name, fn, dtypes, layout, samples) (a kernel,
+    or None where it cannot be built), compile_part(name, source) (a loaded C `name_part`
+    entry, or None), clones() (the C text that makes a function's clones) and
+    call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big)."""
+    _toolchain[:] = [toolchain]
+    _compiler.clear()
 
 
 def _build(name, fn, dtypes, layout):
-    from .. import tensor
-    from ..compiler import cache_disk, symbolic
-    from ..compiler.capture import capture
-    from ..compiler.codegen import c
-    from ..compiler import pipeline
-    from ..core.grad_mode import STATE
-    # a kernel first needed inside tt.compile's capture or a record() block: its own capture
-    # must not be theirs, nor its ops (nor its sample tensors: a capture would take them as
-    # its constants, and the kernel's sizes would come out fixed) on their tapes
-    outer = STATE.capture, STATE.tapes, list(symbolic._active)
-    STATE.capture, STATE.tapes = None, []
-    symbolic._active.clear()   # the outer capture's guards: int() of a size would pin there
-    _local.building = True
+    _local.building = True   # its capture runs the op itself: NumPy, not this kernel
     try:
-        rng = np.random.default_rng(0)
-        samples = []
-        for dt, letters in zip(dtypes, layout):
-            shape = tuple(SAMPLE[x] for x in letters)
-            a = rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt)
-            samples.append(tensor(a))
-        with np.errstate(all="ignore"):   # the samples' values do not matter (log of a negative)
-            program, _, meta = capture(fn, tuple(samples), name=f"eager_{name}", dynamic=True)
-        sym = meta.symbolic
-        if sym.static:
-            raise NotImplementedError(f"its decomposition fixes a size ({sym.guards.describe()})")
-        bindings = []
-        for kind, x in meta.bindings:
-            if kind not in ("arg", "size"):
-                raise NotImplementedError(f"its program reads a {kind!r} input")
-            bindings.append((kind, x))
-        letter_of = {}
-        for letters in layout:
-            for x in letters:
-                letter_of.setdefault(SAMPLE[x], x)
-        symbols = sorted(sym.symbols.items(), key=lambda kv: int(kv[0][1:]))
-        if len(symbols) != len({x for letters in layout for x in letters}):
-            raise NotImplementedError(f"its capture found sizes {symbols} for layout {layout}")
-        if [s for s, _ in symbols] != [f"s{k}" for k in range(len(symbols))]:
-            raise NotImplementedError(f"unexpected symbols {symbols}")
-        symbols = [(s, letter_of[v]) for s, v in symbols]
-        with symbolic.formulas():
-            # the pipeline's stages up to the kernels: no runner, so no memory plan
-            program, _ = pipeline.run(program, pipeline.COMMON + (pipeline.FUSE_C,))
-            program = _lone_kernels(program)
-            other = [ins.op for ins in program.instrs if ins.op != "fused"]
-            if other:
-                raise NotImplementedError(f"its program runs {', '.join(other)} outside a kernel")
-            kernels, _ = c.compiled(program, {})
-        k = _Kernel(program, kernels, bindings, symbols, layout)
-        # what the capture compared sizes against (a size used as a number is checked to
-        # fit an int64): checked at each call, where there are any
-        k.guards = sym.guards if sym.guards.items else None
-        return k
-    except (cache_disk.CompilerNotFound, cache_disk.CompileError, NotImplementedError) as e:
-        warnings.warn(f"eager kernel {name} ({', '.join(d.name for d in dtypes)}) could not be "
-                      f"built, so the op runs on NumPy: {e}", RuntimeWarning, stacklevel=4)
-        return None
+        return _toolchain[0].build(name, fn, dtypes, layout, SAMPLE)
     finally:
         _local.building = False
-        STATE.capture, STATE.tapes = outer[:2]
-        symbolic._active[:] = outer[2]
-
-
-def _lone_kernels(program):
-    """`program` with each fusible instruction left on its own (fuse.py makes a kernel of a
-    lone op only when it is big at a static size) as a kernel of its own: for tanh alone
-    the generated loop is still one threaded pass, not NumPy's."""
-    from ..compiler.passes import fuse
-    outputs = {v.id for v in program.outputs}
-    uses = {}
-    for k, ins in enumerate(program.instrs):
-        for v in ins.inputs:
-            uses.setdefault(v.id, []).append(k)
-    instrs = [fuse._fused(program, [ins], {k}, uses, outputs) if ins.op != "fused" and fuse.fusible(ins)
-              else ins for k, ins in enumerate(program.instrs)]
-    return program.replace(instrs=instrs)
 
 
 def clear():

@@ -3,12 +3,11 @@ erf (until the codegen emits erf: their math is tt_math.h's `tt_erf*`/`tt_gelu_e
 functions it will emit) and top-k over the last dim (a selection, no IR op).
 
 Same machinery as kernels/c_eager.py: the same flags, header and private disk cache
-(codegen/toolchain.py FLAGS, compiler/cache_disk.py), the `name_part(b, n, part, parts)` entry the
+(codegen/c.py FLAGS, compiler/cache_disk.py), the `name_part(b, n, part, parts)` entry the
 C pool (codegen/c_pool.py) splits over threads, each part a range of elements or rows, so
 results do not depend on the thread count; the same switch (`c_eager.enabled`) and the
 same fallback to NumPy. Each function returns None where NumPy must compute.
 """
-import ctypes
 import threading
 
 import numpy as np
@@ -251,8 +250,7 @@ def flash_probs(s, m, logl, i0, j0, causal):
 
 
 def _clones():
-    from ..compiler.codegen import toolchain
-    return toolchain.CLONES
+    return c_eager._toolchain[0].clones()
 
 
 def _load(kind, char, source_fn):
@@ -263,35 +261,16 @@ def _load(kind, char, source_fn):
     with _lock:
         got = _libs.get(key, False)
         if got is False:
-            from ..compiler import cache_disk
-            from ..compiler.codegen import toolchain
             name = f"tt_eager_{kind}_{char}"
-            source = "\n".join([toolchain.INCLUDE, source_fn(name, _CT[char])])
-            try:
-                lib = toolchain.load_with_math(source)
-                part = getattr(lib, f"{name}_part")
-                part.restype = None
-                part.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
-                got = (part, ctypes.cast(part, ctypes.c_void_p).value)
-            except (cache_disk.CompilerNotFound, cache_disk.CompileError):
-                got = None
-            _libs[key] = got
+            got = _libs[key] = c_eager._toolchain[0].compile_part(name, source_fn(name, _CT[char]))
     return got
 
 
 def _call(lib, arrays, sizes, work, name):
     """Run a loaded kernel on `arrays` (outputs first) with sizes `sizes`: split over the
     pool's threads when `work` (elements) is big."""
-    from ..compiler.codegen import threads
     c_eager.calls[name] = c_eager.calls.get(name, 0) + 1
-    n = (ctypes.c_int64 * len(sizes))(*sizes)
-    ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-    count = threads.default_threads()
-    pool = threads.pool(count) if count > 1 and work >= threads.SPLIT_ELEMENTS else None
-    if pool is not None:
-        pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
-    else:
-        lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
+    c_eager._toolchain[0].call(lib, arrays, sizes, work)
 
 
 # kind -> (inputs, {C type: (C binding, output expressions)}): the functions the codegen

@@ -11,7 +11,7 @@ softmax, norms, cross_entropy and attention each hold a reference op, its fused 
 and `.cross_entropy` are the functions; reach the files with `from .softmax import ...`.
 """
 from .elementwise import *  # noqa: F401,F403
-from .elementwise import abs_, round_  # noqa: F401
+from .elementwise import absolute, round_half_even  # noqa: F401
 from .movement import *  # noqa: F401,F403
 from .inplace import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
@@ -56,4 +56,8 @@ from .linalg_lu import lu_top as lu, lu_solve_top as lu_solve  # noqa: F401
 from .products import *  # noqa: F401,F403  (uses linalg, reduce, movement)
 from .complex import *  # noqa: F401,F403  (uses elementwise)
 from . import complex_rules  # noqa: F401  (which ops take complex tensors)
-from ..creation import full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)
+from ..creation import empty, full, multinomial, ones, tensor, zeros  # noqa: F401  (the new_* methods)
+from ..creation_more import empty_strided  # noqa: F401
+from . import methods as _methods
+
+_methods.attach()   # every op above is loaded: the Tensor methods go onto core's mixin

@@ -317,7 +317,6 @@ def _airy_maclaurin(xp, x):
 def _airy_negative(xp, z):
     """Ai(-z) for z >= 8: the oscillatory asymptotic expansion."""
     zeta = (2.0 / 3.0) * z * xp.sqrt(z)
-    u = 1.0
     term = xp.ones_like(z)
     p, q = term, xp.zeros_like(z)
     for k in range(1, 41):

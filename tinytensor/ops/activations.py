@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.rules import Rule
-from .elementwise import (_sigmoid, _xp, abs_, exp, float_operand, lt, neg, sigmoid, softplus,
+from .elementwise import (_sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
                           tanh, where)
 from .inplace import apply_inplace
 
@@ -168,7 +168,7 @@ class Hardsigmoid(Function):
     @staticmethod
     def backward(ctx, g):
         x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
-        return where(lt(abs_(x), 3.0), g * (1.0 / 6.0), 0.0)
+        return where(lt(absolute(x), 3.0), g * (1.0 / 6.0), 0.0)
 
     jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 

@@ -10,7 +10,7 @@ so the gradient at a corner is torch's. rrelu's random slopes are one recorded d
 from ..core.tensor import Tensor
 from .activations import _maybe_inplace
 from .distributions import _draw
-from .elementwise import abs_, gt, isnan, le, leaky_relu, sigmoid, sign, tanh, where
+from .elementwise import absolute, gt, isnan, le, leaky_relu, sigmoid, sign, tanh, where
 from .movement import _where, norm_dim
 
 __all__ = ["glu", "prelu", "rrelu", "hardshrink", "softshrink", "tanhshrink", "threshold"]
@@ -83,7 +83,7 @@ def _nan_kept(x):
 def hardshrink(input, lambd=0.5):
     """x outside the band [-lambd, lambd], 0 inside it."""
     _tensor(input, "hardshrink")
-    return where(gt(abs_(input), lambd), input, _nan_kept(input))
+    return where(gt(absolute(input), lambd), input, _nan_kept(input))
 
 
 def softshrink(input, lambd=0.5):
@@ -91,7 +91,7 @@ def softshrink(input, lambd=0.5):
     _tensor(input, "softshrink")
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be >= 0, got {lambd}{_where()}")
-    return where(gt(abs_(input), lambd), input - sign(input) * lambd, _nan_kept(input))
+    return where(gt(absolute(input), lambd), input - sign(input) * lambd, _nan_kept(input))
 
 
 def tanhshrink(input):

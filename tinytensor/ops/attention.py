@@ -53,7 +53,7 @@ def _probs(q, k, mask, causal, scale):
     xp = q.device.xp
     L, S = q.shape[-2], k.shape[-2]
     live = None  # bool array (mask shape[:-1] + (1,)), False on query rows that see no key
-    capturing = STATE.capture is not None
+    capturing = STATE.hooks.capturing
     if causal:
         # top-left aligned, as torch; every row keeps key 0, so no row is dead
         if capturing:   # recorded ops: the sizes may be symbolic (tt.compile dynamic=True)

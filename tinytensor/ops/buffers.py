@@ -3,7 +3,7 @@ num_batches_tracked) so that tt.compile replays the update instead of freezing i
 
 Eager: the new value (computed in ops under no_grad) is copied into the tensor's own array
 and its version bumped, as torch's in-place update does. Under capture: the update is a
-recorded assignment (`CaptureTape.assign`): the program computes the new value at every
+recorded assignment (`STATE.hooks.assign`, core/hooks.py): the program computes the new value at every
 replay and writes it into the same array; the old value is read as a program input at
 every call, never copied into the program as a constant. A buffer of a Module passed to
 the compiled function is such an input already; one the function reaches otherwise (a
@@ -19,17 +19,16 @@ from ..core.grad_mode import STATE
 def read(op, t, name, update=False):
     """`t` as the op should read it: itself eagerly, a per-call input under capture.
     update: the op will `write` t afterwards (refused for an argument or a step's result)."""
-    cap = STATE.capture
-    if cap is None or id(t) in cap.labels:   # eager, or a buffer of a Module among the arguments
+    hooks = STATE.hooks
+    if not hooks.capturing or hooks.owns_buffer(t):   # eager, or a buffer of a Module among the arguments
         return t
-    if not cap.traced(t):                    # a closure's buffer: read its array at every call
-        return cap.input(lambda: t.data, name)
+    if not hooks.traced(t):                  # a closure's buffer: read its array at every call
+        return hooks.input(lambda: t.data, name)
     if not update:                           # an argument read, not written: an input already
         return t
-    from ..compiler.capture import CaptureError, user_frame
-    raise CaptureError(
-        f"tt.compile: {cap.fn_name}: {op} updates {name} (shape {tuple(t.shape)}) in place, and "
-        f"that tensor is an argument or a result of the step (at {user_frame()}); a replay "
+    hooks.fail(
+        f"tt.compile: {hooks.fn_name}: {op} updates {name} (shape {tuple(t.shape)}) in place, and "
+        f"that tensor is an argument or a result of the step (at {hooks.where()}); a replay "
         "would write into the first call's tensor. Keep running statistics in a Module's "
         "buffers (nn.BatchNorm2d) and pass the module, or update them outside")
 
@@ -37,15 +36,9 @@ def read(op, t, name, update=False):
 def write(op, t, new, src):
     """t <- new, in place (new: a tensor of t's shape computed in ops, no graph; src: what
     `read` gave for t, the input a compiled runner may overwrite)."""
-    cap = STATE.capture
-
     def store(a):
         if a is not t.data:   # a compiled runner may have computed it in place already
             t.data[...] = a
         t._version[0] += 1    # as torch's in-place update bumps it
 
-    new = new.to(t.dtype)
-    if cap is None:
-        store(new.data)
-    else:
-        cap.assign(new, store, target=t, into=src)
+    STATE.hooks.assign(new.to(t.dtype), store, target=t, into=src)

@@ -28,12 +28,9 @@ from ..dtypes import BF16_NP
 from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
+from ..device import xp_of as _xp
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _error(msg):

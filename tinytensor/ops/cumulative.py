@@ -15,7 +15,7 @@ from ..dtypes import BF16_NP, finfo
 
 from ..core.function import Function
 from ..core.forward_ad import vjp_jvp
-from .elementwise import _xp, abs_, cast, clone, exp, float_operand, log, where
+from .elementwise import _xp, absolute, cast, clone, exp, float_operand, log, where
 from .indexing import gather
 from .movement import flip, norm_dim, stack, unbind
 from .reduce import ValuesIndices, amax, cumsum
@@ -216,7 +216,7 @@ def logcumsumexp(input, dim):
 
 # the functions the gradients call: tinytensor ops for backward, numpy/cupy for backward_arrays
 _TENSOR_OPS = SimpleNamespace(flip=flip, cumsum=cumsum, unbind=unbind, stack=stack, log=log,
-                              abs=abs_, where=where, exp=exp, logcumsumexp=logcumsumexp)
+                              abs=absolute, where=where, exp=exp, logcumsumexp=logcumsumexp)
 
 
 def _array_ops(xp):

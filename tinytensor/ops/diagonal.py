@@ -3,17 +3,13 @@
 `Diagonal` reads the (dim1, dim2) diagonal at an offset into a last axis, as NumPy's
 `diagonal` lays it out; `DiagonalPut` writes such a last axis onto the diagonal of zeros.
 """
-import numpy as np
 
 from ..core.function import Function
 from ..core.tensor import Tensor
 from .movement import _where, norm_dim
+from ..device import xp_of as _xp
 
 __all__ = ["diagonal", "diag_embed", "diag"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class Diagonal(Function):

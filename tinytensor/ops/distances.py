@@ -5,7 +5,7 @@ the differences of every pair of rows i < j (row pairs from triu_indices, a func
 shape only). Both reuse reduce.norm, whose gradient at a zero vector is 0 as torch's is.
 """
 from ..core.tensor import Tensor
-from .elementwise import abs_, cast, ne
+from .elementwise import absolute, cast, ne
 from .movement import _where
 from .reduce import norm, sum as sum_
 
@@ -16,8 +16,8 @@ def _pnorm(d, p, dim, keepdim, op):
     p = float(p)
     if p < 0:    # torch's norm for negative p: (sum |d|^p)^(1/p), -inf the smallest |d|
         if p == float("-inf"):
-            return abs_(d).amin(dim, keepdim=keepdim)
-        return sum_(abs_(d) ** p, dim=dim, keepdim=keepdim) ** (1.0 / p)
+            return absolute(d).amin(dim, keepdim=keepdim)
+        return sum_(absolute(d) ** p, dim=dim, keepdim=keepdim) ** (1.0 / p)
     if p == 0:   # the number of non-zero entries; no gradient, as torch
         return sum_(cast(ne(d, 0), d.dtype), dim=dim, keepdim=keepdim)
     return norm(d, p, dim=dim, keepdim=keepdim)

@@ -21,6 +21,7 @@ from ..device import device_of_array, to_device_array
 from ..kernels import c_eager as _c, c_rows as _c_rows
 from ..messages import plain
 from .special import erf as special_erf, erfc as special_erfc, gelu_exact, gelu_exact_slope
+from ..device import xp_of as _xp
 
 
 # ---------------------------------------------------------------- operand handling
@@ -36,10 +37,10 @@ def as_tensor_like(value, ref, dtype=None):
     if isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy"):
         return Tensor(value, device=ref.device).to(from_numpy_dtype(np_dtype))
     if value.__class__ not in _CACHEABLE:  # lists, tuples, NumPy scalars: no cache
-        cap = STATE.capture
-        if cap is not None and getattr(cap, "symbolic", None) is not None and hasattr(value, "_recompute"):
+        hooks = STATE.hooks
+        if hooks.symbolic and hooks.is_size(value):
             # a number computed from dynamic sizes (a mean's 1/n): recomputed at each call
-            return cap.size_scalar(value, np_dtype, ref._device)
+            return hooks.size_scalar(value, np_dtype, ref._device)
         return Tensor._make(ref._device.xp.asarray(value, dtype=np_dtype), ref._device, False)
     key = (value, value.__class__, np_dtype, ref._device)
     if not value and math.copysign(1.0, value) < 0:
@@ -446,10 +447,6 @@ def reciprocal(x):
 # Every op here is one Function subclass: forward on arrays, backward in tinytensor ops
 # (differentiable again, for create_graph) and, where it pays, backward_arrays: the same
 # first-order formula on raw arrays, which the engine runs when no gradient graph is built.
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
-
-
 def _sigmoid(xp, x):
     if xp is np and x.dtype in (np.float32, np.float64):
         # torch's 1 / (1 + exp(-x)) in four in-place passes; exp overflowing to inf gives the
@@ -786,7 +783,7 @@ class AbsInt(Function):
         return abs(x)
 
 
-def abs_(x):
+def absolute(x):
     if x.data.dtype.kind == "c":
         from .complex import abs_complex   # |z| is real: its own op (complex.py builds on this module)
         return abs_complex(x)
@@ -1125,7 +1122,7 @@ class Softsign(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g * Softsign._slope(ctx.saved_tensor(0), abs_)
+        return g * Softsign._slope(ctx.saved_tensor(0), absolute)
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -1740,7 +1737,7 @@ class RoundDecimals(_Rounding):
         return xp.rint(x * ten_pow) / ten_pow
 
 
-def round_(x, *, decimals=0):
+def round_half_even(x, *, decimals=0):
     if decimals == 0:
         return Round.call(x)
     if not is_floating_np(x.data.dtype):

@@ -5,7 +5,6 @@ softmin (torch's legacy rule, with its warning, instead of the last axis).
 `tt.relu`, `tt.softmax` and the Tensor methods keep torch.relu's and torch.softmax's own
 signatures; these are what `tinytensor.functional` exports.
 """
-import warnings
 
 from .elementwise import leaky_relu as _leaky_relu, relu as _relu, silu as _silu
 from .activations import implicit_softmax_dim

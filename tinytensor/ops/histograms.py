@@ -13,12 +13,9 @@ from ..core.tensor import Tensor
 from ..messages import plain
 from .forward_mode import no_tangent
 from .movement import _where, reshape
+from ..device import xp_of as _xp
 
 __all__ = ["bincount", "histc", "histogram", "histogramdd"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class Bincount(Function):
@@ -44,8 +41,7 @@ def bincount(input, weights=None, minlength=0):
         raise TypeError(f"bincount: input must be a 1-d integer tensor, got {got}{_where()}")
     if minlength < 0:
         raise ValueError(f"bincount: minlength must be non-negative, got {plain(minlength)}")
-    if STATE.capture is not None:  # the output's length is the input's largest value
-        STATE.capture.read_value(input, "bincount")
+    STATE.hooks.read_value(input, "bincount")   # the output's length is the input's largest value
     if bool((input < 0).any()):
         raise ValueError(f"bincount: input must be non-negative (shape {tuple(input.shape)})"
                          f"{_where()}")

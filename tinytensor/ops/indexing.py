@@ -15,10 +15,7 @@ from ..kernels import c_rows as _c_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
 from .movement import _where, broadcast_shapes, norm_dim, pad as pad_, reshape
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def _add_at(xp, out, key, values):
@@ -47,9 +44,9 @@ def normalize_key(x, key, op="getitem"):
                                    f"outside vmap, or use gather / x[index]{_where()}")
             if k.device is not x.device:
                 raise RuntimeError(f"{op}: index on {k.device} for a tensor on {x.device}")
-            if k.data.dtype == np.bool_ and STATE.capture is not None:
+            if k.data.dtype == np.bool_:
                 # its True positions become the key: values a compiled replay would freeze
-                STATE.capture.read_value(k, f"{op} with a boolean mask")
+                STATE.hooks.read_value(k, f"{op} with a boolean mask")
             k = k.data
         elif isinstance(k, (list, np.ndarray)):
             k = x.device.xp.asarray(k, dtype=np.int64 if isinstance(k, list) and not k else None)
@@ -85,7 +82,7 @@ def normalize_key(x, key, op="getitem"):
             continue
         elif k is not None:
             advanced = advanced or hasattr(k, "ndim")
-            if isinstance(k, slice) and hasattr(x.shape[dim], "_recompute"):
+            if isinstance(k, slice) and STATE.hooks.is_size(x.shape[dim]):
                 k = _sized_slice(k, x.shape[dim])
             dim += 1
         out.append(k)
@@ -371,7 +368,7 @@ def _raise_out_of_range(index, size, dim, op, word, where):
 def index_in_range(index, size, dim, op, word):
     """`index`, checked to lie in [0, size): here on its values, or under capture by a
     recorded op (_IndexInRange) whose checked copy the caller must use."""
-    if STATE.capture is not None and STATE.capture.traced(index):   # (a constant: checked now)
+    if STATE.hooks.traced(index):   # (a constant: checked now)
         return _IndexInRange.apply(index, size=size, dim=dim, op=op, word=word)
     _raise_out_of_range(index.data, size, dim, op, word, _where())
     return index
@@ -520,7 +517,7 @@ def embedding(ids, weight, padding_idx=None):
             raise IndexError(f"embedding: padding_idx {padding_idx} is out of range for "
                              f"{n} embeddings{_where()}")
         padding_idx %= n
-    if STATE.capture is not None and STATE.capture.traced(ids):
+    if STATE.hooks.traced(ids):
         # checked by a recorded op: every replay checks its ids (a constant, positions
         # from arange, is checked once, below: it never changes)
         ids = _NonNegativeIds.apply(ids, n=weight.shape[0])

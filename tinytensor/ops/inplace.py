@@ -16,8 +16,8 @@ from .movement import expand
 
 def apply_inplace(x, op, fn, *others, _key_tensors=()):
     """Run out-of-place `fn(x, *others)` and store the result into x in place."""
-    if STATE.capture is not None:   # refused where it involves the step's values
-        STATE.capture.refuse_inplace(op, (x,) + others + tuple(_key_tensors))
+    # refused where it involves the step's values
+    STATE.hooks.refuse_inplace(op, (x,) + others + tuple(_key_tensors))
     if STATE.fw_levels and live_levels([x] + [o for o in others if isinstance(o, Tensor)],
                                        STATE.fw_levels):
         _dual_guard(x, op)

@@ -13,10 +13,7 @@ from .forward_mode import no_tangent
 from .linalg import matmul
 from .linalg_solve import LinAlgError, lu_arrays, matrices, same_dtype, solve_triangular
 from .movement import _where, cat, tril, triu
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 class LuFactor(Function):

@@ -12,10 +12,7 @@ from .elementwise import float_operand
 from .linalg_solve import same_dtype, square
 from .movement import _where, broadcast_shapes, broadcast_tensors, cat, expand, norm_dim, select, stack, unsqueeze
 from .reduce import sum as sum_
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 # ---------------------------------------------------------------- matrix_exp

@@ -4,7 +4,7 @@ and cond. Gradients come from the ops they are built of (Norm, amax/amin, the SV
 import numbers
 
 from ..messages import OpError, plain
-from .elementwise import abs_ as absolute, cast
+from .elementwise import absolute, cast
 from .linalg_decomp import svdvals
 from .linalg_solve import inv, square
 from .movement import _where, movedim, norm_dim, squeeze, unsqueeze

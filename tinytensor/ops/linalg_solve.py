@@ -12,10 +12,7 @@ from .elementwise import cast, float_operand, where
 from .forward_mode import add, no_tangent
 from .linalg import matmul
 from .movement import _where, broadcast_shapes, expand, squeeze, tril, triu, unsqueeze
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 class LinAlgError(RuntimeError):

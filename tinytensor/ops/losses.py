@@ -10,7 +10,7 @@ from ..amp import cast_inputs
 from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
-from .elementwise import (abs_, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
+from .elementwise import (absolute, cast, clamp, eq, exp, float_operand, log, log1p, lt, ne, softplus,
                           where)
 from .indexing import gather, getitem
 from .forward_mode import no_tangent
@@ -145,8 +145,7 @@ def one_hot(t, num_classes=-1):
         raise TypeError("one_hot: expected an integer Tensor of class indices")
     if num_classes < 0:
         # the result's size is read off the values: a compiled program cannot follow it
-        if STATE.capture is not None:
-            STATE.capture.read_value(t, "one_hot without num_classes")
+        STATE.hooks.read_value(t, "one_hot without num_classes")
         num_classes = int(t.data.max()) + 1 if t.numel() else 0
     return OneHot.apply(t, num_classes=int(num_classes))
 
@@ -203,7 +202,7 @@ def l1_loss(input, target, reduction="mean"):
     input, target = cast_inputs("l1_loss", input, target)
     _check_reduction(reduction, "l1_loss")
     _check_same_shape(input, target, "l1_loss")
-    return _reduce(abs_(input - target), reduction)
+    return _reduce(absolute(input - target), reduction)
 
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
@@ -215,7 +214,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     if beta < 0:
         raise ValueError(f"{op}: beta must be >= 0, got {plain(beta)}")
     d = input - target
-    a = abs_(d)
+    a = absolute(d)
     if beta == 0:
         return _reduce(a, reduction)
     # d * d, not a * a: the square stays smooth at d == 0 for the second derivative
@@ -231,7 +230,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     if delta <= 0:
         raise ValueError(f"{op}: delta must be > 0, got {plain(delta)}")
     d = input - target
-    a = abs_(d)
+    a = absolute(d)
     return _reduce(where(lt(a, delta), 0.5 * (d * d), delta * (a - 0.5 * delta)), reduction)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.tensor import Tensor
 from ..dtypes import is_floating_np
-from .elementwise import (abs_, cast, maximum, ne, pow, sqrt, where)
+from .elementwise import (absolute, cast, maximum, ne, pow, sqrt, where)
 from .math_functions import logaddexp as _logaddexp
 from .movement import broadcast_to, norm_dim, norm_dims
 from .reduce import (amax as _amax, amin as _amin, argmax as _argmax, argmin as _argmin,
@@ -207,14 +207,14 @@ def _vector_norm(x, ord, dims, keepdim):
     """linalg.vector_norm of x over dims for any ord (0 counts, +-inf: extremes of |x|)."""
     ord = float(ord)
     if ord == float("inf"):
-        return _amax(abs_(x), dims, keepdim=keepdim)
+        return _amax(absolute(x), dims, keepdim=keepdim)
     if ord == float("-inf"):
-        return _amin(abs_(x), dims, keepdim=keepdim)
+        return _amin(absolute(x), dims, keepdim=keepdim)
     if ord == 0:
         return cast(_sum(ne(x, 0), dims, keepdim=keepdim), x.dtype)
     if ord > 0:
         return _norm(x, ord, dims, keepdim=keepdim)
-    return pow(_sum(pow(abs_(x), ord), dims, keepdim=keepdim), 1.0 / ord)
+    return pow(_sum(pow(absolute(x), ord), dims, keepdim=keepdim), 1.0 / ord)
 
 
 def norm(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None):

@@ -105,7 +105,7 @@ def attention_with_weights(q, k, v, mask, causal, dropout_p, scale):
             scores = scores + mask
     # eager skips the guard when every row is live (one read of the small mask); a capture
     # keeps it, since a replay's mask may have a dead row where this one has none
-    if live is not None and (STATE.capture is not None or not bool(live.all())):
+    if live is not None and (STATE.hooks.capturing or not bool(live.all())):
         probs = where(live, softmax(where(live, scores, 0.0), dim=-1), 0.0)
     else:
         probs = softmax(scores, dim=-1)  # (B, nh, L, S)

@@ -17,10 +17,7 @@ from ..core.forward_ad import linear_jvp
 from ..dtypes import promote
 from ..messages import OpError, plain
 from .elementwise import cast, clone
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def _where():

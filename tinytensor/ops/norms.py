@@ -22,12 +22,9 @@ from ..messages import plain
 from .elementwise import float_operand, rsqrt
 from .movement import _where
 from .reduce import mean, sum as sum_
+from ..device import xp_of as _xp
 
 __all__ = ["LayerNormCore", "RMSNormCore", "FusedNorm", "FusedRMSNorm", "layer_norm", "rms_norm"]  # what `from .norms import *` gives the ops namespace
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _norm_dims(x, normalized_shape, op):

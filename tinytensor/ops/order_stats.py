@@ -12,20 +12,17 @@ from ..core.function import Function
 from ..core.tensor import Tensor
 from ..creation import full
 from ..messages import plain
-from .elementwise import (cast, eq, float_operand, floor, ceil, isnan, logical_not, ne, where,
+from .elementwise import (cast, eq, floor, ceil, isnan, logical_not, ne, where,
                           clone)
 from .forward_mode import no_tangent
 from .indexing import gather
-from .movement import _where, norm_dim, reshape, squeeze, unsqueeze, movedim, flatten
+from .movement import _where, norm_dim, reshape, squeeze, movedim
 from .reduce import ValuesIndices, _dims_args, amax, amin, sum
 from .sorting import sort
+from ..device import xp_of as _xp
 
 __all__ = ["nansum", "nanmean", "median", "nanmedian", "kthvalue", "mode", "quantile",
            "nanquantile", "aminmax", "count_nonzero", "msort"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def nansum(input, dim=None, keepdim=False, dtype=None):
@@ -225,8 +222,8 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, op):
     elif interpolation == "higher":
         lo = hi
     elif interpolation == "nearest":
-        from .elementwise import round_
-        lo = hi = round_(ranks)
+        from .elementwise import round_half_even
+        lo = hi = round_half_even(ranks)
     below = gather(s, -1, cast(lo, "int64"))
     above = gather(s, -1, cast(hi, "int64"))
     if interpolation == "linear":

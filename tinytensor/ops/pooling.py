@@ -30,6 +30,7 @@ from .indexing import _GatherOp, _IndexInRange, _along_dim_key
 from .forward_mode import no_tangent
 from .linalg import matmul
 from .movement import movedim, reshape
+from ..device import xp_of as _xp
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
@@ -350,10 +351,6 @@ class MaxUnpool(Function):
         return None if tx is None else MaxUnpool.apply(tx, ctx.saved_tensor(0), size=ctx.attrs["size"])
 
 
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
-
-
 def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None, n=2,
                op="max_unpool"):
     x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
@@ -387,7 +384,7 @@ def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=
                              f"{tuple(a + b - 1 for a, b in zip(default, stride))})")
     if any(s <= 0 for s in size):
         raise _error(f"{op}: calculated output size {size} is too small for input {tuple(x.shape)}")
-    if STATE.capture is not None and STATE.capture.traced(idx):
+    if STATE.hooks.traced(idx):
         # a recorded check: every replay checks its indices (into the flattened output)
         idx = _IndexInRange.apply(idx, size=math.prod(size), dim="of the flattened output",
                                   op=op, word="an invalid max index, out of range")

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.function import Function
 from ..core.tensor import Tensor
 from .distributions import _draw
-from .elementwise import _xp, abs_, relu, sign
+from .elementwise import _xp, absolute, relu, sign
 from .forward_mode import no_tangent
 from .movement import _where
 from .pooling import avg_pool1d, avg_pool2d, avg_pool3d
@@ -29,7 +29,7 @@ def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, n, pool):
     k = _tuple(kernel_size, n)
     out = pool(input ** norm_type, k, stride if stride is not None else None, 0, ceil_mode)
     size = int(np.prod(k))
-    return ((sign(out) * relu(abs_(out))) * size) ** (1.0 / norm_type)
+    return ((sign(out) * relu(absolute(out))) * size) ** (1.0 / norm_type)
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):

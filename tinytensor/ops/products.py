@@ -14,7 +14,7 @@ from ..core.tensor import Tensor
 from ..dtypes import promote
 from ..messages import OpError, plain
 from .diagonal import diagonal
-from .elementwise import abs_, add, cast, div, eq, mul, ne, pow, sqrt, where
+from .elementwise import absolute, add, cast, div, eq, mul, ne, pow, sqrt, where
 from .linalg import matmul
 from .movement import (_where, broadcast_shapes, cat, expand, pad, permute, reshape, unsqueeze)
 from .reduce import _SavesOutput, _saved_back, sum
@@ -358,7 +358,7 @@ def _pnorm(d, p, dims, op):
     p = float(p)
     if math.isnan(p) or p < 0:
         raise OpError(f"{op}: p must be a non-negative number, got {plain(p)}{_where()}")
-    a = abs_(d)
+    a = absolute(d)
     if p == 0:   # the count of nonzero entries: constant, so no gradient
         return sum(cast(ne(d, 0), d.dtype), dims)
     if p == 1:
@@ -420,5 +420,5 @@ def dist(input, other, p=2):
         raise RuntimeError(f"dist: only floating-point dtypes are supported, got "
                            f"{d.dtype.name}{_where()}")
     if p == -math.inf:
-        return _extreme(NormMin, abs_(reshape(d, (-1,))), 0, "dist")
+        return _extreme(NormMin, absolute(reshape(d, (-1,))), 0, "dist")
     return _pnorm(reshape(d, (-1,)), p, 0, "dist")

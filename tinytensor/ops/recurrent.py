@@ -14,7 +14,6 @@ reference's formula in tinytensor ops (recomputed from z and c), so create_graph
 differentiates it. The rule that picks it (`use_fused`): eager with fusion on; a tt.compile
 capture records the reference ops instead, which the compiler fuses into its own kernels.
 """
-import numpy as np
 
 from ..core.function import Function
 from ..core.grad_mode import STATE
@@ -23,15 +22,12 @@ from .elementwise import _sigmoid, sigmoid, tanh
 from .forward_mode import add
 from .movement import cat
 from .split_parts import split_parts
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def use_fused():
     """Eager with fusion on (tt.kernels.set_fusion): the fused cell; else the reference ops."""
-    return STATE.capture is None and fusion.enabled()
+    return not STATE.hooks.capturing and fusion.enabled()
 
 
 class LstmCell(Function):

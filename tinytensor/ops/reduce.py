@@ -17,14 +17,11 @@ from ..core.rules import Rule, per_input as _per_input
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
-from .elementwise import (abs_ as absolute, cast, clone, div, eq, exp, float_operand, isnan,
+from .elementwise import (absolute, cast, clone, div, eq, exp, float_operand, isnan,
                           maximum, minimum, mul, sign, where)
 from .indexing import gather
 from .movement import _where, expand, flip, norm_dim, norm_dims, reshape
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
+from ..device import xp_of as _xp
 
 
 def _dims_args(x, dim, keepdim, axis, keepdims, op):
@@ -174,7 +171,7 @@ class Prod(_SavesOutput):
         is_zero = eq(x, 0)
         # the quick formula where no entry is zero (read eagerly); a capture keeps the
         # general one, which a replay with a zero needs and which equals it without zeros
-        if STATE.capture is None and not bool(is_zero.data.any()):
+        if not STATE.hooks.capturing and not bool(is_zero.data.any()):
             return g_k * (out_k / x)
         # others_i = prod_{k != i} x_k, written so that its derivative is right too: a zero
         # entry's "others" is the product of the nonzero entries times the other zero entry

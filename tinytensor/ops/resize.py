@@ -21,8 +21,8 @@ def resize_(x, *size):
     if x.requires_grad:
         raise RuntimeError(f"resize_: cannot resize a tensor that requires grad (shape "
                            f"{tuple(x.shape)}); resize a detached copy instead")
-    if STATE.capture is not None:   # a new shape for a traced value cannot be replayed
-        STATE.capture.refuse_inplace("resize_", (x,))
+    # a new shape for a traced value cannot be replayed
+    STATE.hooks.refuse_inplace("resize_", (x,))
     if x._base is not None or x._version[1]:
         raise RuntimeError(f"resize_: tensor of shape {tuple(x.shape)} shares memory with a view; "
                            "resizing it would leave the view stale, clone() it first")

@@ -15,15 +15,12 @@ from .elementwise import as_tensor_like, cast, where
 from .forward_mode import add, no_tangent
 from .indexing import ScatterAdd, _GatherOp, _along_dim_key, getitem, index_in_range
 from .movement import _where, broadcast_shapes, broadcast_to, norm_dim
+from ..device import xp_of as _xp
 
 __all__ = ["scatter", "scatter_reduce", "masked_select", "nonzero"]
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 _UFUNC = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _ufunc_at(xp, reduce, out, key, values):
@@ -312,8 +309,7 @@ def masked_select(input, mask):
 
 def nonzero(input, as_tuple=False):
     """Indices of the nonzero entries: an (n, ndim) int64 tensor, or one 1-d tensor per dim."""
-    if STATE.capture is not None:   # the indices are values a compiled replay would freeze
-        STATE.capture.read_value(input, "nonzero")
+    STATE.hooks.read_value(input, "nonzero")   # the indices are values a replay would freeze
     xp, a = input.device.xp, input.data
     if as_tuple:
         return tuple(Tensor._make(xp.asarray(i, dtype=np.int64), input.device, False)

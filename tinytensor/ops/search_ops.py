@@ -16,13 +16,10 @@ from .elementwise import as_tensor_like, cast, div, remainder, where
 from .forward_mode import no_tangent
 from .movement import _where
 from .scatter import nonzero
+from ..device import xp_of as _xp
 
 __all__ = ["searchsorted", "bucketize", "unravel_index", "argwhere", "unique",
            "unique_consecutive"]
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 class SearchSorted(Function):
@@ -140,8 +137,7 @@ class _FlatIndex(Function):
 def argwhere(input):
     """The indices of input's nonzero entries, one row each: an (n, input.ndim) int64
     tensor. n depends on the values, so tt.compile refuses it (as nonzero)."""
-    if STATE.capture is not None:
-        STATE.capture.read_value(input, "argwhere")
+    STATE.hooks.read_value(input, "argwhere")
     return nonzero(input)
 
 
@@ -194,8 +190,7 @@ def _unique_arrays(a, dim, consecutive):
 def _unique(op, input, return_inverse, return_counts, dim, consecutive):
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
-    if STATE.capture is not None:   # the result's length is the values' to say
-        STATE.capture.read_value(input, op)
+    STATE.hooks.read_value(input, op)   # the result's length is the values' to say
     if dim is not None:
         if input.ndim == 0:
             raise OpError(f"{op}: dim={dim} given for a 0-d tensor{_where()}")

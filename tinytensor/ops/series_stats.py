@@ -4,13 +4,12 @@ ops (narrow, sums, matmul, cumsum), so their gradients and double backward follo
 compiled program recomputes them from each call's values."""
 import numbers
 
-import numpy as np
 
 from ..core.tensor import Tensor
 from ..messages import plain
 from .elementwise import cast, clamp, eq, ne, sqrt, where
 from .linalg import matmul
-from .movement import _where, cat, narrow, norm_dim, reshape, squeeze, movedim
+from .movement import _where, cat, narrow, norm_dim, reshape, squeeze
 from .reduce import all as all_, cumsum, norm, sum, mean
 from .diagonal import diagonal
 

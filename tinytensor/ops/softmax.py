@@ -18,12 +18,9 @@ from ..core.rules import Rule
 from .elementwise import exp, float_operand, log
 from .movement import norm_dim
 from .reduce import amax, sum as sum_
+from ..device import xp_of as _xp
 
 __all__ = ["Softmax", "LogSoftmax", "FusedSoftmax", "FusedLogSoftmax", "softmax", "log_softmax"]  # what `from .softmax import *` gives the ops namespace
-
-
-def _xp(a):
-    return np if isinstance(a, np.ndarray) else __import__("cupy").get_array_module(a)
 
 
 def _rowdot(a, b, dim):

@@ -14,7 +14,7 @@ import warnings
 
 from ..core.tensor import Tensor
 from ..messages import plain
-from .elementwise import abs_, cast, eq, floor, ge, logical_and, lt, minimum, round_, where
+from .elementwise import absolute, cast, eq, floor, ge, logical_and, lt, minimum, round_half_even, where
 from .math_functions import fmod
 from .interpolate import interpolate
 from .movement import _where
@@ -134,7 +134,7 @@ def _reflect(coord, twice_low, twice_high):
     if twice_low == twice_high:
         return coord * 0.0
     low, span = twice_low / 2, (twice_high - twice_low) / 2
-    d = abs_(coord - low)
+    d = absolute(coord - low)
     extra = fmod(d, span)
     flips = floor(d / span).detach()
     even = eq(flips - floor(flips / 2) * 2, 0)
@@ -147,7 +147,7 @@ def _reflect_vec(coord, size, align_corners):
     twice_span = 2.0 * (size - 1) if align_corners else 2.0 * size
     if twice_span <= 0:
         return coord * 0.0
-    d = abs_(coord - low) if low else abs_(coord)
+    d = absolute(coord - low) if low else absolute(coord)
     extra = d - (d / twice_span).detach().trunc() * twice_span
     out = minimum(extra, twice_span - extra)
     return out + low if low else out
@@ -237,7 +237,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         return _bicubic(taps, coords, sizes, padding_mode, align_corners)
     coords = [_pad_coords(c, s, padding_mode, align_corners, vec) for c, s in zip(coords, sizes)]
     if mode == "nearest":
-        return taps([round_(c) for c in coords])
+        return taps([round_half_even(c) for c in coords])
     lows = [floor(c) for c in coords]
     out = None
     for corner in range(2 ** k):                                      # x fastest: nw, ne, sw, se

@@ -108,8 +108,7 @@ def tensor_split(input, indices_or_sections, dim=0):
         if ios.dtype.is_floating_point or ios.dtype.name == "bool" or ios.ndim > 1:
             raise OpError(f"tensor_split: indices_or_sections must be a 0-d or 1-d integer tensor "
                           f"(on the CPU), got {ios.dtype.name} of shape {tuple(ios.shape)}{_where()}")
-        if STATE.capture is not None:   # the pieces follow the values: not replayable
-            STATE.capture.read_value(ios, "tensor_split")
+        STATE.hooks.read_value(ios, "tensor_split")   # the pieces follow the values: not replayable
         ios = int(ios.item()) if ios.ndim == 0 else [int(v) for v in ios.tolist()]
     if isinstance(ios, (int, np.integer)):
         sections = int(ios)

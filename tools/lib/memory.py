@@ -9,7 +9,6 @@ peak RSS of one step 274 MB at --context 256 and 883 MB at 1024 (2026-12-01, 2-c
 The encoder-decoders train on short reversed sequences, so --context only sizes their
 position table there.
 """
-import os
 
 BASE = 150e6        # bytes: Python, NumPy, tinytensor
 ACT_PER_LAYER = 12  # batch x context x d_model floats per layer

@@ -6,7 +6,6 @@ import pytest
 
 from tinytensor import models
 import tinytensor as tt
-import tinytensor.functional as F
 from tinytensor.compiler.capture import CaptureError
 
 BACKENDS = ["numpy", "c"]

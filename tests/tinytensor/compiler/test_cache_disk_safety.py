@@ -4,7 +4,6 @@ one with a warning, a damaged entry is rebuilt, a killed compile's leftovers are
 an unusable location is an error naming it and $TINYTENSOR_CACHE_DIR."""
 import hashlib
 import os
-import shutil
 import stat
 import subprocess
 import tempfile

@@ -3,7 +3,6 @@ import re
 import numpy as np
 import pytest
 
-from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import CaptureError
 from tinytensor.compiler.capture import capture

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.compiler import instantiate, symbolic
+from tinytensor import symbolic
+from tinytensor.compiler import instantiate
 from tinytensor.compiler.codegen import cuda, runner as c_runner
 from tinytensor.compiler.ir import Instr, Program, Value
 from tinytensor.compiler.passes import fuse, plan

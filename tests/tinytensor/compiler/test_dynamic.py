@@ -6,11 +6,10 @@ import pytest
 from tinytensor import models
 from tinytensor import nn
 import tinytensor as tt
-import tinytensor.functional as F
 from tinytensor.core.function import Function
-from tinytensor.compiler import symbolic
+from tinytensor import symbolic
 from tinytensor.compiler.capture import CaptureError, capture
-from tinytensor.compiler.symbolic import Poly, SymInt
+from tinytensor.symbolic import Poly, SymInt
 from tinytensor.kernels import fusion
 
 from .helpers import gpt, mlp, training_step

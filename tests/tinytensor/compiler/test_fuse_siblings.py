@@ -9,7 +9,6 @@ import tinytensor.functional as F
 from tinytensor.compiler.codegen import c
 from tinytensor.compiler import pipeline
 from tinytensor.compiler.passes import dce, fuse
-from tinytensor.ops import elementwise as E
 
 from ._programs import fused_instrs, interpreted, program_of
 from .helpers import assert_bitwise, captured

@@ -1,7 +1,6 @@
 """Collectives on two ranks against NumPy, and the errors of a misused process group."""
 import sys
 
-import numpy as np
 import pytest
 
 import tinytensor as tt

@@ -14,7 +14,6 @@ that is neither equal nor a listed refusal fails the test with the sample's desc
     check_op("masked.sum", dtype="float32")     # tt.masked.sum
 """
 import functools
-import math
 
 import numpy as np
 import pytest

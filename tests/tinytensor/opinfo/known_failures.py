@@ -19,7 +19,7 @@ KNOWN_FAILURES = {
     # issue 23: NaN conventions, scalars, var/std's positional `unbiased`, norms, rounding
     # torch, not tinytensor: torch's own gradient at NaN depends on where the element falls: its
     # SIMD body gives 0 (hardtanh, relu6) or NaN (elu family), which tinytensor follows
-    # (test_conformance_fixes_23.py), its scalar tail (the last n % lanes elements) the gradient
+    # (test_torch_conventions.py), its scalar tail (the last n % lanes elements) the gradient
     ("nn.functional.relu6", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
     ("nn.functional.hardtanh", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",
     ("nn.functional.elu", ""): "torch, not tinytensor: gradient at NaN differs by SIMD lane in torch",

@@ -13,7 +13,8 @@ tt_math.h, written to vectorize (libm calls would not): exp, log, tanh, and erf 
 exact GELU and its slope, which are not exactly rounded (within an ulp or two of the exact
 value, as eager's are), so kernels using them are not bitwise eager's.
 """
-from .. import instantiate, symbolic
+from ... import symbolic
+from .. import instantiate
 from . import runner as _runner, threads as _threads_mod
 from .columns import column_kernel_source, is_column_kernel
 from .loops import flat_kernel_source

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .. import symbolic
+from ... import symbolic
 from ..passes.columns import column_sum
 from .emit import CTYPE, expr, lit
 from .loops import GRAIN, broadcast_strides, collapse, function, split_at

@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 from ...device import cupy_module
-from .. import cache_disk, instantiate, symbolic
+from ... import symbolic
+from .. import cache_disk, instantiate
 from .columns import is_column_kernel
 from .emit import CTYPE, expr, lit
 from .loops import broadcast_strides, collapse

@@ -10,7 +10,7 @@ loop index or at a fixed offset (broadcast): loops the C compiler vectorizes.
 """
 import numpy as np
 
-from .. import symbolic
+from ... import symbolic
 from .emit import CTYPE, expr, lit
 from .toolchain import CLONES
 

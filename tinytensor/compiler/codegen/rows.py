@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .. import symbolic
+from ... import symbolic
 from .columns import is_column_kernel
 from .emit import CTYPE, expr, lit, reduces
 from .loops import broadcast_strides, collapse, contiguous, function, split_at

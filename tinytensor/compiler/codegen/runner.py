@@ -43,7 +43,7 @@ import numpy as np
 
 from ...ops.movement import Permute, Reshape
 from ..interpret import _dead_after, compile_instr, fill_attrs, run_instr
-from ..symbolic import SymInt, contains_symbolic, evaluate
+from ...symbolic import SymInt, contains_symbolic, evaluate
 from ..passes import plan as plan_pass
 from . import c_index, threads as _threads
 from .pointers import data_pointer

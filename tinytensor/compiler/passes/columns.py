@@ -17,7 +17,7 @@ from ...ops.indexing import GetItemCopy, IndexAdd, ScatterAdd
 from ...ops.linalg import MatMul
 from ...ops.movement import Cat, Permute, Reshape
 from ...ops.reduce import Amax, Sum
-from .. import symbolic
+from ... import symbolic
 from ..ir import Instr, Program
 from .fuse import Domain, _common_scope, _kernel_name, _static, fusible
 

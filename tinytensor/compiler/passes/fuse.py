@@ -59,7 +59,7 @@ import numpy as np
 from ...core.rules import FLOAT, rule_of
 from ...ops.linalg import MatMul
 from ..ir import Instr, Program, nbytes
-from .. import symbolic
+from ... import symbolic
 from . import freeze, lower
 
 # A lone cheap op whose result is at least this big is a kernel too: NumPy would give it a

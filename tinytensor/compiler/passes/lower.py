@@ -26,7 +26,7 @@ from ...core.grad_mode import STATE
 from ...core.rules import FLOAT, rule_of
 from ...core.tensor import Tensor
 from ...device import CPU
-from .. import symbolic
+from ... import symbolic
 from ..capture import capture
 from ..ir import Instr, Value
 from . import freeze

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .. import symbolic
+from ... import symbolic
 
 ALIGN = 64   # bytes: a cache line, and enough for any vector load
 

@@ -199,11 +199,6 @@ def _poly(x):
     return None
 
 
-def _user_line():
-    from .errors import user_frame
-    return user_frame()
-
-
 # ------------------------------------------------------------------ SymInt
 class SymInt(int):
     """An int that is also a formula of the dynamic sizes (see the module docstring)."""
@@ -505,10 +500,6 @@ def _as_sym(x):
 
 def _plain(a):
     return a._v if isinstance(a, SymInt) else float.__float__(a) if isinstance(a, SymFloat) else a
-
-
-def is_symbolic(x):
-    return isinstance(x, (SymInt, SymFloat))
 
 
 def evaluate(x, env):

@@ -1,7 +1,7 @@
-"""Review of tt.compile(dynamic=True): each test calls a compiled function at several sizes
-and compares it with the same function run eagerly. The xfail(strict=True) ones are silent
-wrong answers or crashes found in review: fix the cause named in the reason, then drop the
-mark."""
+"""tt.compile(dynamic=True): reductions, masks, state objects and cached decoding follow each
+call's sizes. Each test calls a compiled function at several sizes and compares it with the
+same function run eagerly. The xfail(strict=True) ones are silent wrong answers or crashes
+found in review: fix the cause named in the reason, then drop the mark."""
 import math
 
 import numpy as np

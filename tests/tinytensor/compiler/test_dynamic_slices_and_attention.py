@@ -1,7 +1,8 @@
-"""Second review of tt.compile(dynamic=True) (commits 04ebabb..3f74cdd): each test calls a
-compiled function at several sizes and compares it with the same function run eagerly. The
-xfail(strict=True) ones are silent wrong answers, crashes or lost programs found in review:
-fix the cause named in the reason, then drop the mark."""
+"""tt.compile(dynamic=True) on slices of dynamic dims, sizes in floats and branches, and
+attention across lengths: each test calls a compiled function at several sizes and compares
+it with the same function run eagerly. The xfail(strict=True) ones are silent wrong answers,
+crashes or lost programs found in review: fix the cause named in the reason, then drop the
+mark."""
 import numpy as np
 import pytest
 

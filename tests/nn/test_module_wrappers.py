@@ -11,17 +11,9 @@ import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor import nn
 
+from .test_activation_layers import _run  # the same forward and backward of a module
+
 RNG = np.random.default_rng(24)
-
-
-def _run(module, x, inplace_input=False):
-    t = tt if isinstance(module, nn.Module) else torch
-    leaf = t.tensor(x, dtype=t.float64, requires_grad=True)
-    h = leaf * 1.0 if inplace_input else leaf  # in place needs a non-leaf, in both libraries
-    out = module(h)
-    g = np.cos(np.arange(out.numel())).reshape(tuple(out.shape))
-    out.backward(t.tensor(g, dtype=t.float64))
-    return out.detach().numpy(), leaf.grad.numpy()
 
 
 def _same(ours, theirs, x, inplace_input=False):
