@@ -32,7 +32,7 @@ def track(x, api, f, what):
     floating(x, what, api, f)
     if x.requires_grad and STATE.grad_enabled:
         return alias(x)
-    t = Tensor._make(x.data, x._device, True)
+    t = x.detach().requires_grad_()   # detach: the same memory and version counter
     t._fw = x._fw
     return t
 
