@@ -72,6 +72,13 @@ def _layer_norm(x, w=None, b=None, nd=1):
     return y + b if b is not None else y
 
 
+def _signed_eigh(LV, lib):
+    """Eigenvectors with a positive first row: one sign convention for both libraries (sign's
+    derivative is 0, so the tangent is signed alike)."""
+    L, V = LV
+    return L, V * lib.sign(V[..., :1, :])
+
+
 def _gru(xp, hp, h):
     xr, xz, xn = xp.chunk(3, 1)
     hr, hz, hn = hp.chunk(3, 1)
@@ -223,6 +230,8 @@ def _cases():
         Case("svd tall", lambda a: L.svd(a, full_matrices=False), lambda a: TL.svd(a, full_matrices=False), [tall],
              [], tol=1e-9),
         Case("svdvals wide", L.svdvals, TL.svdvals, [wide], []),
+        Case("eigh, vectors signed alike", lambda a: _signed_eigh(L.eigh(a), tt), lambda a: _signed_eigh(TL.eigh(a), torch),
+             [A[0] + A[0].T], []),
         Case("qr wide", L.qr, TL.qr, [wide], []),
         Case("qr tall", L.qr, TL.qr, [tall], []),
         Case("pinv", L.pinv, TL.pinv, [tall], [], tol=1e-9),
