@@ -405,3 +405,18 @@ def test_grad_norm_of_gradients_with_tangents(p):
     want = torch.func.jvp(lambda a: torch.linalg.vector_norm(a, p), (torch.tensor(a),), (torch.tensor(t),))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_scale_grad_by_freq_passes_the_tangent():
+    """scale_grad_by_freq puts ScaleGrad on the tape when the weight requires grad: identity
+    forward, so the tangent passes unscaled (as torch's)."""
+    from tinytensor.ops.embedding_bag import ScaleGrad
+    r = _rng(9)
+    w, t, ids = r.standard_normal((10, 4)), r.standard_normal((10, 4)), np.array([[1, 2, 1], [0, 9, 2]])
+    with tt.record() as tape:
+        _, got = tt.func.jvp(lambda w: F.embedding(tt.tensor(ids), w, scale_grad_by_freq=True),
+                             (tt.tensor(w).requires_grad_(),), (tt.tensor(t),))
+    assert ScaleGrad in {n.fn for n in tape}
+    want = torch.func.jvp(lambda w: TF.embedding(torch.tensor(ids), w, scale_grad_by_freq=True),
+                          (torch.tensor(w),), (torch.tensor(t),))[1]
+    np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=0, atol=0)
