@@ -11,7 +11,7 @@ from ..core.function import Function
 from ..creation import eye
 from ..messages import OpError
 from .diagonal import diag_embed
-from .forward_mode import add, no_tangent
+from .forward_mode import no_tangent
 from .linalg import matmul
 from .linalg_solve import matrices, same_dtype, solve_triangular, square
 from .movement import _where, cat, tril, unsqueeze

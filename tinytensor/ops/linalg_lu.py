@@ -44,7 +44,7 @@ class LuFactor(Function):
         m, n = LU.shape[-2:]
         if m != n:
             from ..core.forward_ad import _double_vjp
-            return _double_vjp(LuFactor, ctx, None, [tA])
+            return _double_vjp(LuFactor, ctx, [tA])
         P, L, U = _unpack(LU, piv)
         X = solve_triangular(L, matmul(P.mT, tA), upper=False, unitriangular=True)
         X = solve_triangular(U, X, upper=True, left=False)

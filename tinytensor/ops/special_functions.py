@@ -285,13 +285,13 @@ class Xlogy(Function):
     @staticmethod
     def jvp(ctx, tx, ty):   # backward's two terms with the tangents for g, added
         x, y = ctx.saved_tensors
-        log1p = ctx.attrs["log1p"]
+        shifted = ctx.attrs["log1p"]
         out = None
         if tx is not None:
-            out = Xlogy.apply(*binary_operands(tx, y, "xlogy"), log1p=log1p)
-            out = where((x == 0) & (y <= (-1.0 if log1p else 0.0)), 0.0, out)
+            out = Xlogy.apply(*binary_operands(tx, y, "xlogy"), log1p=shifted)
+            out = where((x == 0) & (y <= (-1.0 if shifted else 0.0)), 0.0, out)
         if ty is not None:
-            out = add(out, ty * x / ((y + 1.0) if log1p else y))
+            out = add(out, ty * x / ((y + 1.0) if shifted else y))
         return out
 
 

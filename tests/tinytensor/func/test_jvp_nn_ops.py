@@ -72,6 +72,13 @@ def _layer_norm(x, w=None, b=None, nd=1):
     return y + b if b is not None else y
 
 
+def _signed_eigh(LV, lib):
+    """Eigenvectors with a positive first row: one sign convention for both libraries (sign's
+    derivative is 0, so the tangent is signed alike)."""
+    L, V = LV
+    return L, V * lib.sign(V[..., :1, :])
+
+
 def _gru(xp, hp, h):
     xr, xz, xn = xp.chunk(3, 1)
     hr, hz, hn = hp.chunk(3, 1)
@@ -223,6 +230,8 @@ def _cases():
         Case("svd tall", lambda a: L.svd(a, full_matrices=False), lambda a: TL.svd(a, full_matrices=False), [tall],
              [], tol=1e-9),
         Case("svdvals wide", L.svdvals, TL.svdvals, [wide], []),
+        Case("eigh, vectors signed alike", lambda a: _signed_eigh(L.eigh(a), tt), lambda a: _signed_eigh(TL.eigh(a), torch),
+             [A[0] + A[0].T], []),
         Case("qr wide", L.qr, TL.qr, [wide], []),
         Case("qr tall", L.qr, TL.qr, [tall], []),
         Case("pinv", L.pinv, TL.pinv, [tall], [], tol=1e-9),
@@ -396,3 +405,18 @@ def test_grad_norm_of_gradients_with_tangents(p):
     want = torch.func.jvp(lambda a: torch.linalg.vector_norm(a, p), (torch.tensor(a),), (torch.tensor(t),))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_scale_grad_by_freq_passes_the_tangent():
+    """scale_grad_by_freq puts ScaleGrad on the tape when the weight requires grad: identity
+    forward, so the tangent passes unscaled (as torch's)."""
+    from tinytensor.ops.embedding_bag import ScaleGrad
+    r = _rng(9)
+    w, t, ids = r.standard_normal((10, 4)), r.standard_normal((10, 4)), np.array([[1, 2, 1], [0, 9, 2]])
+    with tt.record() as tape:
+        _, got = tt.func.jvp(lambda w: F.embedding(tt.tensor(ids), w, scale_grad_by_freq=True),
+                             (tt.tensor(w).requires_grad_(),), (tt.tensor(t),))
+    assert ScaleGrad in {n.fn for n in tape}
+    want = torch.func.jvp(lambda w: TF.embedding(torch.tensor(ids), w, scale_grad_by_freq=True),
+                          (torch.tensor(w),), (torch.tensor(t),))[1]
+    np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=0, atol=0)

@@ -155,7 +155,16 @@ def test_jvp_equals_torch_func(name, variant):
             f_tt(*tt_leaves)
         except Exception:  # noqa: BLE001 - a forward tinytensor refuses: opinfo's tests own it
             continue
-        actual = ttf.jvp(f_tt, tuple(tt_leaves), tuple(tt.tensor(t.numpy()) for t in tangents))
+        try:
+            actual = ttf.jvp(f_tt, tuple(tt_leaves), tuple(tt.tensor(t.numpy()) for t in tangents))
+        except RuntimeError as e:
+            # an op torch gives no derivative (its output needs no grad, so torch.func.jvp
+            # answers zeros) refuses forward mode as it refuses reverse mode
+            if "derivative" not in str(e) or "not implemented" not in str(e):
+                raise
+            assert all(not bool(t.any()) for t in expected[1]), (name, str(e))
+            compared += 1
+            continue
         assert len(actual[1]) == len(expected[1]), (name, sample)
         for k, (a, e) in enumerate(zip(actual[1], expected[1])):
             what = f"{name}: tangent of output {k} for sample {sample}"
