@@ -5,8 +5,8 @@ on the CPU, float32, same weights, measured in the same run.
     a small MLP (784-256-256-10, batch 64) and a 2-layer GPT (models.GPT, C=128, 4 heads,
     vocab 256; batch 8 x 32 tokens) against torch.func on a twin with the same weights;
     and the same per-example gradients by a Python loop of grad calls, stacked (vmap's gain)
-  hvp of a Transformer block: jvp(grad(loss)) (forward-over-reverse) at the parameters of
-    one GPT-2 block (C=256, 4 heads; 4 x 32 tokens) against torch.func's jvp(grad)
+  hvp of a Transformer block: tt.func.hvp (forward-over-reverse, jvp of grad) at the
+    parameters of one GPT-2 block (C=256, 4 heads; 4 x 32 tokens) against torch.func's jvp(grad)
 
 Each round times every variant round-robin (median of --repeat calls after warm-up); the
 ratio tinytensor / torch.func (below 1.0: tinytensor is faster) is reported as the median
@@ -142,7 +142,7 @@ def block_hvp_case(sizes, batch, seq, seed=0):
         return ((torch.func.functional_call(theirs, params, (hx,)) - hy) ** 2).mean()
 
     def tinytensor():
-        return ttf.jvp(ttf.grad(tt_loss), (tt_params,), (tt_v,))[1]
+        return ttf.hvp(tt_loss, (tt_params,), (tt_v,))[1][0]
 
     def torch_func():
         return torch.func.jvp(torch.func.grad(th_loss), (th_params,), (th_v,))[1]
