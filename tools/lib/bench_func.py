@@ -3,7 +3,7 @@ on the CPU, float32, same weights, measured in the same run.
 
   per-sample gradients, vmap(grad(loss)) with the parameters shared (in_dims=None):
     a small MLP (784-256-256-10, batch 64) and a 2-layer GPT (models.GPT, C=128, 4 heads,
-    vocab 256; batch 8 x 32 tokens) against torch.func on a twin with the same weights;
+    vocab 256; batch 32 x 16 tokens) against torch.func on a twin with the same weights;
     and the same per-example gradients by a Python loop of grad calls, stacked (vmap's gain)
   hvp of a Transformer block: tt.func.hvp (forward-over-reverse, jvp of grad) at the
     parameters of one GPT-2 block (C=256, 4 heads; 4 x 32 tokens) against torch.func's jvp(grad)
@@ -15,7 +15,7 @@ over --rounds rounds with its range, so a loaded machine shows as a wide range.
 import numpy as np
 
 FULL = dict(mlp=(784, 256, 256, 10), mlp_batch=64,
-            gpt=dict(vocab_size=256, n_positions=32, n_embd=128, n_layer=2, n_head=4), gpt_batch=8, gpt_seq=32,
+            gpt=dict(vocab_size=256, n_positions=32, n_embd=128, n_layer=2, n_head=4), gpt_batch=32, gpt_seq=16,
             block=dict(n_embd=256, n_head=4), block_batch=4, block_seq=32)
 TINY = dict(mlp=(12, 16, 16, 5), mlp_batch=4,
             gpt=dict(vocab_size=31, n_positions=6, n_embd=8, n_layer=2, n_head=2), gpt_batch=3, gpt_seq=6,
