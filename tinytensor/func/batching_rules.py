@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from ..blas_threads import adapt
 from ..core.function import Function
 from ..core.primitives import Expand, SumTo
 from ..core.tensor import Tensor
@@ -147,8 +148,10 @@ def dims_attr(key, *, all_batched=False, none_ok=True):
             new = [move(args[0][0], args[0][1], 0)] + [v for v, _ in args[1:]]
         rank = new[0].ndim - 1
         dims = attrs[key]
-        if rank == 0 or (dims is None and not none_ok):
+        if dims is None and not none_ok:
             return fallback(cls, args, attrs, B)
+        if rank == 0:
+            return _scalar_examples(cls, new, attrs, key, dims, B)
         if dims is None:
             dims = tuple(range(1, rank + 1))
         elif isinstance(dims, (int, np.integer)):
@@ -157,6 +160,18 @@ def dims_attr(key, *, all_batched=False, none_ok=True):
             dims = tuple(_shift(int(x), rank) for x in dims)
         return cls.apply(*new, **{**attrs, key: dims}), 0
     return rule
+
+
+def _scalar_examples(cls, new, attrs, key, dims, B):
+    """A dim-taking op on 0-d examples (torch reads a 0-d tensor as one entry along dim 0
+    or -1): on (B, 1) along dim 1, the result back to one entry per example."""
+    if len(new) > 1:
+        return fallback(cls, [(v, 0) for v in new], attrs, B)
+    one = 1 if isinstance(dims, (int, np.integer)) else (1,)
+    extra = {"keepdim": False} if "keepdim" in attrs else {}
+    out = cls.apply(reshape(new[0], (B, 1)), **{**attrs, key: one, **extra})
+    fix = (lambda o: reshape(o, (B,)) if o.ndim == 2 else o)
+    return (tuple(fix(o) for o in out) if out.__class__ is tuple else fix(out)), 0
 
 
 def two_dims(k1, k2):
@@ -282,9 +297,12 @@ class SharedMatmul(Function):
     @staticmethod
     def forward(ctx, a, w):
         ctx.save_for_backward(a, w)
+        if isinstance(a, np.ndarray):
+            adapt()   # one BLAS thread while other processes hold the cores, as MatMul
         w0 = w[0]
         n = a.shape[-1]
-        return (a.reshape(-1, n) @ w0).reshape(a.shape[:-1] + (w0.shape[-1],))
+        rows = int(np.prod(a.shape[:-1]))
+        return (a.reshape(rows, n) @ w0).reshape(a.shape[:-1] + (w0.shape[-1],))
 
     @staticmethod
     def backward(ctx, g):
@@ -294,24 +312,37 @@ class SharedMatmul(Function):
         ga = SharedMatmul.apply(g, w.mT) if na else None
         gw = None
         if nw:
+            from ..ops.elementwise import Mul
             B, n, m = w.shape
-            a3 = reshape(a, (B, -1, n))
-            g3 = reshape(g, (B, -1, m))
-            gw = MatMul.apply(a3.mT, g3)
+            p = int(np.prod(a.shape[1:-1]))
+            if p == 1:   # outer products
+                gw = Mul.apply(reshape(a, (B, n, 1)), reshape(g, (B, 1, m)))
+            else:
+                gw = MatMul.apply(reshape(a, (B, p, n)).mT, reshape(g, (B, p, m)))
         return ga, gw
 
     @staticmethod
     def backward_arrays(ctx, g):
         a, w = ctx.saved_arrays
         na, nw = ctx.needs_input_grad
+        if isinstance(a, np.ndarray):
+            adapt()
         B, n, m = w.shape
-        ga = (g.reshape(-1, m) @ w[0].T).reshape(g.shape[:-1] + (n,)) if na else None
+        ga = (g.reshape(int(np.prod(g.shape[:-1])), m) @ w[0].T).reshape(g.shape[:-1] + (n,)) \
+            if na else None
         gw = None
         if nw:
-            gw = np.matmul(a.reshape(B, -1, n).transpose(0, 2, 1), g.reshape(B, -1, m)) \
-                if isinstance(a, np.ndarray) else \
-                __import__("cupy").matmul(a.reshape(B, -1, n).transpose(0, 2, 1), g.reshape(B, -1, m))
+            p = int(np.prod(a.shape[1:-1]))
+            if p == 1:   # one row per example: outer products, which a stacked GEMM does slowly
+                gw = a.reshape(B, n, 1) * g.reshape(B, 1, m)
+            else:
+                xp = np if isinstance(a, np.ndarray) else __import__("cupy")
+                gw = xp.matmul(a.reshape(B, p, n).transpose(0, 2, 1), g.reshape(B, p, m))
         return ga, gw
+
+
+def _rows(shape):
+    return int(np.prod(shape[:-1]))
 
 
 def _shared(v, d):
@@ -323,12 +354,12 @@ def matmul_rule(cls, args, attrs, B):
     (a, da), (b, db) = args   # MatMul.apply gets 2-d or larger operands (matmul() reshapes 1-d)
     if da is not None and db is None and b.ndim == 2:
         a = move(a, da, 0)    # (B, ..., n) @ (n, m): the batch folds into the rows, one GEMM
-        out = cls.apply(reshape(a, (-1, a.shape[-1])), b)
+        out = cls.apply(reshape(a, (_rows(a.shape), a.shape[-1])), b)
         return reshape(out, tuple(a.shape[:-1]) + (b.shape[-1],)), 0
     if da is None and db is not None and a.ndim == 2:
         b = move(b, db, 0)    # (n, k) @ (B, ..., k, m) = ((B, ..., m, k) @ (k, n))^T: one GEMM
         bt = b.mT
-        out = cls.apply(reshape(bt, (-1, bt.shape[-1])), a.mT)
+        out = cls.apply(reshape(bt, (_rows(bt.shape), bt.shape[-1])), a.mT)
         return reshape(out, tuple(bt.shape[:-1]) + (a.shape[0],)).mT, 0
     if da is not None and db is not None and b.ndim == 3 and _shared(b, db) and a._level is None:
         return SharedMatmul.apply(move(a, da, 0), move(b, db, 0)), 0
@@ -406,13 +437,18 @@ def cross_entropy_rule(cls, args, attrs, B):
     total = Sum.apply(per, dims=dims, keepdim=False) if dims else per
     if red == "sum":
         return total, 0
-    if extra:           # a weighted mean: divide by the weights of the counted targets
-        return fallback(cls, args, attrs, B)
     from ..core.primitives import cast
+    from ..ops.elementwise import Div, Mul, Where
+    from ..ops.indexing import GetItemCopy
     valid = Ne.apply(t, _scalar_like(t, attrs["ignore_index"]))
+    w = cast(valid, x.dtype)
+    if extra:           # a weighted mean divides by the weights of the counted targets
+        if t._level is not None:
+            return fallback(cls, args, attrs, B)
+        safe = Where.apply(valid, t, _scalar_like(t, 0))
+        w = Mul.apply(w, GetItemCopy.apply(extra[0], key=(safe.data,), advanced=True))
     tdims = tuple(range(1, t.ndim))
-    count = Sum.apply(cast(valid, x.dtype), dims=tdims, keepdim=False) if tdims else cast(valid, x.dtype)
-    from ..ops.elementwise import Div
+    count = Sum.apply(w, dims=tdims, keepdim=False) if tdims else w
     return Div.apply(total, count), 0
 
 

@@ -41,6 +41,9 @@ def getitem(x, key):
     if not tensors:
         return None
     lvl = _top(x, *tensors)
+    out = _one_index(x, items, lvl)
+    if out is not None:
+        return out
     _warn("getitem with a batched index tensor")
     xv, dx = _split(x, lvl)
     parts = [_split(k, lvl) if isinstance(k, Tensor) else (k, None) for k in items]
@@ -51,6 +54,37 @@ def getitem(x, key):
             ki = tuple(select(v, d, i) if d is not None else v for v, d in parts)
             outs.append(indexing.getitem(xi, ki if isinstance(key, tuple) else ki[0]))
         out = stack0(outs)
+    return wrap(out, 0, lvl)
+
+
+def _one_index(x, items, lvl):
+    """x[:, ..., :, index] (d full slices, then one integer index tensor, then full slices):
+    one advanced index (example, index) on the batched x, or None for any other key."""
+    from ..core.tensor import Tensor
+    from ..ops import indexing
+    pos = [i for i, k in enumerate(items) if isinstance(k, Tensor)]
+    if len(pos) != 1 or any(not (isinstance(k, slice) and k == slice(None))
+                            for i, k in enumerate(items) if i != pos[0]):
+        return None
+    d = pos[0]
+    idx = items[d]
+    if idx.dtype.category != 1 or idx.device is not x.device or x.ndim <= d:
+        return None   # masks and the rest: per example
+    xv, dx = _split(x, lvl)
+    iv, di = _split(idx, lvl)
+    with _Popped(lvl.depth):
+        xv = move(xv, dx, 0) if dx is not None else expand_batch(xv, lvl.size)   # (B, *X)
+        iv = move(iv, di, 0) if di is not None else expand_batch(iv, lvl.size)   # (B, *I)
+        if xv._level is not None or iv._level is not None:
+            return None
+        B, ni = lvl.size, iv.ndim - 1
+        rows = xv._device.xp.arange(B).reshape((B,) + (1,) * ni)
+        out = indexing.GetItemCopy.apply(xv, key=(rows,) + (slice(None),) * d + (iv.data,),
+                                         advanced=True)
+        if d:   # NumPy put the (example, index) dims first: (B, *I, *X[:d], *X[d+1:])
+            perm = (0,) + tuple(range(1 + ni, 1 + ni + d)) + tuple(range(1, 1 + ni)) + \
+                tuple(range(1 + ni + d, out.ndim))
+            out = out.permute(*perm)
     return wrap(out, 0, lvl)
 
 

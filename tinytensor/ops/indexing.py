@@ -40,6 +40,10 @@ def normalize_key(x, key, op="getitem"):
     items = []
     for k in key:
         if isinstance(k, Tensor):
+            if k._level is not None:   # its values would be read here: the dummy of a batched tensor
+                raise RuntimeError(f"vmap: {op} with a batched index tensor is not supported (the "
+                                   "index values are read before the op runs); index each example "
+                                   f"outside vmap, or use gather / x[index]{_where()}")
             if k.device is not x.device:
                 raise RuntimeError(f"{op}: index on {k.device} for a tensor on {x.device}")
             if k.data.dtype == np.bool_ and STATE.capture is not None:
