@@ -192,7 +192,7 @@ def summary_line(name, t):
     line = (f"{name:58s} tinytensor {_median(t['tinytensor']) * 1e3:9.1f} ms   torch.func "
             f"{_median(t['torch.func']) * 1e3:9.1f} ms   ratio {ratio_text(t['tinytensor'], t['torch.func'])}")
     if "loop" in t:
-        line += f"   loop/vmap {ratio_text(t['loop'], t['tinytensor'])}"
+        line += f"   loop {_median(t['loop']) * 1e3:9.1f} ms   loop/vmap {ratio_text(t['loop'], t['tinytensor'])}"
     return line
 
 
