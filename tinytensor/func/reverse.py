@@ -32,11 +32,7 @@ def track(x, api, f, what):
     floating(x, what, api, f)
     if x.requires_grad and STATE.grad_enabled:
         return alias(x)
-    if x._level is not None:   # a vmap batched tensor: its data is a dummy (func/batching.py)
-        t = x.detach().requires_grad_()
-        t._fw = x._fw
-        return t
-    t = Tensor._make(x.data, x._device, True)
+    t = x.detach().requires_grad_()   # detach: the same memory and version counter
     t._fw = x._fw
     return t
 
