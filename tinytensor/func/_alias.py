@@ -17,10 +17,6 @@ class Alias(Function):
         return g
 
     @staticmethod
-    def backward_arrays(ctx, g):
-        return g
-
-    @staticmethod
     def jvp(ctx, t):
         return t
 

@@ -115,9 +115,9 @@ def _scalar_out(out, api, f):
                            f"{out.dtype.name}")
 
 
-def grad_and_value(func, argnums=0, has_aux=False):
+def grad_and_value(func, argnums=0, has_aux=False, _api="grad_and_value"):
     """A function returning (gradient of func w.r.t. argnums, func's value)."""
-    api = "grad_and_value"
+    api = _api
 
     def wrapper(*args, **kwargs):
         single, nums = argnums_tuple(argnums, len(args), api, func)
@@ -135,7 +135,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
 
 def grad(func, argnums=0, has_aux=False):
     """A function returning the gradient of scalar-valued func w.r.t. argument(s) argnums."""
-    gv = grad_and_value(func, argnums, has_aux)
+    gv = grad_and_value(func, argnums, has_aux, _api="grad")
 
     def wrapper(*args, **kwargs):
         g, value = gv(*args, **kwargs)
