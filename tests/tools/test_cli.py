@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 PROGRAMS = [("train.py",), ("graph.py",), ("train_mlp.py",), ("bench.py",),
-            ("bench.py", "kernels"), ("bench.py", "train"), ("bench.py", "ops"),
+            ("bench.py", "kernels"), ("bench.py", "train"), ("bench.py", "ops"), ("bench.py", "func"),
             ("generate.py",), ("embed.py",), ("fuzz_compile.py",)]
 
 

@@ -3,10 +3,10 @@ on the CPU, float32, same weights, measured in the same run.
 
   per-sample gradients, vmap(grad(loss)) with the parameters shared (in_dims=None):
     a small MLP (784-256-256-10, batch 64) and a 2-layer GPT (models.GPT, C=128, 4 heads,
-    vocab 256; batch 8 x 32 tokens) against torch.func on a twin with the same weights;
+    vocab 256; batch 32 x 16 tokens) against torch.func on a twin with the same weights;
     and the same per-example gradients by a Python loop of grad calls, stacked (vmap's gain)
-  hvp of a Transformer block: jvp(grad(loss)) (forward-over-reverse) at the parameters of
-    one GPT-2 block (C=256, 4 heads; 4 x 32 tokens) against torch.func's jvp(grad)
+  hvp of a Transformer block: tt.func.hvp (forward-over-reverse, jvp of grad) at the
+    parameters of one GPT-2 block (C=256, 4 heads; 4 x 32 tokens) against torch.func's jvp(grad)
 
 Each round times every variant round-robin (median of --repeat calls after warm-up); the
 ratio tinytensor / torch.func (below 1.0: tinytensor is faster) is reported as the median
@@ -15,7 +15,7 @@ over --rounds rounds with its range, so a loaded machine shows as a wide range.
 import numpy as np
 
 FULL = dict(mlp=(784, 256, 256, 10), mlp_batch=64,
-            gpt=dict(vocab_size=256, n_positions=32, n_embd=128, n_layer=2, n_head=4), gpt_batch=8, gpt_seq=32,
+            gpt=dict(vocab_size=256, n_positions=32, n_embd=128, n_layer=2, n_head=4), gpt_batch=32, gpt_seq=16,
             block=dict(n_embd=256, n_head=4), block_batch=4, block_seq=32)
 TINY = dict(mlp=(12, 16, 16, 5), mlp_batch=4,
             gpt=dict(vocab_size=31, n_positions=6, n_embd=8, n_layer=2, n_head=2), gpt_batch=3, gpt_seq=6,
@@ -142,7 +142,7 @@ def block_hvp_case(sizes, batch, seq, seed=0):
         return ((torch.func.functional_call(theirs, params, (hx,)) - hy) ** 2).mean()
 
     def tinytensor():
-        return ttf.jvp(ttf.grad(tt_loss), (tt_params,), (tt_v,))[1]
+        return ttf.hvp(tt_loss, (tt_params,), (tt_v,))[1][0]
 
     def torch_func():
         return torch.func.jvp(torch.func.grad(th_loss), (th_params,), (th_v,))[1]
@@ -192,7 +192,7 @@ def summary_line(name, t):
     line = (f"{name:58s} tinytensor {_median(t['tinytensor']) * 1e3:9.1f} ms   torch.func "
             f"{_median(t['torch.func']) * 1e3:9.1f} ms   ratio {ratio_text(t['tinytensor'], t['torch.func'])}")
     if "loop" in t:
-        line += f"   loop/vmap {ratio_text(t['loop'], t['tinytensor'])}"
+        line += f"   loop {_median(t['loop']) * 1e3:9.1f} ms   loop/vmap {ratio_text(t['loop'], t['tinytensor'])}"
     return line
 
 
