@@ -53,6 +53,23 @@ def test_per_sample_gradients_of_shared_weights_match_torch_func():
         close(g, e)
 
 
+def test_nested_vmap_of_grad_and_grad_of_grad_under_vmap():
+    rng = np.random.default_rng(4)
+    w, x, y = rng.standard_normal((3, 5)), rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4, 5))
+    loss = _mlp_loss(None)
+    ins = (None, 0, 0)
+    lw = lambda w, x, y: loss((w, 0.0, w.mT), x, y[..., :3])  # noqa: E731
+    close(vmap(vmap(grad(lw), in_dims=ins), in_dims=ins)(A(w), A(x), A(y)),
+          torch.func.vmap(torch.func.vmap(torch.func.grad(lw), in_dims=ins), in_dims=ins)(
+              T(w), T(x), T(y)))
+    f = lambda w, x: (x @ w).sin().sum()  # noqa: E731
+
+    def gg(gr):
+        return lambda w, x: gr(lambda w, x: gr(f)(w, x).pow(2).sum())(w, x)
+    close(vmap(gg(grad), in_dims=(None, 0))(A(w), A(x[0])),
+          torch.func.vmap(gg(torch.func.grad), in_dims=(None, 0))(T(w), T(x[0])))
+
+
 def test_gradient_outside_vmap_sums_the_examples():
     """grad of a function that vmaps inside: the shared weight's gradient is the sum."""
     rng = np.random.default_rng(1)
