@@ -146,3 +146,21 @@ def test_gpt_per_sample_gradients_equal_a_loop_and_torch_func():
     for k in params:
         assert got[k].shape == (3,) + tuple(params[k].shape)
         close(got[k], exp[k], tol=1e-9)
+
+
+def test_vmap_of_jvp_through_a_weight_that_requires_grad():
+    """The weight is lifted into the batch (it requires grad): its product keeps one GEMM
+    (SharedMatmul) and pushes tangents of the input and of the weight."""
+    rng = np.random.default_rng(5)
+    w, x, t = rng.standard_normal((3, 5)), rng.standard_normal((4, 2, 3)), rng.standard_normal((4, 2, 3))
+    tw = tt.tensor(w, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*no jvp rule")
+        o, tan = vmap(lambda a, v: jvp(lambda a: (a @ tw).sin(), (a,), (v,)))(A(x), A(t))
+        o2, tan2 = vmap(lambda a: jvp(lambda m: (a @ m).sin(), (tw,), (A(np.ones((3, 5))),)))(A(x))
+    f = lambda W: (lambda a, v: torch.func.jvp(lambda a: (a @ W).sin(), (a,), (v,)))  # noqa: E731
+    eo, etan = torch.func.vmap(f(T(w)))(T(x), T(t))
+    close(o, eo), close(tan, etan)
+    eo2, etan2 = torch.func.vmap(lambda a: torch.func.jvp(lambda m: (a @ m).sin(), (T(w),), (
+        torch.ones(3, 5, dtype=torch.float64),)))(T(x))
+    close(o2, eo2), close(tan2, etan2)
