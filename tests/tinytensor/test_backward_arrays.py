@@ -23,7 +23,14 @@ def _positive(shape):
 
 
 # class name -> a function producing the op's output from fresh float64 leaves
+def _shared_matmul(a_shape):
+    """tt.func.vmap's product of a batch with a weight lifted into it (a stride-0 expand)."""
+    from tinytensor.func.batching_rules import SharedMatmul
+    return SharedMatmul.apply(_t(a_shape), _t((4, 5)).unsqueeze(0).expand(3, 4, 5))
+
+
 SAMPLES = {
+    "SharedMatmul": [lambda: _shared_matmul((3, 2, 4)), lambda: _shared_matmul((3, 4))],
     "Add": [lambda: _t((3, 4)) + _t((3, 4)), lambda: _t((3, 4)) + _t((4,))],
     "Sub": [lambda: _t((3, 4)) - _t((3, 4)), lambda: _t((3, 4)) - _t((3, 1))],
     "Cumsum": [lambda: _t((3, 4)).cumsum(-1), lambda: _t((3, 4)).cumsum(0)],

@@ -322,6 +322,21 @@ class SharedMatmul(Function):
         return ga, gw
 
     @staticmethod
+    def jvp(ctx, ta, tw):
+        """Forward mode (vmap of jvp with a lifted weight): ta @ w + a @ tw, the second as a
+        batched product (a tangent of w need not be one matrix for every example)."""
+        from ..ops.elementwise import Add
+        from ..ops.linalg import MatMul
+        a, w = ctx.saved_tensor(0), ctx.saved_tensor(1)
+        out = SharedMatmul.apply(ta, w) if ta is not None else None
+        if tw is not None:
+            B, n, m = w.shape
+            p = int(np.prod(a.shape[1:-1]))
+            t = reshape(MatMul.apply(reshape(a, (B, p, n)), tw), tuple(a.shape[:-1]) + (m,))
+            out = t if out is None else Add.apply(out, t)
+        return out
+
+    @staticmethod
     def backward_arrays(ctx, g):
         a, w = ctx.saved_arrays
         na, nw = ctx.needs_input_grad

@@ -53,6 +53,23 @@ def test_per_sample_gradients_of_shared_weights_match_torch_func():
         close(g, e)
 
 
+def test_nested_vmap_of_grad_and_grad_of_grad_under_vmap():
+    rng = np.random.default_rng(4)
+    w, x, y = rng.standard_normal((3, 5)), rng.standard_normal((2, 4, 3)), rng.standard_normal((2, 4, 5))
+    loss = _mlp_loss(None)
+    ins = (None, 0, 0)
+    lw = lambda w, x, y: loss((w, 0.0, w.mT), x, y[..., :3])  # noqa: E731
+    close(vmap(vmap(grad(lw), in_dims=ins), in_dims=ins)(A(w), A(x), A(y)),
+          torch.func.vmap(torch.func.vmap(torch.func.grad(lw), in_dims=ins), in_dims=ins)(
+              T(w), T(x), T(y)))
+    f = lambda w, x: (x @ w).sin().sum()  # noqa: E731
+
+    def gg(gr):
+        return lambda w, x: gr(lambda w, x: gr(f)(w, x).pow(2).sum())(w, x)
+    close(vmap(gg(grad), in_dims=(None, 0))(A(w), A(x[0])),
+          torch.func.vmap(gg(torch.func.grad), in_dims=(None, 0))(T(w), T(x[0])))
+
+
 def test_gradient_outside_vmap_sums_the_examples():
     """grad of a function that vmaps inside: the shared weight's gradient is the sum."""
     rng = np.random.default_rng(1)
@@ -129,3 +146,21 @@ def test_gpt_per_sample_gradients_equal_a_loop_and_torch_func():
     for k in params:
         assert got[k].shape == (3,) + tuple(params[k].shape)
         close(got[k], exp[k], tol=1e-9)
+
+
+def test_vmap_of_jvp_through_a_weight_that_requires_grad():
+    """The weight is lifted into the batch (it requires grad): its product keeps one GEMM
+    (SharedMatmul) and pushes tangents of the input and of the weight."""
+    rng = np.random.default_rng(5)
+    w, x, t = rng.standard_normal((3, 5)), rng.standard_normal((4, 2, 3)), rng.standard_normal((4, 2, 3))
+    tw = tt.tensor(w, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*no jvp rule")
+        o, tan = vmap(lambda a, v: jvp(lambda a: (a @ tw).sin(), (a,), (v,)))(A(x), A(t))
+        o2, tan2 = vmap(lambda a: jvp(lambda m: (a @ m).sin(), (tw,), (A(np.ones((3, 5))),)))(A(x))
+    f = lambda W: (lambda a, v: torch.func.jvp(lambda a: (a @ W).sin(), (a,), (v,)))  # noqa: E731
+    eo, etan = torch.func.vmap(f(T(w)))(T(x), T(t))
+    close(o, eo), close(tan, etan)
+    eo2, etan2 = torch.func.vmap(lambda a: torch.func.jvp(lambda m: (a @ m).sin(), (T(w),), (
+        torch.ones(3, 5, dtype=torch.float64),)))(T(x))
+    close(o2, eo2), close(tan2, etan2)
