@@ -57,7 +57,7 @@ def test_exactly_rounded_programs_are_bitwise_on_every_layout(prog, backend):
 
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_a_compiled_reference_norm_gives_eagers_bits_on_a_transposed_input(op):
-    # the compiler writes these as their NumPy ops (passes/fuse.py lower_composites: sums,
+    # the compiler writes these as their NumPy ops (their `decompose`, passes/lower.py: sums,
     # divisions, a correctly rounded 1/sqrt), exactly rounded: C kernels give their bits
     # when the reference ops' own sums read C-contiguous arrays, as Sum's do
     import tinytensor.functional as F

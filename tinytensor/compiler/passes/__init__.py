@@ -12,8 +12,10 @@ same outputs (checked by the interpreter in tests), never mutating its input.
               gelu_erf_slope op: eager's float64 slope, one erfc in a C kernel
     remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
               backward instead of keeping them from the forward (last: cse would undo it)
-    fuse      elementwise chains and row reductions -> one kernel each; `columns`: sums
-              over leading dims -> column kernels (the C backend's)
+    lower     ops whose rule says `lower` (softmax, the norms) -> the ops of their
+              recorded `decompose` (fuse runs it first)
+    fuse      elementwise chains and row reductions -> one kernel each
+    columns   sums over leading dims -> column kernels (the C backend's)
     plan      the arena the C runner lays intermediates in (the program's `memory`)
 
 Which run, in which order, for which backend: compiler/pipeline.py, the one list.
