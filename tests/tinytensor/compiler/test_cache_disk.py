@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""
     from tinytensor.compiler import cache_disk
     from tinytensor.compiler.capture import capture
     from tinytensor.compiler.codegen import c
-    from tinytensor.compiler.passes import fuse
+    from tinytensor.compiler import pipeline
     scale = float(sys.argv[1])
     x = tt.tensor(np.arange(4, dtype=np.float32))
     program, _, _ = capture(lambda x: (x * scale + 1.0).relu(), (x,))
