@@ -6,7 +6,7 @@ from .dtypes import bool_, from_any, from_numpy_dtype, get_default_dtype, int64,
 from .random import generator, integers, normal, uniform
 from .device import CPU, get_device, to_device_array, array_context
 from .core.function import Function
-from .core.grad_mode import STATE
+from .core.grad_mode import STATE, VMAP_WRAPPERS
 from .core.tensor import Tensor, to_array
 
 
@@ -192,8 +192,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 def _samples(draw, op, size, dtype, device, requires_grad):
     dev, dt = _resolve(device, dtype)
     if STATE.vmap:   # a draw outside the op tape: vmap's randomness= decides (func/batching_wrappers.py)
-        from .func.batching_wrappers import random_draw
-        out = random_draw(op, "uniform" if draw is uniform else "normal", _shape(size), dt, dev,
+        out = VMAP_WRAPPERS["random_draw"](op, "uniform" if draw is uniform else "normal", _shape(size), dt, dev,
                           requires_grad)
         if out is not None:
             return out
@@ -230,8 +229,7 @@ def randint(low, high=None, size=(), dtype=None, device=None):
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     dev, dt = _resolve(device, dtype, default=int64)
     if STATE.vmap:
-        from .func.batching_wrappers import random_draw
-        random_draw("randint", None, tuple(size), dt, dev, False)
+        VMAP_WRAPPERS["random_draw"]("randint", None, tuple(size), dt, dev, False)
     with array_context(dev):
         arr = integers(dev, low, high, tuple(size), dt)
     return _finish(arr, dev, False)

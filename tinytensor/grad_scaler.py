@@ -24,7 +24,7 @@ from . import amp as _amp
 from .core.tensor import Tensor
 from .creation import tensor
 from .device import cuda_is_available
-from .dtypes import float32
+from .dtypes import float16, float32
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
@@ -104,7 +104,7 @@ class GradScaler:
             for pi, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue
-                if p.grad.dtype is tt.float16:
+                if p.grad.dtype is float16:
                     raise ValueError(f"GradScaler.unscale_: gradient of {p.name or f'param_groups[{gi}][{pi}]'} "
                                      "is float16 (keep parameters float32 under autocast; float16 "
                                      "gradients cannot be unscaled safely)")

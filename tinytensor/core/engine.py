@@ -28,7 +28,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     as Tensor ops, build a graph of their own: tt.compile's capture records them as ops
     (create_graph) without one (graph=False) unless the step asked for create_graph.
     """
-    if STATE.capture is not None and not create_graph:
+    if STATE.hooks.capturing and not create_graph:
         # tt.compile records gradients as ops whoever asks for them (tt.func.grad, vjp, a
         # backward inside vmap), as Tensor.backward and tt.grad do: gradients computed on raw
         # arrays would be constants of the captured program, frozen at the first call's values

@@ -37,6 +37,10 @@ class _State:
 
 
 STATE = _State()
+# while STATE.vmap is set, op wrappers that read index values (getitem, embedding) and the
+# random draws ask tt.func.vmap's wrappers, by name; func/batching_wrappers.py fills this in
+# (func sits above core, ops and creation, which therefore never import it)
+VMAP_WRAPPERS = {}
 
 
 # --------------------------------------------------------------------------- grad modes

@@ -23,7 +23,6 @@ no copy: `lift`), and the backward hook (`backward`) differentiates with respect
 lifted tensor, whose gradient holds one slice per example. The rules for matmul, embedding
 and the norms keep a lifted weight one GEMM / one table in the forward pass.
 """
-import warnings
 
 from ..core.function import BATCHING, Function
 from ..core import engine

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..blas_threads import adapt
 from ..core.function import Function
-from ..core.primitives import Expand, SumTo
+from ..core.primitives import Expand
 from ..core.tensor import Tensor
 
 RULES = {}

@@ -4,7 +4,7 @@ key of getitem; embedding ids become rows), and draws that do not go through an 
 (tt.rand, tt.randn). The wrappers call these only inside vmap (one check of STATE.vmap)."""
 import warnings
 
-from ..core.grad_mode import STATE
+from ..core.grad_mode import STATE, VMAP_WRAPPERS
 from .batching import _Popped, _random_refused, lift, wrap
 from .batching_rules import expand_batch, move, select, stack0
 
@@ -143,3 +143,6 @@ def _warn(what):
         _WARNED.add(what)
         warnings.warn(f"vmap: {what} has no batching rule: it runs once per example and the "
                       "results are stacked (correct, but slow)", UserWarning, stacklevel=4)
+
+
+VMAP_WRAPPERS.update(getitem=getitem, embedding=embedding, random_draw=random_draw)

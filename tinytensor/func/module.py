@@ -3,7 +3,6 @@
 Duck-typed on nn.Module (named_modules, _parameters, _buffers): tinytensor does not import
 tinytensor.nn (the layers run one way, DESIGN.md)."""
 from ..core.tensor import Tensor
-from ._common import fname
 
 
 def _locations(module):

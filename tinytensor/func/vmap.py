@@ -13,6 +13,7 @@ import functools
 
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
+from . import batching_wrappers  # noqa: F401  (gives ops and creation their vmap wrappers)
 from .batching import _RANDOMNESS, Level, wrap, _Popped
 from .batching_rules import expand_batch, move
 

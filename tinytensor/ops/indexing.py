@@ -7,7 +7,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.rules import Rule
-from ..core.grad_mode import STATE
+from ..core.grad_mode import STATE, VMAP_WRAPPERS
 from ..messages import OpError
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
@@ -248,8 +248,7 @@ class IndexAdd(Function):
 
 def getitem(x, key):
     if STATE.vmap:   # a batched index tensor is read for its values here (func/batching_wrappers.py)
-        from ..func import batching_wrappers
-        out = batching_wrappers.getitem(x, key)
+        out = VMAP_WRAPPERS["getitem"](x, key)
         if out is not None:
             return out
     key, advanced = normalize_key(x, key)
@@ -507,8 +506,7 @@ def embedding(ids, weight, padding_idx=None):
     if weight.ndim != 2:
         raise OpError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
     if STATE.vmap:   # batched ids are read for their values here (func/batching_wrappers.py)
-        from ..func import batching_wrappers
-        out = batching_wrappers.embedding(ids, weight, padding_idx)
+        out = VMAP_WRAPPERS["embedding"](ids, weight, padding_idx)
         if out is not None:
             return out
     if padding_idx is not None:

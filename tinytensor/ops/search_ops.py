@@ -12,7 +12,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.tensor import Tensor
 from ..messages import OpError
-from .elementwise import as_tensor_like, cast, div, remainder, where
+from .elementwise import as_tensor_like, cast, div, remainder
 from .forward_mode import no_tangent
 from .movement import _where
 from .scatter import nonzero

@@ -19,8 +19,7 @@ from . import _bessel_arrays as B
 from . import _gamma_arrays as G
 from . import _normal_arrays as N
 from . import special as S
-from .elementwise import (_xp, as_tensor_like, binary_operands, exp, float_operand, log, log1p,
-                          sign, sin, cos, where)
+from .elementwise import (_xp, binary_operands, exp, float_operand, log, sign, sin, cos, where)
 from .forward_mode import add
 from .math_functions import _float_operands
 

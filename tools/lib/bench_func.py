@@ -38,7 +38,6 @@ def _agree(name, ours, theirs, rtol=2e-3, atol=1e-5):
 def mlp_case(sizes, batch, seed=0):
     """(name, {variant: fn}) for per-sample gradients of an MLP's cross-entropy."""
     import torch
-    import tinytensor as tt
     import tinytensor.func as ttf
     import tinytensor.functional as F
     from tinytensor import nn
