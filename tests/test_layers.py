@@ -20,11 +20,7 @@ INSTALLED = {"tinytensor": "tinytensor", "nn": "tinytensor.nn", "models": "tinyt
 
 # Upward edges not removed yet, each with whose file it is: the test fails when one is gone,
 # so this list only shrinks. (importer, imported)
-PENDING = {
-    # OpenBLAS's thread control is found by codegen/threads.py's blas(): the codegen's
-    # toolchain module (issue 28, helper c2's split of codegen/) is where both belong
-    ("tinytensor/blas_threads.py", "tinytensor/compiler/codegen/threads.py"),
-}
+PENDING = {}   # known upward edges awaiting a fix (each with its owner): none
 
 
 def stack():

@@ -13,6 +13,7 @@ The count it started with is the user's (OPENBLAS_NUM_THREADS, or all cores): a 
 asked for one thread keeps one. TINYTENSOR_BLAS_ADAPT=0 turns this off. Off Linux, or with
 a BLAS whose threads cannot be set (MKL, Accelerate), it does nothing.
 """
+import ctypes
 import os
 import time
 
@@ -55,7 +56,6 @@ def adapt():
     if s["off"] is None:
         s["off"] = os.environ.get("TINYTENSOR_BLAS_ADAPT", "1") == "0"
         if not s["off"]:
-            from .compiler.codegen.threads import blas  # finds the loaded OpenBLAS
             s["blas"] = blas()
             s["base"] = s["now"] = s["blas"].get() if s["blas"] is not None else 1
     if s["off"] or s["blas"] is None or s["base"] <= 1:
@@ -74,3 +74,78 @@ def adapt():
 def current():
     """(threads OpenBLAS runs now, threads it started with), for tests and benchmarks."""
     return _state["now"], _state["base"]
+
+
+# (prefix, suffix) of OpenBLAS's exported names: NumPy's wheels (scipy-openblas, 64-bit
+# ints), a 64-bit-int build, a plain one
+_BUILDS = [("scipy_", "64_"), ("", "64_"), ("", "_64"), ("", "")]
+
+
+class _Blas:
+    """get() / set(n) of a loaded OpenBLAS's thread count, and its gemm functions."""
+
+    def __init__(self, lib, pre, suf):
+        self._lib, self._pre, self._suf = lib, pre, suf
+        self._set = getattr(lib, f"{pre}openblas_set_num_threads{suf}")
+        self._get = getattr(lib, f"{pre}openblas_get_num_threads{suf}")
+        self._set.argtypes, self._set.restype = [ctypes.c_int], None
+        self._get.argtypes, self._get.restype = [], ctypes.c_int
+
+    def gemm(self, dtype):
+        """(address of cblas_sgemm / cblas_dgemm, whether its ints are 64-bit) or None."""
+        import numpy as np
+        name = {"float32": "sgemm", "float64": "dgemm"}.get(np.dtype(dtype).name)
+        fn = getattr(self._lib, f"{self._pre}cblas_{name}{self._suf}", None) if name else None
+        if fn is None:
+            return None
+        return ctypes.cast(fn, ctypes.c_void_p).value, self._ilp64()
+
+    def _ilp64(self):
+        """Whether the BLAS's ints are 64-bit: its build configuration says USE64BITINT (a
+        64-bit build may export plain names); the name's suffix where it cannot tell."""
+        config = getattr(self._lib, f"{self._pre}openblas_get_config{self._suf}", None)
+        if config is not None:
+            config.argtypes, config.restype = [], ctypes.c_char_p
+            text = config() or b""
+            return b"USE64BITINT" in text
+        return "64" in self._suf
+
+    def get(self):
+        return int(self._get())
+
+    def set(self, n):
+        self._set(int(n))
+
+
+def _loaded_openblas():
+    """Paths of the shared objects with 'openblas' in their name mapped into this process
+    (Linux's /proc/self/maps; elsewhere none: the pool then runs without borrowing)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/"))
+
+
+_BLAS = None
+_SEARCHED = False
+
+
+def blas():
+    """The loaded OpenBLAS's thread control, or None. NumPy loads it, so it is searched for
+    once NumPy is imported (tinytensor imports NumPy first)."""
+    global _BLAS, _SEARCHED
+    if not _SEARCHED:
+        _SEARCHED = True
+        for path in _loaded_openblas():
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for pre, suf in _BUILDS:
+                if hasattr(lib, f"{pre}openblas_set_num_threads{suf}") and \
+                        hasattr(lib, f"{pre}openblas_get_num_threads{suf}"):
+                    _BLAS = _Blas(lib, pre, suf)
+                    return _BLAS
+    return _BLAS

@@ -9,6 +9,7 @@ import pytest
 
 import tinytensor as tt
 import tinytensor.functional as F
+from tinytensor import blas_threads
 from tinytensor.compiler.codegen import runner, threads
 
 from .helpers import training_step
@@ -146,8 +147,8 @@ def test_openblas_is_held_to_one_thread_inside_a_run_and_set_back():
 
 
 def test_without_openblas_kernels_still_split_and_matmuls_run_whole(always_split, monkeypatch):
-    monkeypatch.setattr(threads, "_BLAS", None)
-    monkeypatch.setattr(threads, "_SEARCHED", True)
+    monkeypatch.setattr(blas_threads, "_BLAS", None)
+    monkeypatch.setattr(blas_threads, "_SEARCHED", True)
     assert threads.default_threads() == 1
     rng = np.random.default_rng(5)
     x = rng.standard_normal((BIG // 128, 128)).astype(np.float32)

@@ -21,89 +21,15 @@ SPLIT_FLOPS multiply-adds is split, and a kernel only where its first calls meas
 faster (runner.py `_tuned`).
 """
 import contextlib
-import ctypes
 import os
 import threading
+
+from ...blas_threads import blas  # noqa: F401  (the loaded OpenBLAS: below the compiler, eager adapts it too)
 
 SPLIT_ELEMENTS = 1 << 18   # a kernel over fewer elements runs in one thread (256K)
 SPLIT_FLOPS = 1 << 22      # a matmul of fewer multiply-adds (m*n*k) too
 TUNE_CALLS = 3             # a kernel's first calls time it whole and split, 3 each (runner.py)
 SPLIT_GAIN = 0.9           # and split it from then on if that took <= 0.9 of the whole time
-
-# (prefix, suffix) of OpenBLAS's exported names: NumPy's wheels (scipy-openblas, 64-bit
-# ints), a 64-bit-int build, a plain one
-_BUILDS = [("scipy_", "64_"), ("", "64_"), ("", "_64"), ("", "")]
-
-
-class _Blas:
-    """get() / set(n) of a loaded OpenBLAS's thread count, and its gemm functions."""
-
-    def __init__(self, lib, pre, suf):
-        self._lib, self._pre, self._suf = lib, pre, suf
-        self._set = getattr(lib, f"{pre}openblas_set_num_threads{suf}")
-        self._get = getattr(lib, f"{pre}openblas_get_num_threads{suf}")
-        self._set.argtypes, self._set.restype = [ctypes.c_int], None
-        self._get.argtypes, self._get.restype = [], ctypes.c_int
-
-    def gemm(self, dtype):
-        """(address of cblas_sgemm / cblas_dgemm, whether its ints are 64-bit) or None."""
-        import numpy as np
-        name = {"float32": "sgemm", "float64": "dgemm"}.get(np.dtype(dtype).name)
-        fn = getattr(self._lib, f"{self._pre}cblas_{name}{self._suf}", None) if name else None
-        if fn is None:
-            return None
-        return ctypes.cast(fn, ctypes.c_void_p).value, self._ilp64()
-
-    def _ilp64(self):
-        """Whether the BLAS's ints are 64-bit: its build configuration says USE64BITINT (a
-        64-bit build may export plain names); the name's suffix where it cannot tell."""
-        config = getattr(self._lib, f"{self._pre}openblas_get_config{self._suf}", None)
-        if config is not None:
-            config.argtypes, config.restype = [], ctypes.c_char_p
-            text = config() or b""
-            return b"USE64BITINT" in text
-        return "64" in self._suf
-
-    def get(self):
-        return int(self._get())
-
-    def set(self, n):
-        self._set(int(n))
-
-
-def _loaded_openblas():
-    """Paths of the shared objects with 'openblas' in their name mapped into this process
-    (Linux's /proc/self/maps; elsewhere none: the pool then runs without borrowing)."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/"))
-
-
-_BLAS = None
-_SEARCHED = False
-
-
-def blas():
-    """The loaded OpenBLAS's thread control, or None. NumPy loads it, so it is searched for
-    once NumPy is imported (tinytensor imports NumPy first)."""
-    global _BLAS, _SEARCHED
-    if not _SEARCHED:
-        _SEARCHED = True
-        for path in _loaded_openblas():
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            for pre, suf in _BUILDS:
-                if hasattr(lib, f"{pre}openblas_set_num_threads{suf}") and \
-                        hasattr(lib, f"{pre}openblas_get_num_threads{suf}"):
-                    _BLAS = _Blas(lib, pre, suf)
-                    return _BLAS
-    return _BLAS
-
 
 def default_threads():
     """The threads a compiled C program uses unless told (tt.compile(threads=)): as many as
