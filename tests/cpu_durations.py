@@ -3,7 +3,8 @@
 Wall time lies on a loaded machine; CPU time does not (much). Opt-in plugin:
     python -m pytest -p tests.cpu_durations -p no:xdist <paths>
 prints the 30 costliest tests and every file's total at the end, and with
-TT_CPU_DURATIONS=<file> also writes "cpu_s<TAB>nodeid" lines there for every test.
+TT_CPU_DURATIONS=<file> also appends "cpu_s<TAB>nodeid" lines there as each test ends (so an
+interrupted run still leaves its numbers).
 """
 import os
 import resource
@@ -26,6 +27,10 @@ def pytest_runtest_protocol(item, nextitem):
     start = _cpu()
     yield
     _cost[item.nodeid] = _cpu() - start
+    out = os.environ.get("TT_CPU_DURATIONS")
+    if out:
+        with open(out, "a") as f:
+            f.write(f"{_cost[item.nodeid]:.3f}\t{item.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -41,8 +46,3 @@ def pytest_terminal_summary(terminalreporter):
     write("== CPU seconds per file ==")
     for path, s in sorted(per_file.items(), key=lambda kv: -kv[1]):
         write(f"{s:8.2f}  {path}")
-    out = os.environ.get("TT_CPU_DURATIONS")
-    if out:
-        with open(out, "w") as f:
-            for nodeid, s in sorted(_cost.items(), key=lambda kv: -kv[1]):
-                f.write(f"{s:.3f}\t{nodeid}\n")
