@@ -10,7 +10,11 @@ import pytest
 
 import tinytensor as tt
 
-from . import parallel
+from . import clones, parallel
+
+# generated C kernels compiled for this CPU's clone alone: the two clones no test runs were
+# over half of the suite's gcc time (tests/clones.py)
+clones.use_machine_clone()
 
 # The reference oracles of the `test` extra. A test module that imports one that is not
 # installed is skipped, naming it, instead of failing collection (which stops the run).

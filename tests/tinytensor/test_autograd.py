@@ -785,13 +785,15 @@ def test_record_shows_dtype():
 def test_long_chain_backward_no_recursion():
     x = tt.tensor([1.0, 2.0], requires_grad=True)
     y = x
-    for _ in range(100_000):
+    # 20k nodes: 20x Python's recursion limit, so a recursive backward still fails here;
+    # the CPU bound keeps 100k nodes' 15 s per node (building the chain was most of the time)
+    for _ in range(20_000):
         y = y * 1.0
     t0 = cpu_seconds()
     y.sum().backward()
     elapsed = cpu_seconds() - t0
     close(x.grad, np.ones(2, dtype=np.float32))
-    assert elapsed < 15, f"backward over 100k nodes took {elapsed:.1f} s of CPU"
+    assert elapsed < 3, f"backward over 20k nodes took {elapsed:.1f} s of CPU"
 
 
 def _live_nodes():

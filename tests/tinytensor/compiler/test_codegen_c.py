@@ -227,3 +227,27 @@ def test_generated_source_keeps_ieee_flags_and_one_function_per_kernel():
     for name in names.values():
         assert f"void {name}(void *const *b)" in source
         assert f"void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts)" in source
+
+
+def test_the_real_clones_compile_and_give_the_one_clone_builds_bits(monkeypatch):
+    # the suite compiles only this CPU's clone (tests/clones.py); here the kernels carry the
+    # shipped target_clones attribute, all three clones are compiled, and the one the loader
+    # picks gives exactly the bits the rest of the suite checked
+    from ... import clones
+    if not clones.REAL:
+        pytest.skip("no target_clones on this platform: the suite builds what ships")
+    x = wide(np.float32, n=300).reshape(-1, 10)
+    y = wide(np.float64, n=300).reshape(-1, 10)
+
+    def step(x, y):
+        return (x * 1.5).exp().tanh() + x.sqrt(), (y * y).sum(-1), tt.where(y > 0.0, y.log(), y)
+    fused = fuse.run(program_of(step, x, y)[0])
+    assert "target_clones(" not in c.program_source(fused)[0]   # the suite's one clone
+    with np.errstate(all="ignore"):
+        one, _, _ = compiled(step, x, y)
+        monkeypatch.setattr(c, "_CLONES", clones.REAL)
+        assert "target_clones(" in c.program_source(fused)[0]
+        real, _, _ = compiled(step, x, y)
+    assert len(one) == len(real) == 3
+    for a, b in zip(one, real):
+        np.testing.assert_array_equal(bits(a), bits(b))
