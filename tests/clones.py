@@ -1,7 +1,7 @@
 """One kernel clone instead of three while testing.
 
 Every generated C kernel carries `target_clones("avx512f", "avx2", "default")`
-(compiler/codegen/c.py `_CLONES`; kernels/c_rows.py reads the same global): gcc compiles
+(compiler/codegen/toolchain.py `CLONES`, which the C kernels and the eager kernels read): gcc compiles
 the whole kernel three times and the loader runs one of them, the best this CPU has. Tests
 only ever run that one, and compiling the other two was over half of the suite's gcc time
 (the GPT training program of test_dynamic: 16.0 CPU-s with the clones, 7.0 with one).
@@ -15,9 +15,9 @@ everywhere (a full check of the attribute, at the old cost)."""
 import os
 import platform
 
-from tinytensor.compiler.codegen import c
+from tinytensor.compiler.codegen import toolchain
 
-REAL = c._CLONES
+REAL = toolchain.CLONES
 
 
 def machine_clone():
@@ -40,5 +40,5 @@ def machine_clone():
 def use_machine_clone():
     """Switch the suite to the one clone (unless TT_TEST_ALL_CLONES=1); returns what is used."""
     if os.environ.get("TT_TEST_ALL_CLONES") != "1":
-        c._CLONES = machine_clone()
-    return c._CLONES
+        toolchain.CLONES = machine_clone()
+    return toolchain.CLONES

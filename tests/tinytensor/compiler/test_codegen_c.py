@@ -245,7 +245,7 @@ def test_the_real_clones_compile_and_give_the_one_clone_builds_bits(monkeypatch)
     assert "target_clones(" not in c.program_source(fused)[0]   # the suite's one clone
     with np.errstate(all="ignore"):
         one, _, _ = compiled(step, x, y)
-        monkeypatch.setattr(c, "_CLONES", clones.REAL)
+        monkeypatch.setattr(toolchain, "CLONES", clones.REAL)
         assert "target_clones(" in c.program_source(fused)[0]
         real, _, _ = compiled(step, x, y)
     assert len(one) == len(real) == 3

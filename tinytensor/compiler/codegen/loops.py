@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import symbolic
 from .emit import CTYPE, expr, lit
-from .toolchain import CLONES
+from . import toolchain
 
 GRAIN = 16   # a split flat loop is cut at multiples of 16 elements: whole 64-byte cache lines
 
@@ -89,7 +89,7 @@ def function(cname, operands, n_out, same, body, symbols=(), split=None):
         d, grain = split
         lines.insert(0, f"    const int64_t tt_lo = tt_part_start({d}, part, parts, {grain}), "
                         f"tt_hi = tt_part_start({d}, part + 1, parts, {grain});")
-    entry = [f"{CLONES}void {cname}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{",
+    entry = [f"{toolchain.CLONES}void {cname}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{",
              f"    {cname}_body({', '.join(args)});", "}",
              f"void {cname}(void *const *b{', const int64_t *n' if sizes else ''}) {{",
              f"    {cname}_part(b, {'n' if sizes else '0'}, 0, 1);", "}"]
