@@ -26,7 +26,7 @@ def _held_by_tape():
     getrefcount's own argument. Measured on the very structures, not assumed: a count too
     high would release a tensor the step still holds."""
     t = Tensor._make(np.empty(0), CPU, False)
-    outputs, live, first = [[t]], [t], {id(t): (t, 0)}
+    outputs, live, first = [[t]], [t], {id(t): (t, 0)}  # noqa: F841  (held: their references count)
     del t
     for t in live:
         return getrefcount(t)
