@@ -411,13 +411,18 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
     from .batching_rules import select, stack0
     g = grad_outputs[k]
     lvl = g._level
+    outside = all(t._level is None or t._level.depth < lvl.depth
+                  for t in list(inputs) + [c for c in grad_outputs if c._level is not lvl])
     per = []
     for i in range(lvl.size):
         # example i of every cotangent batched at lvl (jacrev batches all outputs' at once)
         with _Popped(lvl.depth):
             gos = [select(c._value, c._bdim, i) if c._level is lvl else c for c in grad_outputs]
-        per.append(engine.run_backward(outputs, gos, True if i < lvl.size - 1 else retain_graph,
-                                       create_graph, inputs, allow_unused, graph))
+        # nothing here is batched at lvl or inside it: run with those levels popped, so the
+        # engine does not come back here once per example
+        with _Popped(lvl.depth) if outside else _NoPop():
+            per.append(engine.run_backward(outputs, gos, True if i < lvl.size - 1 else
+                                           retain_graph, create_graph, inputs, allow_unused, graph))
     out = []
     for j in range(len(inputs)):
         col = [p[j] for p in per]
@@ -427,6 +432,14 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
         with _Popped(lvl.depth):
             out.append(wrap(stack0(col), 0, lvl))
     return out
+
+
+class _NoPop:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _install():
