@@ -173,6 +173,12 @@ def _top_level(inputs):
         lv = t._level
         if lv is not None and (lvl is None or lv.depth > lvl.depth):
             lvl = lv
+        if t._fw and STATE.fw_levels:   # a tangent batched deeper than its primal (vmap of
+            for k in STATE.fw_levels:     # jacfwd): the op runs at the tangent's level first
+                tan = t._fw.get(k)
+                lv = tan._level if tan is not None else None
+                if lv is not None and lv.alive and (lvl is None or lv.depth > lvl.depth):
+                    lvl = lv
     if not lvl.alive or lvl.depth >= len(STATE.vmap) or STATE.vmap[lvl.depth] is not lvl:
         raise RuntimeError("vmap: a batched tensor was used outside the vmap call that made "
                            "it (it escaped through a global, a closure or an attribute); return "
@@ -190,8 +196,20 @@ def lift(t, level):
     from ..core.primitives import Expand
     from ..ops.movement import Reshape
     shape = tuple(t.shape)
-    with _Popped(level.depth):   # ops of the levels outside (which may lift t there first)
-        v = Expand.apply(Reshape.apply(t, shape=(1,) + shape), shape=(level.size,) + shape)
+    fw = t._fw
+    batched_tan = fw and any(tan is not None and tan._level is level for tan in fw.values())
+    if batched_tan:   # a tangent batched here (jacfwd of jacrev) cannot go through Expand
+        t._fw = None
+    try:
+        with _Popped(level.depth):   # ops of the levels outside (which may lift t there first)
+            v = Expand.apply(Reshape.apply(t, shape=(1,) + shape), shape=(level.size,) + shape)
+            if batched_tan:   # so v carries them laid out as itself, batch first
+                from .batching_rules import expand_batch, move
+                v._fw = {k: move(tan._value, tan._bdim, 0) if tan._level is level
+                         else expand_batch(tan, level.size)
+                         for k, tan in fw.items() if tan is not None}
+    finally:
+        t._fw = fw
     b = wrap(v, 0, level)
     level.lifted[id(t)] = (t, b)
     return b
@@ -241,6 +259,14 @@ def _with_tangents(inputs, args, lvl):
     new = []
     for t, (v, d) in zip(inputs, args):
         fw = t._fw
+        if fw and d is None and any(tan is not None and tan._level is lvl for tan in fw.values()):
+            # an unbatched primal whose tangent is batched here (jacfwd's basis tangents)
+            # joins the batch, as plain_inside does; its tangents go on below
+            t._fw = None
+            try:
+                v, d = expand_batch(t, lvl.size), 0
+            finally:
+                t._fw = fw
         if fw and d is not None:
             have = v._fw or {}
             add = {k: fw[k] for k in live if fw.get(k) is not None and k not in have}
@@ -385,14 +411,18 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
     from .batching_rules import select, stack0
     g = grad_outputs[k]
     lvl = g._level
+    outside = all(t._level is None or t._level.depth < lvl.depth
+                  for t in list(inputs) + [c for c in grad_outputs if c._level is not lvl])
     per = []
     for i in range(lvl.size):
+        # example i of every cotangent batched at lvl (jacrev batches all outputs' at once)
         with _Popped(lvl.depth):
-            gi = select(g._value, g._bdim, i)
-        gos = list(grad_outputs)
-        gos[k] = gi
-        per.append(engine.run_backward(outputs, gos, True if i < lvl.size - 1 else retain_graph,
-                                       create_graph, inputs, allow_unused, graph))
+            gos = [select(c._value, c._bdim, i) if c._level is lvl else c for c in grad_outputs]
+        # nothing here is batched at lvl or inside it: run with those levels popped, so the
+        # engine does not come back here once per example
+        with _Popped(lvl.depth) if outside else _NoPop():
+            per.append(engine.run_backward(outputs, gos, True if i < lvl.size - 1 else
+                                           retain_graph, create_graph, inputs, allow_unused, graph))
     out = []
     for j in range(len(inputs)):
         col = [p[j] for p in per]
@@ -402,6 +432,14 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
         with _Popped(lvl.depth):
             out.append(wrap(stack0(col), 0, lvl))
     return out
+
+
+class _NoPop:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _install():

@@ -77,15 +77,17 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=None):
-    """The Jacobian of func w.r.t. argnums by forward mode: one jvp per input entry (a basis
-    tangent each), `chunk_size` validated as torch.func's (the jvps run one by one)."""
+    """The Jacobian of func w.r.t. argnums by forward mode, as torch.func: jvp vmapped over the
+    one-hot basis tangents (_basis.py), `chunk_size` basis tangents per vmap call (None: all
+    at once; 1: one jvp at a time); each output's tangent is a block of Jacobian columns."""
+    from ._basis import basis, block, offsets
     from .reverse import _check_chunk, jacobian_tree
+    from .vmap import vmap
     from ._common import argnums_tuple
     api = "jacfwd"
     _check_chunk(chunk_size, api, func)
 
     def wrapper(*args, **kwargs):
-        from ..ops.movement import stack
         single, nums = argnums_tuple(argnums, len(args), api, func)
         specs, flat_in = [], []
         for n in nums:
@@ -94,52 +96,43 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
                 floating(x, f"argument {n}", api, func)
             specs.append((len(leaves), spec))
             flat_in += leaves
-        columns = []          # columns[k][e]: (outputs, their tangents) for entry e of input k
-        first = None
+        ospec = []
 
-        def run(tangent_of_input):
-            def f(*xs):
-                a = list(args)
-                k = 0
-                for n, (cnt, spec) in zip(nums, specs):
-                    a[n] = _tree.unflatten(spec, list(xs[k:k + cnt]))
-                    k += cnt
-                return func(*a, **kwargs)
-            tangents = tuple(tangent_of_input(k, x) for k, x in enumerate(flat_in))
-            return jvp(f, tuple(flat_in), tangents, has_aux=has_aux)
+        def f(*xs):
+            a, k = list(args), 0
+            for n, (cnt, spec) in zip(nums, specs):
+                a[n] = _tree.unflatten(spec, list(xs[k:k + cnt]))
+                k += cnt
+            return func(*a, **kwargs)
+        f.__qualname__ = fname(func)   # jvp's errors name the user's function
 
-        for k, x in enumerate(flat_in):
-            col = []
-            for e in range(x.numel()):
-                def basis(j, y, k=k, e=e):
-                    if j != k:
-                        return Tensor._zeros_meta(tuple(y.shape), y.dtype, y._device)
-                    a = y.device.xp.zeros(y.numel(), dtype=y.data.dtype)
-                    a[e] = 1
-                    return Tensor._make(a.reshape(y.shape), y._device, False)
-                got = run(basis)
-                if first is None:
-                    first = got
-                col.append(_tree.flatten(got[1])[0])
-            columns.append(col)
-        if first is None:   # no input entries at all: one run for the outputs' shapes
-            first = run(lambda j, y: y.detach() * 0)
-        outs, ospec = _tree.flatten(first[0])
+        def push(*tangents):
+            got = jvp(f, tuple(flat_in), tangents, has_aux=has_aux)
+            touts, spec = _tree.flatten(got[1])
+            ospec[:] = [spec]
+            return (touts, got[2]) if has_aux else touts
+
+        spans, total = offsets(flat_in)
+        if total:   # the tangents' basis dim ends up last: (o..., N)
+            # aux is the same for every basis tangent, but batched when an input it reads
+            # joined the batch: torch.func's way, mapped on dim 0 and example 0 kept
+            got = vmap(push, out_dims=(-1, 0) if has_aux else -1, randomness=randomness,
+                       chunk_size=chunk_size)(*basis(flat_in))
+            if has_aux:
+                leaves, aspec = _tree.flatten(got[1])
+                got = (got[0], _tree.unflatten(aspec, [a[0] for a in leaves]))
+        else:       # no entry to differentiate: one jvp for the outputs' shapes and aux
+            got = push(*[x.detach() * 0 for x in flat_in])
+        touts, aux = got if has_aux else (got, None)
         per_output = []
-        for oi, o in enumerate(outs):
-            jac = []
-            for k, x in enumerate(flat_in):
-                shape = tuple(o.shape) + tuple(x.shape)
-                if x.numel():
-                    cols = [c[oi] for c in columns[k]]
-                    # stacked along a last axis, then read in input order: (o..., x...)
-                    j = stack(cols, dim=-1) if o.ndim else stack(cols)
-                    jac.append(j.reshape(shape))
-                else:
-                    jac.append(Tensor._zeros_meta(shape, o.dtype, o._device))
-            per_output.append(jac)
-        res = jacobian_tree(outs, ospec, per_output, specs, single)
-        return (res, first[2]) if has_aux else res
+        for t in touts:
+            o_shape = tuple(t.shape)[:-1] if total else tuple(t.shape)
+            per_output.append([
+                block(t, -1, off, m, o_shape + tuple(x.shape)) if total
+                else Tensor._zeros_meta(o_shape + tuple(x.shape), t.dtype, t._device)
+                for x, (off, m) in zip(flat_in, spans)])
+        res = jacobian_tree(touts, ospec[0], per_output, specs, single)
+        return (res, aux) if has_aux else res
     return wrapper
 
 

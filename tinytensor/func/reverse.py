@@ -188,42 +188,37 @@ def jacobian_tree(out_leaves, ospec, per_input, inputs_specs, single):
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
-    """The Jacobian of func w.r.t. argnums by reverse mode: one backward per output entry
-    (`chunk_size` entries per group; tinytensor runs a group's backwards one by one, so it
-    bounds nothing more than the loop does)."""
+    """The Jacobian of func w.r.t. argnums by reverse mode, as torch.func: one forward, then
+    the backward vmapped over the one-hot basis cotangents of all outputs together
+    (_basis.py), `chunk_size` cotangents per vmap call (None: all at once; 1: one backward
+    at a time); each input's gradient is a block of Jacobian rows per output."""
+    from ._basis import basis, block, offsets
+    from .vmap import vmap
     api = "jacrev"
     _check_chunk(chunk_size, api, func)
 
     def wrapper(*args, **kwargs):
-        from ..ops.movement import stack
         single, nums = argnums_tuple(argnums, len(args), api, func)
         prep = _Prepared(api, func, args, kwargs, nums, has_aux)
         outs, ospec = _tree.flatten(prep.out)
-        flat_in = [x for xs in prep.inputs for x in xs]
-        per_output = []
         for o in outs:
             if not isinstance(o, Tensor):
                 raise RuntimeError(f"jacrev({fname(func)}): expected outputs to be Tensors, got "
                                    f"{type(o).__name__}")
-            rows = [[] for _ in flat_in]
-            n = o.numel()
-            for r in range(n):
-                eye = o.device.xp.zeros(n, dtype=o.data.dtype)
-                eye[r] = 1
-                cot = Tensor._make(eye.reshape(o.shape), o._device, False)
-                grads = prep.backward([o], [cot], retain=True)
-                flat_g = [g for gs, (xs, spec) in zip(grads, zip(prep.inputs, prep.specs))
-                          for g in _tree.flatten(gs)[0]]
-                for k, g in enumerate(flat_g):
-                    rows[k].append(g)
-            jac = []
-            for k, x in enumerate(flat_in):
-                if n:
-                    j = stack(rows[k]).reshape(tuple(o.shape) + tuple(x.shape))
-                else:
-                    j = Tensor._zeros_meta(tuple(o.shape) + tuple(x.shape), x.dtype, x._device)
-                jac.append(j)
-            per_output.append(jac)
+        flat_in = [x for xs in prep.inputs for x in xs]
+
+        def pull(*cots):
+            return [g for gs in prep.backward(outs, list(cots), retain=True)
+                    for g in _tree.flatten(gs)[0]]
+
+        spans, total = offsets(outs)
+        grads = vmap(pull, chunk_size=chunk_size)(*basis(outs)) if total else None
+        per_output = []
+        for o, (off, m) in zip(outs, spans):
+            per_output.append([
+                block(g, 0, off, m, tuple(o.shape) + tuple(x.shape)) if m
+                else Tensor._zeros_meta(tuple(o.shape) + tuple(x.shape), x.dtype, x._device)
+                for g, x in zip(grads or [None] * len(flat_in), flat_in)])
         res = jacobian_tree(outs, ospec, per_output,
                             [(len(xs), spec) for xs, spec in zip(prep.inputs, prep.specs)], single)
         return (res, prep.result(prep.aux)) if has_aux else res
