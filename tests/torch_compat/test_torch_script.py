@@ -76,7 +76,7 @@ def _run(code_dir, script, args, monkeypatch):
         m.syspath_prepend(str(code_dir))
         # torch.testing._internal (the op-table tests, maybe earlier in this process) freezes
         # torch.backends' flags; the scripts set cudnn.allow_tf32 as torch scripts do
-        m.setattr(torch.backends, "__allow_nonbracketed_mutation_flag", True)
+        m.setitem(torch.backends.flags_frozen.__globals__, "__allow_nonbracketed_mutation_flag", True)
         sys.modules.pop("model", None)
         try:
             return runpy.run_path(str(code_dir / script), run_name="__main__")
