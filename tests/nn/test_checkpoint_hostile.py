@@ -55,7 +55,7 @@ def _wait_for(cond, proc, timeout=10.0):
 def test_a_killed_save_leaves_a_temp_file_that_the_next_save_sweeps(tmp_path):
     p = tmp_path / "ck.safetensors"
     nn.save({"step": 1, "w": tt.ones(3)}, p)
-    child = _child(f"import numpy as np, nn\n"
+    child = _child(f"import numpy as np\nfrom tinytensor import nn\n"
                    f"nn.save({{'step': 2, 'w': np.ones(16 << 20, np.float32)}}, {str(p)!r})")  # 64 MB
     try:
         _wait_for(lambda: _tmp_files(tmp_path), child)
@@ -76,7 +76,8 @@ def test_a_live_writers_temp_file_is_not_swept(tmp_path):
     p = tmp_path / "ck.safetensors"
     # the child writes its first tensor, then holds the save open until told to go on
     child = _child(f"""
-import sys, numpy as np, nn
+import sys, numpy as np
+from tinytensor import nn
 from tinytensor.nn import checkpoint
 write = checkpoint._write_array
 def paused(f, arr):

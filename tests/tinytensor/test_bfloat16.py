@@ -163,7 +163,7 @@ def test_autograd_through_bfloat16_gives_bfloat16_gradients():
 
 def test_without_ml_dtypes_bfloat16_names_the_package():
     code = ("import sys; sys.modules['ml_dtypes'] = None\n"  # makes `import ml_dtypes` fail
-            "import tinytensor as tt, nn, models\n"
+            "import tinytensor as tt\nfrom tinytensor import nn, models\n"
             "x = tt.ones(2) * 2\n"
             "assert repr(tt.bfloat16) == 'tinytensor.bfloat16'\n"
             "try:\n"
