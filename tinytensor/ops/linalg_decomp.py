@@ -179,6 +179,17 @@ def eigvalsh(A, UPLO="L"):
 
 
 # ---------------------------------------------------------------- QR
+def _qr_differentiable(ctx):
+    """(m, n) of the input, or the refusal where linalg.qr has no derivative (both modes)."""
+    m, n = ctx.in_meta[0][0][-2:]
+    mode = ctx.attrs["mode"]
+    if mode == "r" or (mode == "complete" and m > n):
+        raise OpError(f"linalg.qr: the derivative of linalg.qr is not defined when "
+                      f"mode='{mode}' and the input has {m} > {n} rows than columns; use "
+                      f"mode='reduced'{_where()}")
+    return m, n
+
+
 class Qr(Function):
     """A = Q R (LAPACK geqrf + orgqr); mode 'reduced', 'complete' or 'r' (Q empty)."""
     name = "linalg_qr"
@@ -197,12 +208,7 @@ class Qr(Function):
     @staticmethod
     def backward(ctx, gQ, gR):
         Q, R = ctx.saved_tensors
-        m, n = ctx.in_meta[0][0][-2:]
-        mode = ctx.attrs["mode"]
-        if mode == "r" or (mode == "complete" and m > n):
-            raise OpError(f"linalg.qr: the derivative of linalg.qr is not defined when "
-                          f"mode='{mode}' and the input has {m} > {n} rows than columns; use "
-                          f"mode='reduced'{_where()}")
+        m, n = _qr_differentiable(ctx)
         if m >= n:
             return _qr_back_tall(Q, R, gQ, gR)
         # A = Q [X | Y], R = [U | V]: X = Q U is square's case, Y = Q V adds to gQ
@@ -217,12 +223,7 @@ class Qr(Function):
         Om = tril(C, -1) - tril(C, -1)^T, dR = (C - Om) R, dQ = dA R^-1 - Q (C - Om). Wide A:
         the square part X = Q U so, then dV = Q^T (dY - dQ V) for A = Q [U | V]."""
         Q, R = ctx.saved_tensors
-        m, n = ctx.in_meta[0][0][-2:]
-        mode = ctx.attrs["mode"]
-        if mode == "r" or (mode == "complete" and m > n):
-            raise OpError(f"linalg.qr: the derivative of linalg.qr is not defined when "
-                          f"mode='{mode}' and the input has {m} > {n} rows than columns; use "
-                          f"mode='reduced'{_where()}")
+        m, n = _qr_differentiable(ctx)
         if m >= n:
             return _qr_jvp_tall(Q, R, tA)
         U, V = R[..., :, :m], R[..., :, m:]

@@ -10,6 +10,8 @@ import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.func import vmap
 
+from .user_ops import Cube
+
 
 def A(a):
     return tt.tensor(np.asarray(a))
@@ -103,17 +105,6 @@ def test_randomness_modes():
         assert np.array_equal(same[0], same[1]) and np.array_equal(same[1], same[2])
 
 
-class Cube(tt.Function):
-    """A user op with no batching rule."""
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * 3 * x * x
 
 
 def test_an_op_without_a_rule_runs_per_example_with_one_warning():
