@@ -26,7 +26,7 @@ from tinytensor.tools.lib import bench_compile, bench_dist, bench_engine, bench_
 from tinytensor.tools.lib import bench_conv, bench_nanogpt, bench_ops
 from tinytensor.tools.lib import bench_rnn
 from tinytensor.tools.lib import bench_func
-from tinytensor.tools.lib.timing import median_times, set_threads
+from tinytensor.tools.lib.timing import median_n, median_times, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
           "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
@@ -85,7 +85,7 @@ def main(argv=None):
     args = parser(suite).parse_args(argv[1:] if suite else argv)
     if args.threads < 1 or args.repeat < 1 or getattr(args, "rounds", 1) < 1:
         parser(suite).error("--threads, --repeat and --rounds must be at least 1")
-    set_threads(args.threads)  # before NumPy is imported
+    set_threads(args.threads)
     {None: engine, "kernels": kernels, "train": train, "dist": dist, "compile": compile_, "conv": conv,
      "ops": ops, "rnn": rnn, "func": func}[suite](args)
 
@@ -102,13 +102,14 @@ def _table(rows, digits):
         print(f"| {name} | {a * 1e3:.{digits}f} | {b * 1e3:.{digits}f} | {a / b:.2f} |")
 
 
-def _measure(args, cases, name_width, ms_format):
+def _measure(args, cases, name_width, ms_format, settle=0, gap=0.0):
     """Times each case (name, f_tt, f_th[, inner calls per timing]) into rows (name, seconds
     tinytensor, seconds torch); without --markdown each case is printed as soon as it is
-    measured, so a long run shows its progress."""
+    measured, so a long run shows its progress. settle, gap: untimed calls at the start of
+    each library's turn and seconds slept before them (timing.median_n)."""
     rows = []
     for name, f_tt, f_th, *inner in cases:
-        a, b = median_times(f_tt, f_th, args.repeat, *inner)
+        a, b = median_n([f_tt, f_th], args.repeat, *(inner or [1]), settle=settle, gap=gap)
         rows.append((name, a, b))
         if not args.markdown:
             print(f"{name:{name_width}s} tinytensor {a * 1e3:{ms_format}} ms   "
@@ -235,7 +236,9 @@ def ops(args):
     torch = _torch_threads(args.threads)
     keep = [w for w in args.only.split(",") if w]
     cases = (c for c in bench_ops.ops_cases(only=keep))
-    rows = _measure(args, cases, 36, "8.2f")
+    # the other library's threads spin on after its call (torch's OpenMP workers ~10 ms, our
+    # C pool) and would slow this one's, which a training loop of one library never sees
+    rows = _measure(args, cases, 36, "8.2f", settle=1, gap=0.03)
     rows.sort(key=lambda r: r[1] / r[2], reverse=True)
     print(f"\nCPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each; "
           f"median of {args.repeat}; numpy {np.__version__}, torch {torch.__version__}, tinytensor {tt.__version__}")

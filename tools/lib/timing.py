@@ -3,10 +3,18 @@ import os
 
 
 def set_threads(n):
-    """Same thread count for NumPy's BLAS (through the environment, so call it before
-    NumPy is imported) and, by the caller, torch."""
+    """Same thread count for NumPy's BLAS, tinytensor's C pool (which runs as many threads
+    as OpenBLAS does) and, by the caller, torch. The environment covers child processes and
+    a NumPy not yet imported; an OpenBLAS already loaded (importing tinytensor.tools loads
+    NumPy) is set directly, else a benchmark "at 1 thread" would run tinytensor on all cores."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
+    import sys
+    if "numpy" in sys.modules:
+        from tinytensor.blas_threads import blas
+        b = blas()
+        if b is not None:
+            b.set(n)
 
 
 def median_times(fn_a, fn_b, repeat, inner=1):
@@ -26,12 +34,14 @@ def median_times(fn_a, fn_b, repeat, inner=1):
     return tuple(sorted(ts)[len(ts) // 2] for ts in times)
 
 
-def median_n(fns, repeat, inner=1, settle=0):
+def median_n(fns, repeat, inner=1, settle=0, gap=0.0):
     """Median seconds per call of several functions, timed round-robin (as median_times).
-    settle: untimed calls at the start of each function's turn. A library's last call can
-    leave its threads spinning for the next one's first (OpenBLAS's workers spin ~0.1 s
-    after a matmul, torch's OpenMP workers after a parallel region): settling times every
-    library as a training loop of its own back-to-back steps runs, each after itself."""
+    settle: untimed calls at the start of each function's turn; gap: seconds slept before
+    them. A library's last call can leave its threads spinning for the next one's (OpenBLAS's
+    workers spin ~0.1 s after a matmul, torch's OpenMP workers ~10 ms after a parallel
+    region: measured, a 2-thread eager silu 5.1 -> 9.1 ms right after a torch op): a gap lets
+    those spinners stop, and settling times every library as a training loop of its own
+    back-to-back steps runs, each after itself."""
     import time
     for _ in range(2):
         for fn in fns:
@@ -39,6 +49,8 @@ def median_n(fns, repeat, inner=1, settle=0):
     times = [[] for _ in fns]
     for _ in range(repeat):
         for fn, out in zip(fns, times):
+            if gap:
+                time.sleep(gap)
             for _ in range(settle):
                 fn()
             t = time.perf_counter()
