@@ -35,10 +35,8 @@ def _compiled_program(args):
         if not programs:
             raise ValueError("tt.viz.graph: this compiled function has not run yet, so it has "
                              "no program to draw; call it once first")
-        if a.backend in ("c", "cuda"):  # drawn fused, as that backend runs it
-            from ..compiler.passes import fuse
-            return fuse.run(programs[-1])
-        return programs[-1]
+        from ..compiler import pipeline  # drawn as its backend runs it: fused for C and CUDA
+        return pipeline.lower(programs[-1], a.backend)
     return None
 
 
