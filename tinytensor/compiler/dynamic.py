@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import random as _random
 from ..core.function import _Ctx
+from ..core.node import SAVED_CELL, SAVED_DATA
 from .. import symbolic
 from ..symbolic import _OPS, Guards, Poly, SymInt
 
@@ -257,9 +258,9 @@ class Symbolic:
                 self.corners[m][id(r.data)] = o[k]
             self.checkpoint[id(r.data)] = outs[k]
         for j, e in enumerate(node.saved or ()):
-            if e[3] is not None or j >= len(saved):
-                continue
-            real = e[0]
+            if e[SAVED_CELL] is not None or j >= len(saved):
+                continue   # a tensor's value, not an intermediate array
+            real = e[SAVED_DATA]
             shape = self._fit(node, [runs[m][1][j].shape for m in runs], list(runs), real.shape,
                               saved[j].shape, f"saved array {j}")
             self.saved_shapes[id(real)] = shape
@@ -347,8 +348,8 @@ class Symbolic:
             for r, o in zip(results, outs):
                 shadows[id(r.data)] = o
             for j, e in enumerate(node.saved or ()):
-                if e[3] is None and j < len(saved):
-                    shadows[id(e[0])] = saved[j]
+                if e[SAVED_CELL] is None and j < len(saved):
+                    shadows[id(e[SAVED_DATA])] = saved[j]
         return shadows
 
     def _fit(self, node, corner_shapes, corners, real, check, what):

@@ -241,6 +241,7 @@ def _finish_node(node, inputs, arrays, outs, results, grad_on, device, dual=()):
 
 
 def _save(node, a, inputs, arrays, outs, results, device):
+    """The saved-tensor tuple of array `a` (laid out as core/node.py's SAVED_* say)."""
     if isinstance(a, Tensor):  # allow saving a Tensor directly
         src = a
     else:

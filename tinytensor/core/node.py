@@ -28,7 +28,7 @@ class Node:
     in_meta = ()
     out_meta = ()
     inputs = ()           # input Tensors, kept only while a record() is active
-    saved = None          # list of SavedTensor
+    saved = None          # saved tensors: tuples laid out as SAVED_* below says
     to_save = None        # arrays passed to save_for_backward during forward
     freed = False
     out_hooks = None      # {out_index: [hook]}
@@ -67,10 +67,10 @@ class Node:
             return self.saved_tensors  # raises the freed-graph error
         out = []
         for k, e in enumerate(self.saved):
-            cell = e[3]
-            if cell is not None and cell[0] != e[4]:
+            cell = e[SAVED_CELL]
+            if cell is not None and cell[0] != e[SAVED_VERSION]:
                 unpack_saved(self, k, e)  # raises the in-place modification error
-            out.append(e[0])
+            out.append(e[SAVED_DATA])
         return out
 
     def saved_tensor(self, k):
@@ -85,10 +85,10 @@ class Node:
         if self.freed:
             return self.saved_tensors
         e = self.saved[k]
-        cell = e[3]
-        if cell is not None and cell[0] != e[4]:
+        cell = e[SAVED_CELL]
+        if cell is not None and cell[0] != e[SAVED_VERSION]:
             unpack_saved(self, k, e)  # raises the in-place modification error
-        return e[0]
+        return e[SAVED_DATA]
 
     def mark_non_differentiable(self, *arrays):
         self.non_differentiable = arrays
@@ -98,10 +98,16 @@ class Node:
         return f"<Node #{self.seq} {self.name}{where}>"
 
 
-# A saved tensor is the tuple (data, edge, leaf, version_cell, version, requires_grad, device):
-# `edge` is (node, out_index) for a tensor produced by an op (node None: this op's own
-# output, stored that way to avoid a reference cycle), `leaf` the Tensor itself for a
-# leaf, and `version` the version it had when saved.
+# A saved tensor is the tuple (data, edge, leaf, version_cell, version, requires_grad, device),
+# read by the positions below: `edge` is (node, out_index) for a tensor produced by an op
+# (node None: this op's own output, stored that way to avoid a reference cycle), `leaf` the
+# Tensor itself for a leaf, `version` the version it had when saved, and version_cell None
+# for an intermediate array (a constant for backward). A plain tuple because every eager op
+# builds one per saved value: a class with slots or a NamedTuple takes 3-5x as long to make
+# (0.25-0.37 vs 0.08 us, timeit, 2026-12-02, 2-core AMD EPYC).
+SAVED_DATA, SAVED_EDGE, SAVED_LEAF, SAVED_CELL, SAVED_VERSION, SAVED_REQUIRES_GRAD, SAVED_DEVICE = range(7)
+
+
 def unpack_saved(node, k, entry):
     data, edge, leaf, cell, version, requires_grad, device = entry
     if cell is not None and cell[0] != version:

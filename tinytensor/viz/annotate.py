@@ -25,6 +25,7 @@ layer_norm's rstd); views are counted at their full size.
 import math
 
 from ..core.function import Function
+from ..core.node import SAVED_DATA
 from ..core.rules import rule_of
 
 # attributes every Node has; anything else holding an array is a stash for backward
@@ -68,7 +69,7 @@ def saved_arrays(node):
     """The arrays a node holds for its backward, or None once its backward freed them."""
     if node.freed:
         return None
-    arrays = [entry[0] for entry in node.saved or ()]
+    arrays = [entry[SAVED_DATA] for entry in node.saved or ()]
     for k, v in vars(node).items():
         if k not in _NODE_FIELDS and hasattr(v, "nbytes") and hasattr(v, "shape"):
             arrays.append(v)

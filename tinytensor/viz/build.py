@@ -10,7 +10,7 @@ tens of thousands of nodes.
 """
 import warnings
 
-from ..core.node import Tape
+from ..core.node import SAVED_DATA, Tape
 from ..core.tensor import Tensor
 
 
@@ -192,7 +192,7 @@ def build(src, extra_outputs=None):
         Taken only when unambiguous: one named tensor saved, one grad-less input slot of its
         shape and dtype."""
         meta = node.in_meta[i]
-        hits = {id(t): t for entry in node.saved or () for t in (named.get(id(entry[0])),)
+        hits = {id(t): t for entry in node.saved or () for t in (named.get(id(entry[SAVED_DATA])),)
                 if t is not None and tuple(t.shape) == tuple(meta[0]) and t.dtype == meta[1]}
         slots = [k for k, e in enumerate(node.edges) if e is None
                  and tuple(node.in_meta[k][0]) == tuple(meta[0]) and node.in_meta[k][1] == meta[1]]
@@ -322,7 +322,7 @@ def _mark_saved(g, nodes, vid, tensor_vid, array_key):
     saved = set()
     for node in nodes:
         for entry in node.saved or ():
-            data, edge, leaf = entry[0], entry[1], entry[2]
+            data, edge, leaf = entry[SAVED_DATA], entry[1], entry[2]
             if leaf is not None and id(leaf) in tensor_vid:
                 key = (tensor_vid[id(leaf)], 0)
             elif edge is not None:

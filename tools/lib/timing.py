@@ -17,26 +17,9 @@ def set_threads(n):
             b.set(n)
 
 
-def median_times(fn_a, fn_b, repeat, inner=1):
-    """Median seconds per call of two functions, timed alternately so that both see the
-    same machine state (another process, turbo, caches)."""
-    import time
-    for _ in range(2):
-        fn_a()
-        fn_b()
-    times = ([], [])
-    for _ in range(repeat):
-        for fn, out in ((fn_a, times[0]), (fn_b, times[1])):
-            t = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            out.append((time.perf_counter() - t) / inner)
-    return tuple(sorted(ts)[len(ts) // 2] for ts in times)
-
-
 def median_n(fns, repeat, inner=1, settle=0, gap=0.0):
-    """Median seconds per call of several functions, timed round-robin (as median_times).
-    settle: untimed calls at the start of each function's turn; gap: seconds slept before
+    """Median seconds per call of several functions, timed round-robin so that all see the
+    same machine state (another process, turbo, caches). settle: untimed calls at the start of each function's turn; gap: seconds slept before
     them. A library's last call can leave its threads spinning for the next one's (OpenBLAS's
     workers spin ~0.1 s after a matmul, torch's OpenMP workers ~10 ms after a parallel
     region: measured, a 2-thread eager silu 5.1 -> 9.1 ms right after a torch op): a gap lets
