@@ -3,11 +3,17 @@
 with torch.nn's argument names and defaults (stride defaults to kernel_size)."""
 import tinytensor.ops.pooling as P
 
+from ._per_dim import per_dim
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+
+
+def _stride(stride, kernel_size):
+    """torch's pooling default: a window moves by its own size."""
+    return stride if stride is not None else kernel_size
 
 
 class _MaxPool(Module):
@@ -17,7 +23,7 @@ class _MaxPool(Module):
                  ceil_mode=False):
         super().__init__()
         self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
+        self.stride = _stride(stride, kernel_size)
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
@@ -30,16 +36,7 @@ class _MaxPool(Module):
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class MaxPool1d(_MaxPool):
-    n = 1
-
-
-class MaxPool2d(_MaxPool):
-    n = 2
-
-
-class MaxPool3d(_MaxPool):
-    n = 3
+MaxPool1d, MaxPool2d, MaxPool3d = per_dim(_MaxPool, "MaxPool")
 
 
 class _AvgPool(Module):
@@ -49,7 +46,7 @@ class _AvgPool(Module):
                  divisor_override=None):
         super().__init__()
         self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
+        self.stride = _stride(stride, kernel_size)
         self.padding, self.ceil_mode = padding, ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
@@ -68,12 +65,8 @@ class AvgPool1d(_AvgPool):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-class AvgPool2d(_AvgPool):
-    n = 2
-
-
-class AvgPool3d(_AvgPool):
-    n = 3
+# AvgPool1d has no divisor_override (as in torch), so it is written out above
+AvgPool2d, AvgPool3d = per_dim(_AvgPool, "AvgPool", dims=(2, 3))
 
 
 class _AdaptiveAvgPool(Module):
@@ -90,16 +83,7 @@ class _AdaptiveAvgPool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptiveAvgPool):
-    n = 1
-
-
-class AdaptiveAvgPool2d(_AdaptiveAvgPool):
-    n = 2
-
-
-class AdaptiveAvgPool3d(_AdaptiveAvgPool):
-    n = 3
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = per_dim(_AdaptiveAvgPool, "AdaptiveAvgPool")
 
 
 class _AdaptiveMaxPool(Module):
@@ -117,16 +101,7 @@ class _AdaptiveMaxPool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveMaxPool1d(_AdaptiveMaxPool):
-    n = 1
-
-
-class AdaptiveMaxPool2d(_AdaptiveMaxPool):
-    n = 2
-
-
-class AdaptiveMaxPool3d(_AdaptiveMaxPool):
-    n = 3
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = per_dim(_AdaptiveMaxPool, "AdaptiveMaxPool")
 
 
 class _MaxUnpool(Module):
@@ -135,7 +110,7 @@ class _MaxUnpool(Module):
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
         self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
+        self.stride = _stride(stride, kernel_size)
         self.padding = padding
 
     def forward(self, input, indices, output_size=None):
@@ -146,13 +121,4 @@ class _MaxUnpool(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class MaxUnpool1d(_MaxUnpool):
-    n = 1
-
-
-class MaxUnpool2d(_MaxUnpool):
-    n = 2
-
-
-class MaxUnpool3d(_MaxUnpool):
-    n = 3
+MaxUnpool1d, MaxUnpool2d, MaxUnpool3d = per_dim(_MaxUnpool, "MaxUnpool")
