@@ -12,6 +12,7 @@ import numpy as np
 
 import tinytensor as tt
 from tinytensor.autograd import STATE, module_scope
+from tinytensor.core.return_types import named_tuple
 
 
 class Parameter(tt.Tensor):
@@ -324,7 +325,7 @@ class Module:
             for k, target in own.items():
                 if k in state_dict:
                     target.copy_(_as_tensor(state_dict[k], target))
-        return _LoadResult(missing, unexpected)
+        return _LoadResult((missing, unexpected))
 
     # ------------------------------------------------------------------ printing
     def extra_repr(self):
@@ -369,17 +370,9 @@ def _move(t, args, kwargs):
     return out
 
 
-class _LoadResult(tuple):
-    def __new__(cls, missing, unexpected):
-        return super().__new__(cls, (missing, unexpected))
-
-    @property
-    def missing_keys(self):
-        return self[0]
-
-    @property
-    def unexpected_keys(self):
-        return self[1]
+_LoadResult = named_tuple(
+    "_LoadResult", ("missing_keys", "unexpected_keys"),
+    "(missing_keys, unexpected_keys) of load_state_dict, like torch's return value.", __name__)
 
 
 class _Handle:

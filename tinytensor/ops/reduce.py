@@ -14,6 +14,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
 from ..core.rules import Rule, per_input as _per_input
+from ..core.return_types import named_tuple
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
@@ -236,16 +237,9 @@ def amin(x, dim=None, keepdim=False, axis=None, keepdims=None):
     return Amin.apply(x, dims=dims, keepdim=keepdim)
 
 
-class ValuesIndices(tuple):
-    """(values, indices), also readable as .values / .indices like torch's return type."""
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
+ValuesIndices = named_tuple(
+    "ValuesIndices", ("values", "indices"),
+    "(values, indices), also readable as .values / .indices like torch's return type.", __name__)
 
 
 def _max_min(x, dim, keepdim, axis, keepdims, op, arg_fn, full_fn):
