@@ -39,7 +39,25 @@ def _rebuild_parameter(array, device, requires_grad):
     return Parameter(tt.tensor(array, device=device), requires_grad=requires_grad)
 
 
-class Module:
+class ToShortcuts:
+    """cpu(), float(), double(), half(): self.to(...) spelled as torch spells it, for Module
+    and PackedSequence alike (each defines its own `to` and `cuda`)."""
+    __slots__ = ()   # adds no __dict__ to a tuple subclass (PackedSequence)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(tt.float32)
+
+    def double(self):
+        return self.to(tt.float64)
+
+    def half(self):
+        return self.to(tt.float16)
+
+
+class Module(ToShortcuts):
     """Base class of every layer and model."""
 
     def __init__(self):
@@ -272,20 +290,8 @@ class Module:
                             store[name] = moved
         return self
 
-    def cpu(self):
-        return self.to("cpu")
-
     def cuda(self, index=None):
         return self.to("cuda" if index is None else f"cuda:{index}")
-
-    def float(self):
-        return self.to(tt.float32)
-
-    def double(self):
-        return self.to(tt.float64)
-
-    def half(self):
-        return self.to(tt.float16)
 
     # ------------------------------------------------------------------ state
     def state_dict(self, prefix=""):
