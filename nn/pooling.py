@@ -11,20 +11,23 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Avg
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 
 
-def _stride(stride, kernel_size):
-    """torch's pooling default: a window moves by its own size."""
-    return stride if stride is not None else kernel_size
-
-
-class _MaxPool(Module):
+class _Window(Module):
+    """A pooling layer's window: kernel_size, stride (torch's default: the window moves by
+    its own size) and padding, as given."""
     n = 2
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False):
+    def __init__(self, kernel_size, stride, padding):
         super().__init__()
         self.kernel_size = kernel_size
-        self.stride = _stride(stride, kernel_size)
-        self.padding, self.dilation = padding, dilation
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+
+class _MaxPool(_Window):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__(kernel_size, stride, padding)
+        self.dilation = dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
@@ -39,15 +42,11 @@ class _MaxPool(Module):
 MaxPool1d, MaxPool2d, MaxPool3d = per_dim(_MaxPool, "MaxPool")
 
 
-class _AvgPool(Module):
-    n = 2
-
+class _AvgPool(_Window):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = _stride(stride, kernel_size)
-        self.padding, self.ceil_mode = padding, ceil_mode
+        super().__init__(kernel_size, stride, padding)
+        self.ceil_mode = ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
@@ -104,14 +103,9 @@ class _AdaptiveMaxPool(Module):
 AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = per_dim(_AdaptiveMaxPool, "AdaptiveMaxPool")
 
 
-class _MaxUnpool(Module):
-    n = 2
-
+class _MaxUnpool(_Window):
     def __init__(self, kernel_size, stride=None, padding=0):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = _stride(stride, kernel_size)
-        self.padding = padding
+        super().__init__(kernel_size, stride, padding)
 
     def forward(self, input, indices, output_size=None):
         return P.max_unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size,
