@@ -26,7 +26,7 @@ from tinytensor.tools.lib import bench_compile, bench_dist, bench_engine, bench_
 from tinytensor.tools.lib import bench_conv, bench_nanogpt, bench_ops
 from tinytensor.tools.lib import bench_rnn
 from tinytensor.tools.lib import bench_func
-from tinytensor.tools.lib.timing import median_n, median_times, set_threads
+from tinytensor.tools.lib.timing import median_n, set_threads
 
 SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
           "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
