@@ -29,6 +29,7 @@ from tinytensor import nn
 from .activations import activation
 from .config import ModelConfig, check_pad_token_id, model_config
 from .hf import SaveHF
+from .init import normal_init
 from .output import ModelOutput
 from .seq2seq import Seq2SeqCache, Seq2SeqGenerateMixin, key_padding, labels_loss, shift_tokens_right
 
@@ -246,18 +247,8 @@ class EncoderDecoder(Seq2SeqGenerateMixin, SaveHF, nn.Module):
     def _init_weights(self):
         # HF's scheme: N(0, init_std) for Linear and Embedding weights (pad row zero), zero biases,
         # LayerNorm weight 1; the learned BART positions too
-        std = self.config.init_std
-        with tt.no_grad():
-            for name, p in self.named_parameters():
-                if "layer_norm" in name or "layernorm" in name:
-                    p.fill_(1.0 if name.endswith("weight") else 0.0)
-                elif name.endswith("bias"):
-                    p.zero_()
-                else:
-                    p.copy_(tt.randn(*p.shape) * std)
-            for m in self.modules():
-                if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-                    m.weight[m.padding_idx] = 0.0
+        normal_init(self, self.config.init_std, lambda name: "layer_norm" in name or "layernorm" in name,
+                    [(m.weight, m.padding_idx) for m in self.modules() if isinstance(m, nn.Embedding)])
 
     # ------------------------------------------------------------------ the model
     def encode(self, input_ids, attention_mask=None):

@@ -29,6 +29,7 @@ from tinytensor import nn
 from .activations import activation
 from .config import ModelConfig, check_pad_token_id, model_config
 from .hf import SaveHF
+from .init import normal_init
 from .output import ModelOutput
 
 
@@ -260,18 +261,9 @@ class BERT(SaveHF, nn.Module):
 
     def _init_weights(self):
         # BERT's scheme: N(0, initializer_range) for matrices and tables, zero biases, LN = identity
-        std = self.config.initializer_range
-        with tt.no_grad():
-            for name, p in self.named_parameters():
-                if "LayerNorm" in name:
-                    p.fill_(1.0 if name.endswith("weight") else 0.0)
-                elif name.endswith("bias"):
-                    p.zero_()
-                else:
-                    p.copy_(tt.randn(*p.shape) * std)
-            pad = self.embeddings.word_embeddings.padding_idx
-            if pad is not None:
-                self.embeddings.word_embeddings.weight[pad] = 0.0
+        words = self.embeddings.word_embeddings
+        normal_init(self, self.config.initializer_range, lambda name: "LayerNorm" in name,
+                    [(words.weight, words.padding_idx)])
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
                 next_sentence_label=None):

@@ -20,6 +20,7 @@ from .config import ModelConfig, model_config
 from .decoder import (DecoderCache, GenerateMixin, GradientCheckpointingMixin, causal_padding_mask,
                       next_token_loss)
 from .hf import SaveHF
+from .init import normal_init
 from .output import ModelOutput
 
 
@@ -150,15 +151,8 @@ class GPT(GenerateMixin, GradientCheckpointingMixin, SaveHF, nn.Module):
     def _init_weights(self):
         # GPT-2's scheme: N(0, 0.02) everywhere, residual projections scaled by 1/sqrt(2 n_layer)
         std = self.config.initializer_range
-        with tt.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    p.zero_()
-                elif "ln_" in name:
-                    p.fill_(1.0)
-                else:
-                    s = std / math.sqrt(2 * self.config.n_layer) if name.endswith("c_proj.weight") else std
-                    p.copy_(tt.randn(*p.shape) * s)
+        normal_init(self, lambda name: std / math.sqrt(2 * self.config.n_layer)
+                    if name.endswith("c_proj.weight") else std, lambda name: "ln_" in name)
 
     def forward(self, input_ids, attention_mask=None, labels=None, cache=None, position_ids=None):
         B, T = input_ids.shape

@@ -13,7 +13,6 @@ Parameter names are HF's inside `model.` (this module's `model` attribute), plus
 """
 from dataclasses import dataclass
 
-import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor import nn
 
@@ -21,6 +20,7 @@ from .config import ModelConfig, check_pad_token_id, model_config
 from .decoder import (DecoderCache, GenerateMixin, GradientCheckpointingMixin, causal_padding_mask,
                       next_token_loss)
 from .hf import SaveHF
+from .init import normal_init
 from .output import ModelOutput
 
 
@@ -163,18 +163,9 @@ class Llama(GenerateMixin, GradientCheckpointingMixin, SaveHF, nn.Module):
 
     def _init_weights(self):
         # HF's scheme: N(0, initializer_range) for every matrix, zero biases, unit norms
-        std = self.config.initializer_range
-        with tt.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("layernorm.weight") or name == "model.norm.weight":
-                    p.fill_(1.0)
-                elif name.endswith("bias"):
-                    p.zero_()
-                else:
-                    p.copy_(tt.randn(*p.shape) * std)
-            pad = self.config.pad_token_id
-            if pad is not None:
-                self.model.embed_tokens.weight[pad] = 0.0
+        normal_init(self, self.config.initializer_range,
+                    lambda name: name.endswith("layernorm.weight") or name == "model.norm.weight",
+                    [(self.model.embed_tokens.weight, self.config.pad_token_id)])
 
     @property
     def output_weight(self):

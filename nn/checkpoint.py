@@ -255,6 +255,20 @@ def _encode(obj, where, arrays):
                     "None (turn a config object into a dict first)")
 
 
+def map_tree(obj, is_leaf, fn):
+    """obj with fn(x) for every x that is_leaf(x) inside its dicts (kept of their type, an
+    OrderedDict stays one), lists and tuples; anything else stays as it is."""
+    if is_leaf(obj):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return type(obj)((k, map_tree(v, is_leaf, fn)) for k, v in obj.items())
+    if isinstance(obj, list):
+        return [map_tree(v, is_leaf, fn) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(map_tree(v, is_leaf, fn) for v in obj)
+    return obj
+
+
 def _dotted(where):
     return ".".join(where) or "<top level>"
 

@@ -12,6 +12,7 @@ from tinytensor.messages import plain
 from tinytensor.ops.conv import conv, conv_transpose, ntuple
 
 from . import init
+from ._per_dim import per_dim
 from .module import Module, Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
@@ -100,19 +101,8 @@ class _Conv(_ConvNd):
                     self.groups, op=f"conv{self.n}d")
 
 
-class Conv1d(_Conv):
-    """torch.nn.Conv1d: (N, C_in, L) -> (N, C_out, L_out)."""
-    n = 1
-
-
-class Conv2d(_Conv):
-    """torch.nn.Conv2d: (N, C_in, H, W) -> (N, C_out, H_out, W_out)."""
-    n = 2
-
-
-class Conv3d(_Conv):
-    """torch.nn.Conv3d: (N, C_in, D, H, W) -> (N, C_out, D_out, H_out, W_out)."""
-    n = 3
+Conv1d, Conv2d, Conv3d = per_dim(
+    _Conv, "Conv", doc="torch.nn.{name}: (N, C_in, {spatial}) -> (N, C_out, {spatial_out}).")
 
 
 class _ConvTranspose(_ConvNd):
@@ -151,16 +141,5 @@ class _ConvTranspose(_ConvNd):
         return tuple(w - lo for w, lo in zip(size, least))
 
 
-class ConvTranspose1d(_ConvTranspose):
-    """torch.nn.ConvTranspose1d: (N, C_in, L) -> (N, C_out, L_out)."""
-    n = 1
-
-
-class ConvTranspose2d(_ConvTranspose):
-    """torch.nn.ConvTranspose2d: (N, C_in, H, W) -> (N, C_out, H_out, W_out)."""
-    n = 2
-
-
-class ConvTranspose3d(_ConvTranspose):
-    """torch.nn.ConvTranspose3d: (N, C_in, D, H, W) -> (N, C_out, D_out, H_out, W_out)."""
-    n = 3
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = per_dim(
+    _ConvTranspose, "ConvTranspose", doc="torch.nn.{name}: (N, C_in, {spatial}) -> (N, C_out, {spatial_out}).")

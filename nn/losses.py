@@ -91,13 +91,18 @@ class BCEWithLogitsLoss(Module):
         return f"reduction='{self.reduction}'"
 
 
-class _ReductionLoss(Module):
-    """A loss whose options are `reduction` and a few named numbers."""
+class _Loss(Module):
+    """A loss whose options are `reduction` and a few named numbers (torch's _Loss: no
+    extra_repr, so repr shows the class name alone)."""
 
     def __init__(self, reduction="mean"):
         super().__init__()
         _check_reduction(reduction, type(self).__name__)
         self.reduction = reduction
+
+
+class _ReductionLoss(_Loss):
+    """The same, its reduction shown in repr."""
 
     def extra_repr(self):
         return f"reduction='{self.reduction}'"

@@ -12,15 +12,8 @@ import tinytensor as tt
 import tinytensor.functional as F
 
 from .layers import Linear
-from .losses import _as_buffer, _check_reduction
+from .losses import _Loss, _as_buffer
 from .module import Module, ModuleList, Sequential
-
-
-class _Loss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        _check_reduction(reduction, type(self).__name__)
-        self.reduction = reduction
 
 
 class _WeightedLoss(_Loss):
@@ -49,29 +42,26 @@ class CTCLoss(_Loss):
                           self.reduction, self.zero_infinity)
 
 
-class MarginRankingLoss(_Loss):
+class _MarginLoss(_Loss):
     def __init__(self, margin=0.0, reduction="mean"):
         super().__init__(reduction)
         self.margin = margin
 
+
+class MarginRankingLoss(_MarginLoss):
     def forward(self, input1, input2, target):
         return F.margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
 
 
-class HingeEmbeddingLoss(_Loss):
+class HingeEmbeddingLoss(_MarginLoss):
     def __init__(self, margin=1.0, reduction="mean"):
-        super().__init__(reduction)
-        self.margin = margin
+        super().__init__(margin, reduction)
 
     def forward(self, input, target):
         return F.hinge_embedding_loss(input, target, self.margin, self.reduction)
 
 
-class CosineEmbeddingLoss(_Loss):
-    def __init__(self, margin=0.0, reduction="mean"):
-        super().__init__(reduction)
-        self.margin = margin
-
+class CosineEmbeddingLoss(_MarginLoss):
     def forward(self, input1, input2, target):
         return F.cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
 

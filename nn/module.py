@@ -12,6 +12,7 @@ import numpy as np
 
 import tinytensor as tt
 from tinytensor.autograd import STATE, module_scope
+from tinytensor.core.return_types import named_tuple
 
 
 class Parameter(tt.Tensor):
@@ -38,7 +39,25 @@ def _rebuild_parameter(array, device, requires_grad):
     return Parameter(tt.tensor(array, device=device), requires_grad=requires_grad)
 
 
-class Module:
+class ToShortcuts:
+    """cpu(), float(), double(), half(): self.to(...) spelled as torch spells it, for Module
+    and PackedSequence alike (each defines its own `to` and `cuda`)."""
+    __slots__ = ()   # adds no __dict__ to a tuple subclass (PackedSequence)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(tt.float32)
+
+    def double(self):
+        return self.to(tt.float64)
+
+    def half(self):
+        return self.to(tt.float16)
+
+
+class Module(ToShortcuts):
     """Base class of every layer and model."""
 
     def __init__(self):
@@ -271,20 +290,8 @@ class Module:
                             store[name] = moved
         return self
 
-    def cpu(self):
-        return self.to("cpu")
-
     def cuda(self, index=None):
         return self.to("cuda" if index is None else f"cuda:{index}")
-
-    def float(self):
-        return self.to(tt.float32)
-
-    def double(self):
-        return self.to(tt.float64)
-
-    def half(self):
-        return self.to(tt.float16)
 
     # ------------------------------------------------------------------ state
     def state_dict(self, prefix=""):
@@ -324,7 +331,7 @@ class Module:
             for k, target in own.items():
                 if k in state_dict:
                     target.copy_(_as_tensor(state_dict[k], target))
-        return _LoadResult(missing, unexpected)
+        return _LoadResult((missing, unexpected))
 
     # ------------------------------------------------------------------ printing
     def extra_repr(self):
@@ -369,17 +376,9 @@ def _move(t, args, kwargs):
     return out
 
 
-class _LoadResult(tuple):
-    def __new__(cls, missing, unexpected):
-        return super().__new__(cls, (missing, unexpected))
-
-    @property
-    def missing_keys(self):
-        return self[0]
-
-    @property
-    def unexpected_keys(self):
-        return self[1]
+_LoadResult = named_tuple(
+    "_LoadResult", ("missing_keys", "unexpected_keys"),
+    "(missing_keys, unexpected_keys) of load_state_dict, like torch's return value.", __name__)
 
 
 class _Handle:

@@ -17,6 +17,20 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "Insta
            "InstanceNorm3d", "GroupNorm", "LocalResponseNorm"]
 
 
+def _affine(module, affine, bias, size, device, dtype):
+    """The per-channel weight (ones) and bias (zeros; None without `bias`) of a norm layer,
+    or both None without `affine`; weight registered first, as torch's."""
+    if affine:
+        module.weight = Parameter(tt.ones(size, device=device, dtype=dtype))
+        if bias:
+            module.bias = Parameter(tt.zeros(size, device=device, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
 class _NormBase(Module):
     """What batch and instance norm share: the affine parameters and the running statistics."""
     # checkpoints saved before torch 0.4.1 (torchvision's first ResNet weights among them)
@@ -27,15 +41,7 @@ class _NormBase(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(tt.ones(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(tt.zeros(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, bias, num_features, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", tt.zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", tt.ones(num_features, device=device, dtype=dtype))
@@ -164,15 +170,7 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
                              f"num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(tt.ones(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(tt.zeros(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, bias, num_channels, device, dtype)
 
     def forward(self, x):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)

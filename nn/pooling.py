@@ -3,6 +3,7 @@
 with torch.nn's argument names and defaults (stride defaults to kernel_size)."""
 import tinytensor.ops.pooling as P
 
+from ._per_dim import per_dim
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
@@ -10,15 +11,23 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Avg
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 
 
-class _MaxPool(Module):
+class _Window(Module):
+    """A pooling layer's window: kernel_size, stride (torch's default: the window moves by
+    its own size) and padding, as given."""
     n = 2
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
-                 ceil_mode=False):
+    def __init__(self, kernel_size, stride, padding):
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
+        self.padding = padding
+
+
+class _MaxPool(_Window):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__(kernel_size, stride, padding)
+        self.dilation = dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
@@ -30,27 +39,14 @@ class _MaxPool(Module):
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class MaxPool1d(_MaxPool):
-    n = 1
+MaxPool1d, MaxPool2d, MaxPool3d = per_dim(_MaxPool, "MaxPool")
 
 
-class MaxPool2d(_MaxPool):
-    n = 2
-
-
-class MaxPool3d(_MaxPool):
-    n = 3
-
-
-class _AvgPool(Module):
-    n = 2
-
+class _AvgPool(_Window):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
+        super().__init__(kernel_size, stride, padding)
+        self.ceil_mode = ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
@@ -68,12 +64,8 @@ class AvgPool1d(_AvgPool):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
 
 
-class AvgPool2d(_AvgPool):
-    n = 2
-
-
-class AvgPool3d(_AvgPool):
-    n = 3
+# AvgPool1d has no divisor_override (as in torch), so it is written out above
+AvgPool2d, AvgPool3d = per_dim(_AvgPool, "AvgPool", dims=(2, 3))
 
 
 class _AdaptiveAvgPool(Module):
@@ -90,16 +82,7 @@ class _AdaptiveAvgPool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptiveAvgPool):
-    n = 1
-
-
-class AdaptiveAvgPool2d(_AdaptiveAvgPool):
-    n = 2
-
-
-class AdaptiveAvgPool3d(_AdaptiveAvgPool):
-    n = 3
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = per_dim(_AdaptiveAvgPool, "AdaptiveAvgPool")
 
 
 class _AdaptiveMaxPool(Module):
@@ -117,26 +100,12 @@ class _AdaptiveMaxPool(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveMaxPool1d(_AdaptiveMaxPool):
-    n = 1
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = per_dim(_AdaptiveMaxPool, "AdaptiveMaxPool")
 
 
-class AdaptiveMaxPool2d(_AdaptiveMaxPool):
-    n = 2
-
-
-class AdaptiveMaxPool3d(_AdaptiveMaxPool):
-    n = 3
-
-
-class _MaxUnpool(Module):
-    n = 2
-
+class _MaxUnpool(_Window):
     def __init__(self, kernel_size, stride=None, padding=0):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        super().__init__(kernel_size, stride, padding)
 
     def forward(self, input, indices, output_size=None):
         return P.max_unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size,
@@ -146,13 +115,4 @@ class _MaxUnpool(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class MaxUnpool1d(_MaxUnpool):
-    n = 1
-
-
-class MaxUnpool2d(_MaxUnpool):
-    n = 2
-
-
-class MaxUnpool3d(_MaxUnpool):
-    n = 3
+MaxUnpool1d, MaxUnpool2d, MaxUnpool3d = per_dim(_MaxUnpool, "MaxUnpool")

@@ -81,7 +81,22 @@ def _check(warmup_steps, total_steps, min_ratio, name):
         raise ValueError(f"{name}: min_ratio must be in [0, 1], got {min_ratio}")
 
 
-class LambdaLR:
+class _SetsLR:
+    """What every scheduler does after finding its rates (here and in tt.optim.lr_scheduler):
+    write get_lr() into the groups and keep them for get_last_lr()."""
+
+    def _apply(self):
+        lrs = self.get_lr()
+        for g, lr in zip(self.optimizer.param_groups, lrs):
+            g["lr"] = lr
+        self._last_lr = lrs
+
+    def get_last_lr(self):
+        """The learning rates the next optimizer.step() will use, one per group."""
+        return list(self._last_lr)
+
+
+class LambdaLR(_SetsLR):
     """Sets each group's lr to its initial lr times lr_lambda(step) (one function, or one
     per group). Creating it applies step 0; call step() after each optimizer.step()."""
 
@@ -112,14 +127,7 @@ class LambdaLR:
 
     def step(self):
         self.last_epoch += 1
-        lrs = self.get_lr()
-        for g, lr in zip(self.optimizer.param_groups, lrs):
-            g["lr"] = lr
-        self._last_lr = lrs
-
-    def get_last_lr(self):
-        """The learning rates the next optimizer.step() will use, one per group."""
-        return list(self._last_lr)
+        self._apply()
 
     def state_dict(self):
         """Plain numbers only (the lambdas are code, rebuilt by whoever builds the scheduler)."""

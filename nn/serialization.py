@@ -85,12 +85,6 @@ def _device(map_location):
 
 
 def _to_tensors(obj, device):
-    if isinstance(obj, np.ndarray):
-        return checkpoint._tensor(np.array(obj), device or tt.device("cpu"))  # own memory
-    if isinstance(obj, dict):
-        return type(obj)((k, _to_tensors(v, device)) for k, v in obj.items())
-    if isinstance(obj, list):
-        return [_to_tensors(v, device) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_to_tensors(v, device) for v in obj)
-    return obj
+    return checkpoint.map_tree(  # np.array: each tensor owns its memory
+        obj, lambda x: isinstance(x, np.ndarray),
+        lambda a: checkpoint._tensor(np.array(a), device or tt.device("cpu")))

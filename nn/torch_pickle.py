@@ -35,7 +35,7 @@ import zlib
 
 import numpy as np
 
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, map_tree
 from tinytensor.dtypes import BF16_NP
 
 from .pickle_scan import scan
@@ -303,15 +303,7 @@ def _leaves(obj, where, tensors, problems):
 
 
 def _rebuild(obj, storages):
-    if isinstance(obj, _Tensor):
-        return _view(obj, storages[obj.storage.key])
-    if isinstance(obj, dict):
-        return type(obj)((k, _rebuild(v, storages)) for k, v in obj.items())
-    if isinstance(obj, list):
-        return [_rebuild(v, storages) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_rebuild(v, storages) for v in obj)
-    return obj
+    return map_tree(obj, lambda x: isinstance(x, _Tensor), lambda t: _view(t, storages[t.storage.key]))
 
 
 def _clip(text, n=200):

@@ -76,6 +76,19 @@ def run_cases(setup, cases, **limits):
     return run_child(setup + "\n" + calls, **limits)
 
 
+def refusals_missed(results, expected, cpu_s):
+    """The cases of run_cases that did not refuse a hostile file as they must: by raising
+    CheckpointError whose message names the file and the expected phrase, in under cpu_s CPU
+    seconds. expected: {case name: (path, phrase)}; one line per miss."""
+    missed = []
+    for name, (path, phrase) in expected.items():
+        got = results.get(name, {"died": "never reached"})
+        if not (got.get("raised") == "CheckpointError" and path in got["message"]
+                and phrase in got["message"] and got["cpu"] < cpu_s):
+            missed.append(f"{name}: {got}")
+    return missed
+
+
 def cpu_seconds():
     """CPU time used by this process and the children it has waited for (dot, gcc): what a
     bound on a test's work should count, since wall-clock time also counts everything else

@@ -18,6 +18,8 @@ from collections import namedtuple
 import tinytensor as tt
 from tinytensor.core.grad_mode import STATE
 
+from ..module import ToShortcuts
+
 __all__ = ["PackedSequence", "pad_sequence", "pack_padded_sequence", "pad_packed_sequence",
            "pack_sequence", "unpad_sequence", "unpack_sequence", "invert_permutation"]
 
@@ -41,7 +43,8 @@ def invert_permutation(permutation):
     return tt.argsort(permutation)
 
 
-class PackedSequence(namedtuple("PackedSequence_", "data batch_sizes sorted_indices unsorted_indices")):
+class PackedSequence(namedtuple("PackedSequence_", "data batch_sizes sorted_indices unsorted_indices"),
+                     ToShortcuts):
     """(data, batch_sizes, sorted_indices, unsorted_indices), as torch's. batch_sizes is an
     int64 CPU tensor; sorted_indices (None when the batch came sorted) orders the batch by
     decreasing length, unsorted_indices restores the caller's order."""
@@ -64,20 +67,8 @@ class PackedSequence(namedtuple("PackedSequence_", "data batch_sizes sorted_indi
         idx = [None if i is None else i.to(data.device) for i in (self.sorted_indices, self.unsorted_indices)]
         return type(self)(data, self.batch_sizes, *idx)
 
-    def cpu(self):
-        return self.to("cpu")
-
     def cuda(self, device=None):
         return self.to("cuda" if device is None else device)
-
-    def double(self):
-        return self.to(tt.float64)
-
-    def float(self):
-        return self.to(tt.float32)
-
-    def half(self):
-        return self.to(tt.float16)
 
     @property
     def is_cuda(self):

@@ -5,7 +5,7 @@ weight_orig / sigma, sigma = u . (W v), after `n_power_iterations` steps in trai
 mode (v first, then u, as torch's hook form does)."""
 import tinytensor as tt
 
-from ..module import Parameter
+from ._hook_form import check_new, install, original, remove
 from ._norms import assign, default_spectral_dim, normalize, sigma, weight_matrix
 
 
@@ -32,19 +32,11 @@ class _SpectralNormHook:
         setattr(module, self.name, self.compute(module, module.training))
 
 
-def _hooks(module):
-    return module.__dict__.setdefault("_spectral_norm_hooks", {})
-
-
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
-    if name in _hooks(module):
-        raise RuntimeError(f"spectral_norm: cannot register two spectral_norm hooks on the same "
-                           f"parameter {name}")
+    check_new(module, name, "spectral_norm")
     dim = default_spectral_dim(module) if dim is None else dim
     hook = _SpectralNormHook(name, n_power_iterations, dim, eps)
-    weight = module._parameters.get(name)
-    if weight is None:
-        raise ValueError(f"spectral_norm: {type(module).__name__} has no parameter '{name}'")
+    weight = original(module, name, "spectral_norm")
     with tt.no_grad():
         h, w = weight_matrix(weight, dim).shape
         kw = dict(dtype=weight.dtype, device=weight.device)
@@ -54,19 +46,9 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     setattr(module, name, weight.detach())
     module.register_buffer(name + "_u", u)
     module.register_buffer(name + "_v", v)
-    _hooks(module)[name] = (hook, module.register_forward_pre_hook(hook))
-    return module
+    return install(module, name, "spectral_norm", hook)
 
 
 def remove_spectral_norm(module, name="weight"):
-    if name not in _hooks(module):
-        raise ValueError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
-    hook, handle = _hooks(module).pop(name)
-    weight = hook.compute(module, do_power_iteration=False).detach()
-    handle.remove()
-    delattr(module, name)
-    delattr(module, name + "_orig")
-    delattr(module, name + "_u")
-    delattr(module, name + "_v")
-    setattr(module, name, Parameter(weight))
-    return module
+    return remove(module, name, "spectral_norm", ("_orig", "_u", "_v"),
+                  lambda hook: hook.compute(module, do_power_iteration=False))

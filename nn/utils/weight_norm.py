@@ -6,6 +6,7 @@ says so with the same FutureWarning."""
 import warnings
 
 from ..module import Parameter
+from ._hook_form import check_new, install, original, remove
 from ._norms import norm_except_dim, weight_from
 
 
@@ -21,38 +22,20 @@ class _WeightNormHook:
         setattr(module, self.name, self.compute(module))
 
 
-def _hooks(module):
-    return module.__dict__.setdefault("_weight_norm_hooks", {})
-
-
 def weight_norm(module, name="weight", dim=0):
     warnings.warn("nn.utils.weight_norm is deprecated in favor of "
                   "nn.utils.parametrizations.weight_norm.", FutureWarning, stacklevel=2)
-    if name in _hooks(module):
-        raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same "
-                           f"parameter {name}")
+    check_new(module, name, "weight_norm")
     if dim is None:
         dim = -1
-    weight = module._parameters.get(name)
-    if weight is None:
-        raise ValueError(f"weight_norm: {type(module).__name__} has no parameter '{name}'")
+    weight = original(module, name, "weight_norm")
     hook = _WeightNormHook(name, dim)
     delattr(module, name)
     module.register_parameter(name + "_g", Parameter(norm_except_dim(weight, dim).detach()))
     module.register_parameter(name + "_v", Parameter(weight.detach()))
     setattr(module, name, hook.compute(module))
-    _hooks(module)[name] = (hook, module.register_forward_pre_hook(hook))
-    return module
+    return install(module, name, "weight_norm", hook)
 
 
 def remove_weight_norm(module, name="weight"):
-    if name not in _hooks(module):
-        raise ValueError(f"weight_norm of '{name}' not found in {type(module).__name__}")
-    hook, handle = _hooks(module).pop(name)
-    weight = hook.compute(module).detach()
-    handle.remove()
-    delattr(module, name)
-    delattr(module, name + "_g")
-    delattr(module, name + "_v")
-    setattr(module, name, Parameter(weight))
-    return module
+    return remove(module, name, "weight_norm", ("_g", "_v"), lambda hook: hook.compute(module))

@@ -12,6 +12,7 @@ import torch.nn as tnn
 import tinytensor as tt
 from tinytensor.models.resnet import resnet18
 from tinytensor.tools.lib.torch_resnet import torch_resnet18
+from tinytensor.tools.lib.training import classifier_step
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +75,7 @@ def test_compiled_resnet18_training_step_equals_eager_with_its_running_statistic
     opt_e = nn.optim.SGD(eager.parameters(), lr=0.01, momentum=0.9)
     opt_c = nn.optim.SGD(comp.parameters(), lr=0.01, momentum=0.9)
 
-    def step(model, opt, x, y):
-        opt.zero_grad()
-        loss = tt.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = classifier_step
     fast = tt.compile(step, backend="numpy")
     rng = np.random.default_rng(0)
     for _ in range(3):

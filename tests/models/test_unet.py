@@ -8,6 +8,7 @@ import torch.nn as tnn
 
 import tinytensor as tt
 from tinytensor.models.unet import UNet
+from tests.against_torch import forward_backward_both
 
 
 class TorchBlock(tnn.Module):
@@ -60,12 +61,7 @@ def test_unet_matches_torch(mode):
     getattr(ours, mode)(), getattr(theirs, mode)()
     rng = np.random.default_rng(0)
     x, g = rng.standard_normal((2, 3, 16, 16)), rng.standard_normal((2, 2, 16, 16))
-    xo, xt = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-    yo, yt = ours(xo), theirs(xt)
-    np.testing.assert_allclose(yo.detach().numpy(), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
-    (yo * tt.tensor(g)).sum().backward()
-    (yt * torch.tensor(g)).sum().backward()
-    np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), rtol=1e-9, atol=1e-11)
+    forward_backward_both(ours, theirs, x, g, out_tol=(1e-10, 1e-12), grad_tol=(1e-9, 1e-11))
     named = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
         q = named[name].grad

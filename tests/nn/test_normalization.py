@@ -9,6 +9,7 @@ import torch
 from tinytensor import nn
 import tinytensor as tt
 from tinytensor.compiler import CaptureError
+from tests.against_torch import forward_backward_both
 from tests.tinytensor.distributed.mpi import mpiexec, needs_mpi, results
 
 
@@ -22,12 +23,7 @@ def _run_both(ours, theirs, shape, steps, rng):
     for _ in range(steps):
         x = rng.standard_normal(shape)
         g = rng.standard_normal(shape)
-        a, b = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-        ya, yb = ours(a), theirs(b)
-        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-12, atol=1e-12)
-        (ya * tt.tensor(g)).sum().backward()
-        (yb * torch.tensor(g)).sum().backward()
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-11, atol=1e-12)
+        forward_backward_both(ours, theirs, x, g, out_tol=(1e-12, 1e-12), grad_tol=(1e-11, 1e-12))
         for (name, p), (tname, q) in zip(ours.named_parameters(), theirs.named_parameters()):
             assert name == tname
             np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-11, atol=1e-12, err_msg=name)

@@ -10,6 +10,7 @@ import torch
 import tinytensor as tt
 from tinytensor.testing import GradcheckError, gradcheck, gradgradcheck
 from tests.limits import cpu_seconds
+from tests.tinytensor.func.user_ops import Cube
 
 
 def leaves(*arrays):
@@ -431,18 +432,6 @@ class Double(tt.Function):
     @staticmethod
     def forward(ctx, x):
         return x * 2
-
-
-class Cube(tt.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * 3 * x * x
 
 
 class ScaledMul(tt.Function):

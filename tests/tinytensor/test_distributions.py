@@ -15,6 +15,7 @@ import torch
 from torch import distributions as D
 
 import tinytensor as tt
+from tests.tinytensor.random_replay import eager_and_compiled_draws
 
 N = 100_000
 KS_BOUND = math.sqrt(-math.log(1e-9 / 2) / (2 * N))   # about 0.0103
@@ -125,12 +126,7 @@ def test_normal_broadcasts_mean_and_std():
 def test_compiled_draws_repeat_eager_draws():
     """Each call of a compiled step draws anew, the numbers eager draws from the same seed."""
     step = lambda m: tt.normal(m, 0.5) * 2 + tt.bernoulli(tt.full(m.shape, 0.5))  # noqa: E731
-    m = tt.arange(6.0)
-    tt.manual_seed(21)
-    eager = [step(m).numpy() for _ in range(2)]
-    compiled = tt.compile(step)
-    tt.manual_seed(21)
-    replay = [compiled(m).numpy() for _ in range(2)]
+    eager, replay = eager_and_compiled_draws(step, tt.arange(6.0), seed=21)
     assert not np.array_equal(eager[0], eager[1])
     for e, r in zip(eager, replay):
         np.testing.assert_allclose(r, e, rtol=1e-6)

@@ -10,6 +10,7 @@ import torch
 import tinytensor as tt
 import tinytensor.functional as F
 from tests.tinytensor.cases import case, check_double
+from tests.tinytensor.random_replay import eager_and_compiled_draws
 
 TF = torch.nn.functional
 
@@ -222,11 +223,7 @@ def test_compiled_random_ops_draw_afresh_each_call():
                lambda t: F.rrelu(-t, training=True), lambda t: F.dropout2d(t, 0.5),
                # 40 windows at a step of 94/39 rows: the samples move them
                lambda t: F.fractional_max_pool2d(t.reshape(1, 1, 96, 1), (2, 1), (40, 1))):
-        compiled = tt.compile(fn)
-        tt.manual_seed(7)
-        eager = [fn(x).numpy() for _ in range(2)]
-        tt.manual_seed(7)
-        replay = [compiled(x).numpy() for _ in range(2)]
+        eager, replay = eager_and_compiled_draws(fn, x, seed=7)
         assert not np.array_equal(replay[0], replay[1])
         for e, r in zip(eager, replay):
             np.testing.assert_allclose(r, e, rtol=1e-6)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.grad_mode import STATE
+from ..core.return_types import named_tuple
 from ..core.tensor import Tensor
 from ..messages import plain
 from .forward_mode import no_tangent
@@ -213,16 +214,9 @@ def _dd(input, bins, range, weight, density, op, one_d):
 builtins_range = range
 
 
-class HistogramResult(tuple):
-    """(hist, bin_edges), also readable by name like torch's return type."""
-
-    @property
-    def hist(self):
-        return self[0]
-
-    @property
-    def bin_edges(self):
-        return self[1]
+HistogramResult = named_tuple(
+    "HistogramResult", ("hist", "bin_edges"),
+    "(hist, bin_edges), also readable by name like torch's return type.", __name__)
 
 
 def histogram(input, bins=100, *, range=None, weight=None, density=False):

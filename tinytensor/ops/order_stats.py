@@ -9,6 +9,7 @@ between the entries equal to it, as torch's `median()` does."""
 import numpy as np
 
 from ..core.function import Function
+from ..core.return_types import named_tuple
 from ..core.tensor import Tensor
 from ..creation import full
 from ..messages import plain
@@ -258,16 +259,9 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
 
-class MinMax(tuple):
-    """(min, max), also readable as .min / .max like torch's return type."""
-
-    @property
-    def min(self):
-        return self[0]
-
-    @property
-    def max(self):
-        return self[1]
+MinMax = named_tuple(
+    "MinMax", ("min", "max"),
+    "(min, max), also readable as .min / .max like torch's return type.", __name__)
 
 
 def aminmax(input, *, dim=None, keepdim=False):

@@ -14,6 +14,7 @@ from ..core.function import Function
 from ..core.grad_mode import STATE
 from ..core.primitives import summand
 from ..core.rules import Rule, per_input as _per_input
+from ..core.return_types import named_tuple
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
 from ..kernels import c_rows as _c_rows
@@ -236,16 +237,9 @@ def amin(x, dim=None, keepdim=False, axis=None, keepdims=None):
     return Amin.apply(x, dims=dims, keepdim=keepdim)
 
 
-class ValuesIndices(tuple):
-    """(values, indices), also readable as .values / .indices like torch's return type."""
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
+ValuesIndices = named_tuple(
+    "ValuesIndices", ("values", "indices"),
+    "(values, indices), also readable as .values / .indices like torch's return type.", __name__)
 
 
 def _max_min(x, dim, keepdim, axis, keepdims, op, arg_fn, full_fn):
@@ -333,20 +327,29 @@ def bool_dim_is_unbiased(dim, unbiased):
     return dim, unbiased
 
 
-def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
-    """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
+def _var_or_std(fn, x, dim, unbiased, keepdim, correction, axis, keepdims, op, compute):
+    """var and std read their arguments alike: a bool `dim` is `unbiased`, `correction`
+    defaults to 1 (0 with unbiased=False), halves compute in float32. Then compute(x, dims,
+    keepdim, correction); `fn` (var or std itself) runs again on the float32 copy."""
     dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
-    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "var")
-    x = float_operand(x, "var")
+    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, op)
+    x = float_operand(x, op)
     if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
         # squares of halves overflow, bfloat16 sums stall: compute in float32, as torch
-        return cast(var(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
-                        correction=correction), x.dtype)
+        return cast(fn(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
+                       correction=correction), x.dtype)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
+    return compute(x, dims, keepdim, correction)
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
+    """Variance with `correction` (default 1, i.e. unbiased); `unbiased=False` means 0."""
+    return _var_or_std(var, x, dim, unbiased, keepdim, correction, axis, keepdims, "var", _var)
+
+
+def _var(x, dims, keepdim, correction):
+    n = math.prod(x.shape[d] for d in dims)
     centered = x - mean(x, dim=dims, keepdim=True)
     ss = sum(centered * centered, dim=dims, keepdim=keepdim)
     denom = n - correction
@@ -363,9 +366,7 @@ class Std(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim, correction):
         xp = _xp(x)
-        n = 1
-        for d in dims:
-            n *= x.shape[d]
+        n = math.prod(x.shape[d] for d in dims)
         centered = x - x.mean(axis=dims, keepdims=True)
         with np.errstate(divide="ignore", invalid="ignore"):
             v = (centered * centered).sum(axis=dims, keepdims=keepdim) / xp.asarray(
@@ -378,9 +379,7 @@ class Std(Function):
     def backward(ctx, g):
         x, dims, out_k, g_k = _saved_back(ctx, g)
         correction = ctx.attrs["correction"]
-        n = 1
-        for d in dims:
-            n *= x.shape[d]
+        n = math.prod(x.shape[d] for d in dims)
         at_zero = eq(out_k, 0)
         safe = where(at_zero, 1.0, out_k)  # so the masked branch is finite in double backward too
         g_var = where(at_zero, 0.0, g_k / (safe * 2.0))
@@ -391,15 +390,9 @@ class Std(Function):
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None, axis=None, keepdims=None):
     """Standard deviation, sqrt(var(...)); the gradient where it is 0 is 0, as in PyTorch."""
-    dim, unbiased = bool_dim_is_unbiased(dim, unbiased)
-    dims, keepdim = _dims_args(x, dim, keepdim, axis, keepdims, "std")
-    x = float_operand(x, "std")
-    if x.data.dtype == np.float16 or x.data.dtype == BF16_NP:
-        return cast(std(cast(x, "float32"), dims, keepdim=keepdim, unbiased=unbiased,
-                        correction=correction), x.dtype)
-    if correction is None:
-        correction = 1 if unbiased is None or unbiased else 0
-    return Std.apply(x, dims=dims, keepdim=keepdim, correction=correction)
+    return _var_or_std(std, x, dim, unbiased, keepdim, correction, axis, keepdims, "std",
+                       lambda x, dims, keepdim, correction:
+                       Std.apply(x, dims=dims, keepdim=keepdim, correction=correction))
 
 
 class LogSumExp(Function):

@@ -8,13 +8,13 @@ so a schedule resumes from a checkpoint.
 """
 import math
 
-from tinytensor.nn.schedules import LambdaLR as _LambdaLR
+from tinytensor.nn.schedules import LambdaLR as _LambdaLR, _SetsLR
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR",
            "CosineAnnealingLR", "LinearLR", "ConstantLR"]
 
 
-class LRScheduler:
+class LRScheduler(_SetsLR):
     """Base: `lr_at(base_lr, epoch)` is the schedule; the rest is bookkeeping."""
 
     def __init__(self, optimizer, last_epoch=-1):
@@ -40,13 +40,7 @@ class LRScheduler:
 
     def step(self, epoch=None):
         self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
-        lrs = self.get_lr()
-        for g, lr in zip(self.optimizer.param_groups, lrs):
-            g["lr"] = lr
-        self._last_lr = lrs
-
-    def get_last_lr(self):
-        return list(self._last_lr)
+        self._apply()
 
     def state_dict(self):
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}

@@ -12,11 +12,11 @@ input token s does. Causality shows as the empty upper triangle (t never reads s
 the diagonal and the first tokens stand out where the head attends. torch.func.jacrev on
 a torch twin with the same weights gives the same Jacobian.
 """
-import argparse
 import math
-import time
 
 import numpy as np
+
+from tinytensor.tools.examples._common import parse_args, timed, torch_check
 
 GPT2_BLOCK = dict(n_embd=768, n_head=12)
 SMALL = dict(n_embd=16, n_head=2)
@@ -66,17 +66,15 @@ def run(sizes=GPT2_BLOCK, seq=16, head=0, dtype="float32", check_torch=True, out
     from tinytensor.tools.lib import gpt_twin
     from tinytensor.tools.lib.plot import write_heatmap_svg
     block, config, x = _problem(sizes, seq, dtype, seed)
-    t = time.perf_counter()
-    jac = jacrev(head_fn(block, head, tt))(tt.tensor(x)).detach().numpy()
-    result = {"jacobian": jac, "map": token_map(jac), "seconds": time.perf_counter() - t,
-              "torch": None, "torch_seconds": None}
-    if check_torch:
+    jac, seconds = timed(lambda: jacrev(head_fn(block, head, tt))(tt.tensor(x)).detach().numpy())
+
+    def torch_jacobian():
         import torch
         from torch.func import jacrev as torch_jacrev
         twin = gpt_twin.twin_block(block, config)
-        t = time.perf_counter()
-        result["torch"] = torch_jacrev(head_fn(twin, head, torch))(torch.tensor(x)).detach().numpy()
-        result["torch_seconds"] = time.perf_counter() - t
+        return lambda: torch_jacrev(head_fn(twin, head, torch))(torch.tensor(x)).detach().numpy()
+    result = torch_check({"jacobian": jac, "map": token_map(jac), "seconds": seconds},
+                         check_torch, torch_jacobian)
     if out:
         write_heatmap_svg(out, result["map"], title=f"|d head {head} output_t / d input_s|, GPT-2 block",
                           xlabel="input token s", ylabel="output token t", legend="Frobenius norm")
@@ -84,13 +82,10 @@ def run(sizes=GPT2_BLOCK, seq=16, head=0, dtype="float32", check_torch=True, out
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="attention_jacobian.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="a tiny block in float64 instead of GPT-2 small's")
-    ap.add_argument("--seq", type=int, default=16, help="input tokens (default: %(default)s)")
-    ap.add_argument("--head", type=int, default=0, help="which head (default: %(default)s)")
-    ap.add_argument("--out", default="attention_jacobian.svg", help="the picture (default: %(default)s)")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.func check")
-    args = ap.parse_args(argv)
+    args = parse_args("attention_jacobian.py", __doc__, "a tiny block in float64 instead of GPT-2 small's", [
+        ("--seq", dict(type=int, default=16, help="input tokens (default: %(default)s)")),
+        ("--head", dict(type=int, default=0, help="which head (default: %(default)s)")),
+        ("--out", dict(default="attention_jacobian.svg", help="the picture (default: %(default)s)"))], argv)
     r = run(SMALL if args.small else GPT2_BLOCK, args.seq, args.head, "float64" if args.small else "float32",
             not args.no_torch, args.out)
     T, hs, _, C = r["jacobian"].shape

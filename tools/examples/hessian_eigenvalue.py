@@ -11,10 +11,9 @@ repeat v <- Hv / |Hv|; <v, Hv> converges to the eigenvalue of largest magnitude 
 "sharpness" the Adam-vs-SGD Hessian studies track). The same iteration from the same start
 runs in torch.func (jvp of grad) on a torch twin of the block, and the estimates are compared.
 """
-import argparse
-import time
-
 import numpy as np
+
+from tinytensor.tools.examples._common import parse_args, timed, torch_check
 
 GPT2_BLOCK = dict(n_embd=768, n_head=12)
 SMALL = dict(n_embd=16, n_head=2)
@@ -84,28 +83,23 @@ def run(sizes=GPT2_BLOCK, batch=2, seq=32, steps=20, dtype="float32", check_torc
     import tinytensor as tt
     from tinytensor.tools.lib import gpt_twin
     block, config, x, y, v0 = _problem(sizes, batch, seq, dtype, seed)
-    t = time.perf_counter()
-    ours, _ = power_iteration(tinytensor_hvp(block, x, y), {k: tt.tensor(a) for k, a in v0.items()}, steps)
-    out = {"estimates": ours, "seconds": time.perf_counter() - t, "params": gpt_twin.param_count(block),
-           "torch": None, "torch_seconds": None}
-    if check_torch:
+    (ours, _), seconds = timed(lambda: power_iteration(
+        tinytensor_hvp(block, x, y), {k: tt.tensor(a) for k, a in v0.items()}, steps))
+
+    def torch_estimates():
         import torch
         twin = gpt_twin.twin_block(block, config)
-        t = time.perf_counter()
-        out["torch"], _ = power_iteration(torch_hvp(twin, x, y),
-                                          {k: torch.tensor(a) for k, a in v0.items()}, steps)
-        out["torch_seconds"] = time.perf_counter() - t
-    return out
+        return lambda: power_iteration(torch_hvp(twin, x, y),
+                                       {k: torch.tensor(a) for k, a in v0.items()}, steps)[0]
+    return torch_check({"estimates": ours, "seconds": seconds, "params": gpt_twin.param_count(block)},
+                       check_torch, torch_estimates)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="hessian_eigenvalue.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="a tiny block in float64 instead of GPT-2 small's")
-    ap.add_argument("--steps", type=int, default=20, help="power-iteration steps (default: %(default)s)")
-    ap.add_argument("--batch", type=int, default=2, help="sequences in the loss (default: %(default)s)")
-    ap.add_argument("--seq", type=int, default=32, help="tokens per sequence (default: %(default)s)")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.func check")
-    args = ap.parse_args(argv)
+    args = parse_args("hessian_eigenvalue.py", __doc__, "a tiny block in float64 instead of GPT-2 small's", [
+        ("--steps", dict(type=int, default=20, help="power-iteration steps (default: %(default)s)")),
+        ("--batch", dict(type=int, default=2, help="sequences in the loss (default: %(default)s)")),
+        ("--seq", dict(type=int, default=32, help="tokens per sequence (default: %(default)s)"))], argv)
     r = run(SMALL if args.small else GPT2_BLOCK, args.batch, args.seq, args.steps,
             "float64" if args.small else "float32", not args.no_torch)
     print(f"one GPT-2 block, {r['params'] / 1e6:.2f}M parameters; loss mean((block(x) - y)^2) over "

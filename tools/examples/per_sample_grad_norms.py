@@ -10,10 +10,9 @@ gradient per example per parameter, the input of DP-SGD's clipping and of data a
 The same is computed by torch.func on a torch twin holding the same weights, and the norms
 are compared.
 """
-import argparse
-import time
-
 import numpy as np
+
+from tinytensor.tools.examples._common import parse_args, timed, torch_check
 
 GPT2_SMALL = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 SMALL = dict(vocab_size=61, n_positions=12, n_embd=16, n_layer=2, n_head=2)
@@ -61,25 +60,19 @@ def run(sizes=GPT2_SMALL, batch=4, seq=32, dtype="float32", check_torch=True, se
     tt.manual_seed(seed)
     model = models.GPT(gpt_twin.gpt_config(**sizes)).to(getattr(tt, dtype))
     ids = np.random.default_rng(seed).integers(0, sizes["vocab_size"], (batch, seq))
-    t = time.perf_counter()
-    ours, _ = tinytensor_norms(model, ids)
-    out = {"norms": ours, "seconds": time.perf_counter() - t, "params": gpt_twin.param_count(model),
-           "torch": None, "torch_seconds": None}
-    if check_torch:
+    (ours, _), seconds = timed(lambda: tinytensor_norms(model, ids))
+
+    def torch_norms_of_twin():
         twin = gpt_twin.twin_gpt(model)
-        t = time.perf_counter()
-        out["torch"], _ = torch_norms(twin, ids)
-        out["torch_seconds"] = time.perf_counter() - t
-    return out
+        return lambda: torch_norms(twin, ids)[0]
+    return torch_check({"norms": ours, "seconds": seconds, "params": gpt_twin.param_count(model)},
+                       check_torch, torch_norms_of_twin)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="per_sample_grad_norms.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--small", action="store_true", help="a tiny GPT in float64 instead of GPT-2 small's sizes")
-    ap.add_argument("--batch", type=int, default=4, help="examples (default: %(default)s)")
-    ap.add_argument("--seq", type=int, default=32, help="tokens per example (default: %(default)s)")
-    ap.add_argument("--no-torch", action="store_true", help="skip the torch.func check")
-    args = ap.parse_args(argv)
+    args = parse_args("per_sample_grad_norms.py", __doc__, "a tiny GPT in float64 instead of GPT-2 small's sizes", [
+        ("--batch", dict(type=int, default=4, help="examples (default: %(default)s)")),
+        ("--seq", dict(type=int, default=32, help="tokens per example (default: %(default)s)"))], argv)
     r = run(SMALL if args.small else GPT2_SMALL, args.batch, args.seq,
             "float64" if args.small else "float32", not args.no_torch)
     print(f"models.GPT, {r['params'] / 1e6:.1f}M parameters, {args.batch} examples x {args.seq} tokens")

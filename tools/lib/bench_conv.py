@@ -102,6 +102,7 @@ def run_resnet(repeat, batch=8, size=64, rounds=3, compiled=False, markdown=Fals
     from tinytensor.models.resnet import resnet18
     from tinytensor.tools.lib.torch_resnet import torch_resnet18
     from tinytensor.tools.lib.timing import median_n
+    from tinytensor.tools.lib.training import classifier_step
 
     torch.manual_seed(0)
     theirs = torch_resnet18(100)
@@ -114,12 +115,7 @@ def run_resnet(repeat, batch=8, size=64, rounds=3, compiled=False, markdown=Fals
     opt_t = torch.optim.SGD(theirs.parameters(), lr=0.01, momentum=0.9)
     opt_o = nn.optim.SGD(ours.parameters(), lr=0.01, momentum=0.9)
 
-    def step_ours(model, opt, a, b):
-        opt.zero_grad()
-        loss = tt.functional.cross_entropy(model(a), b)
-        loss.backward()
-        opt.step()
-        return loss
+    step_ours = classifier_step
 
     def step_torch():
         opt_t.zero_grad()

@@ -381,6 +381,17 @@ def _grow(bound, factor):
 # op families: each takes the Generator, appends at most one op (or none, when it cannot
 # apply to what it drew)
 
+def _on_a_tensor(gen):
+    """An op generator that needs a value of rank >= 1: gen(g, a, g.vals[a]) on one picked
+    as pick() does, or nothing this turn when there is none."""
+    def generate(g):
+        a = g.pick(lambda v: len(v.shape) >= 1)
+        if a is not None:
+            gen(g, a, g.vals[a])
+    generate.__name__ = gen.__name__
+    return generate
+
+
 def _elementwise(g):
     r = g.rng
     a = g.pick()
@@ -487,12 +498,10 @@ def _reduce(g):
             g.emit("tt.cumsum({0}, %d)" % dd, (a,), shape, False, "reduce", bound)
 
 
-def _softnorm(g):
+@_on_a_tensor
+def _softnorm(g, a, v):
     r = g.rng
-    a = g.pick(lambda v: len(v.shape) >= 1)
-    if a is None:
-        return
-    shape = g.vals[a].shape
+    shape = v.shape
     op = r.choice(("softmax", "log_softmax", "layer_norm", "layer_norm_affine", "rms_norm"))
     if op in ("softmax", "log_softmax"):
         d = r.randrange(len(shape)) - (len(shape) if r.random() < 0.5 else 0)
@@ -613,12 +622,9 @@ def _movement(g):
         emit("{0}.diagonal(dim1=-2, dim2=-1)", shape[:-2] + (min(shape[-2:]),))
 
 
-def _matmul(g):
+@_on_a_tensor
+def _matmul(g, a, v):
     r = g.rng
-    a = g.pick(lambda v: len(v.shape) >= 1)
-    if a is None:
-        return
-    v = g.vals[a]
     shape = v.shape
     k = shape[-1]
     op = r.choice(("weight", "weight", "gram", "linear"))
@@ -650,12 +656,9 @@ def _index_for(g, shape, high):
     return g.new_index(shape, high)
 
 
-def _indexing(g):
+@_on_a_tensor
+def _indexing(g, a, v):
     r = g.rng
-    a = g.pick(lambda v: len(v.shape) >= 1)
-    if a is None:
-        return
-    v = g.vals[a]
     shape, rank = v.shape, len(v.shape)
     op = r.choice(("index_select", "gather", "advanced", "embedding", "masked_fill", "scatter_add"))
     d = r.randrange(rank)
@@ -688,12 +691,10 @@ def _indexing(g):
                v.bound + g.vals[src].bound * _numel(ishape))
 
 
-def _loss(g):
+@_on_a_tensor
+def _loss(g, a, v):
     r = g.rng
-    a = g.pick(lambda v: len(v.shape) >= 1)
-    if a is None:
-        return
-    shape = g.vals[a].shape
+    shape = v.shape
     op = r.choice(("mse", "l1", "smooth_l1", "huber", "bce", "kl", "cross_entropy", "nll"))
     reduction = r.choice(("mean", "mean", "sum", "none"))
     out = shape if reduction == "none" else ()
@@ -721,12 +722,10 @@ def _loss(g):
         g.emit(fmt, (a, t), out, False, "loss", _BIG)
 
 
-def _outside_tape(g):
+@_on_a_tensor
+def _outside_tape(g, a, v):
     r = g.rng
-    a = g.pick(lambda v: len(v.shape) >= 1)
-    if a is None:
-        return
-    shape = g.vals[a].shape
+    shape = v.shape
     rank = len(shape)
     d = r.randrange(rank)
     op = r.choice(("max", "min", "sort", "topk", "cummax", "argmax", "max_pool"))

@@ -101,6 +101,16 @@ def training_step(model, opt, batch):
     return loss
 
 
+def classifier_step(model, opt, x, y):
+    """One step of an image classifier on labels y: cross-entropy, backward, opt.step()
+    (the ResNet-18 benchmark's step and its test's, eager or under tt.compile)."""
+    opt.zero_grad()
+    loss = tt.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def first_non_finite(model):
     """The name of the first parameter holding a NaN or an infinity, else None."""
     for name, p in model.named_parameters():

@@ -56,8 +56,9 @@ def exact_ops(x, y, col):
     return e, keep, (e < 0.0).to(tt.float64).to(x.dtype)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_exactly_rounded_ops_are_bitwise_equal_to_eager(dtype):
+def exact_inputs(dtype):
+    """x (4, 24) with the special values, y (24,), col (4, 1): exact_ops' inputs, here and
+    in test_codegen_cuda.py."""
     rng = np.random.default_rng(1)
     s = specials(dtype)
     x = np.concatenate([s, np.roll(s, 3), rng.standard_normal(36)]).astype(dtype).reshape(4, 24)
@@ -65,7 +66,12 @@ def test_exactly_rounded_ops_are_bitwise_equal_to_eager(dtype):
     y = rng.standard_normal(24).astype(dtype)
     y[:4] = [0.0, 0.0, -0.0, -0.0]  # maximum/minimum/where on signed zeros and ties
     y[5] = x[1, 5]
-    col = rng.standard_normal((4, 1)).astype(dtype)
+    return x, y, rng.standard_normal((4, 1)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exactly_rounded_ops_are_bitwise_equal_to_eager(dtype):
+    x, y, col = exact_inputs(dtype)
     with np.errstate(all="ignore"):
         got, program, inputs = compiled(exact_ops, x, y, col)
         want = eager(exact_ops, x, y, col)

@@ -30,22 +30,11 @@ from tinytensor.ops import elementwise as E
 
 from ._programs import bits, eager, fused_instrs, program_of
 from .helpers import captured, gpt, lm_step, mlp, mse_step
-from .test_codegen_c import MATH, exact_ops, math_case, specials, ulp_error, wide
+from .test_codegen_c import MATH, exact_inputs, exact_ops, math_case, ulp_error, wide
 
 ARCHS = ("sm_80", "sm_90")
 COMPILERS = (["nvcc"] if _cuda.find_nvcc() else []) + (["nvrtc"] if _cuda.nvrtc_version() is not None else [])
 MAX_REGISTERS = 64   # 256-thread blocks: 4 per SM at least, half of an H100's threads
-
-
-def exact_inputs(dtype):
-    rng = np.random.default_rng(1)
-    s = specials(dtype)
-    x = np.concatenate([s, np.roll(s, 3), rng.standard_normal(36)]).astype(dtype).reshape(4, 24)
-    x[0, :4] = [0.0, -0.0, 0.0, -0.0]
-    y = rng.standard_normal(24).astype(dtype)
-    y[:4] = [0.0, 0.0, -0.0, -0.0]
-    y[5] = x[1, 5]
-    return x, y, rng.standard_normal((4, 1)).astype(dtype)
 
 
 def broadcasts(x, row, col):

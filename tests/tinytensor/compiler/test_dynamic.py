@@ -137,8 +137,7 @@ def test_arange_and_masks_built_from_sizes_follow_the_sizes():
 # ---------------------------------------------------------------- KV-cached generation
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_compiled_gpt_generates_as_eager_with_one_decode_program(backend):
-    m = gpt()
-    m.eval()
+    m = gpt().eval()
     fast = tt.compile(m, backend=backend, dynamic=True)
     ids = tt.tensor(np.random.default_rng(1).integers(0, 32, (2, 3)))
     want = models.generate(m, ids, max_new_tokens=10)
@@ -153,8 +152,7 @@ def test_compiled_gpt_generates_as_eager_with_one_decode_program(backend):
 def test_compiled_decoding_logits_follow_eager_at_every_cache_length(backend):
     # the logits, not only the argmax: a size baked into an attribute (the causal mask's
     # diagonal was once) gives wrong logits that greedy tokens may hide
-    m = gpt()
-    m.eval()
+    m = gpt().eval()
     fast = tt.compile(m, backend=backend, dynamic=True)
     x = tt.tensor(np.random.default_rng(5).integers(0, 32, (3, 4)))
     with tt.no_grad():
@@ -167,8 +165,7 @@ def test_compiled_decoding_logits_follow_eager_at_every_cache_length(backend):
 
 
 def test_static_compile_with_a_cache_replays_the_cache_update():
-    m = gpt()
-    m.eval()
+    m = gpt().eval()
     fast = tt.compile(m)
     ids = tt.tensor(np.random.default_rng(2).integers(0, 32, (1, 4)))
     with tt.no_grad():
@@ -244,8 +241,7 @@ def test_c_kernels_taking_sizes_are_bitwise_the_kernels_specialized_on_them():
     # forward only (nothing changes between calls): the static program's replay at each
     # shape against the one dynamic program's; their sources differ only in where sizes
     # come from, so every output bit agrees (row sums over a dynamic length included)
-    m = gpt()
-    m.eval()
+    m = gpt().eval()
     fwd = lambda ids: m(ids).logits.log_softmax(-1)
     static, dyn = tt.compile(fwd, backend="c"), tt.compile(fwd, backend="c", dynamic=True)
     rng = np.random.default_rng(3)
@@ -311,8 +307,7 @@ def test_a_dim_found_tied_to_a_weight_stays_static_so_a_batch_of_that_size_is_no
 def test_static_compile_decoding_into_one_cache_object_updates_it_at_every_replay():
     # until stop 18 the cache was guarded by identity only: its tensors were baked in as
     # constants and the replay did not store the new keys (logits off by 0.15 at step 2)
-    m = gpt()
-    m.eval()
+    m = gpt().eval()
     fast = tt.compile(m)
     with tt.no_grad():
         c1, c2 = m.new_cache(), m.new_cache()

@@ -27,6 +27,14 @@ def leaf(values):
     return tt.tensor(np.asarray(values, dtype=np.float32), requires_grad=True)
 
 
+def twin_linears():
+    """Two Linear(3, 2) with the same weights: one for eager steps, one for compiled."""
+    tt.manual_seed(0)
+    m1 = nn.Linear(3, 2)
+    tt.manual_seed(0)
+    return m1, nn.Linear(3, 2)
+
+
 def square_step(x):
     loss = (x * x * 1.5).sum()
     loss.backward()
@@ -81,10 +89,7 @@ def test_an_arguments_grad_beside_a_modules(backend):
         loss.backward()
         return loss
 
-    tt.manual_seed(0)
-    m1 = nn.Linear(3, 2)
-    tt.manual_seed(0)
-    m2 = nn.Linear(3, 2)
+    m1, m2 = twin_linears()
     fast = tt.compile(step, backend=backend)
     for k in range(3):
         values = np.arange(6, dtype=np.float32).reshape(2, 3) * (k + 1) / 7
@@ -225,10 +230,7 @@ def test_a_tensor_hook_registered_after_the_first_call(backend):
         loss.backward()
         return loss
 
-    tt.manual_seed(0)
-    m1 = nn.Linear(3, 2)
-    tt.manual_seed(0)
-    m2 = nn.Linear(3, 2)
+    m1, m2 = twin_linears()
     fast = tt.compile(step, backend=backend)
     x = tt.tensor(np.ones((2, 3), dtype=np.float32))
     for k in range(3):

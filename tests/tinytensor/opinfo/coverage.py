@@ -7,9 +7,10 @@ Names torch keeps for itself (a leading underscore, `jiterator_*`, `torch.ops.*`
 `sparse.*`, `to_sparse`, and entries that test an aten overload no Python API exposes, as
 `slice` tests `aten.slice`) are not counted: they are torch's internals, not its API.
 """
-import argparse
 import collections
 import warnings
+
+from tests.coverage_report import report
 
 from .harness import op_db, tinytensor_function
 
@@ -35,18 +36,8 @@ def coverage():
 
 def main():
     warnings.filterwarnings("ignore")
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--missing", action="store_true", help="list every missing name")
-    args = ap.parse_args()
-    cov = coverage()
-    have = sum(len(h) for h, _ in cov.values())
-    total = sum(len(h) + len(m) for h, m in cov.values())
-    print(f"tinytensor has {have} of op_db's {total} public op names")
-    for ns, (h, m) in sorted(cov.items(), key=lambda kv: -len(kv[1][1])):
-        print(f"  {ns:22s} {len(h):4d} of {len(h) + len(m):4d}")
-        if args.missing and m:
-            print("      missing: " + " ".join(m))
-
+    report(__doc__, coverage, lambda have, total: f"tinytensor has {have} of op_db's {total} public op names",
+           rows=lambda cov: sorted(cov.items(), key=lambda kv: -len(kv[1][1])), width=22)
 
 if __name__ == "__main__":
     main()
