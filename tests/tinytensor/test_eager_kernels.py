@@ -336,3 +336,47 @@ def test_exact_gelu_keeps_its_cdf_for_the_backward_and_a_compiled_step_gets_the_
     compiled = tt.compile(step, backend="c")
     compiled(tt.tensor(x), tt.tensor(g))         # the capture's call
     np.testing.assert_array_equal(compiled(tt.tensor(x), tt.tensor(g)).numpy(), gx)
+
+
+def _cross_entropy(x, t, g, eps, reduction):
+    X = tt.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(X, tt.tensor(t), label_smoothing=eps, reduction=reduction)
+    loss.backward(tt.tensor(g) if reduction == "none" else None)
+    return loss.detach().numpy(), X.grad.numpy()
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_cross_entropy_c_rows_agree_with_numpy_and_torch(dt):
+    """kernels/c_cross_entropy.py: ignored rows, a nan row, label smoothing, every reduction."""
+    x, _ = _data(dt)
+    x = np.concatenate([x, x[::-1] * 0.5], axis=1)   # 512 classes: two of the kernels' lanes' spans and more
+    rng = np.random.default_rng(5)
+    t = rng.integers(0, x.shape[1], x.shape[0])
+    t[[3, 40]] = -100
+    x[7, 11] = np.nan
+    g = rng.standard_normal(x.shape[0]).astype(dt)
+    eps64 = np.finfo(np.float64).eps
+    tol = 1e-5 if dt == np.float32 else 1e-13
+    for eps in (0.0, 0.1):
+        for reduction in ("none", "sum", "mean"):
+            before = (c_eager.calls.get("cross_entropy", 0), c_eager.calls.get("cross_entropy_backward", 0))
+            got = _cross_entropy(x, t, g, eps, reduction)
+            assert c_eager.calls["cross_entropy"] > before[0] and c_eager.calls["cross_entropy_backward"] > before[1]
+            prev = c_eager.set_enabled(False)
+            try:
+                want = _cross_entropy(x, t, g, eps, reduction)
+            finally:
+                c_eager.set_enabled(prev)
+            for a, b in zip(got, want):
+                assert a.dtype == dt and np.array_equal(np.isnan(a), np.isnan(b))
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.nanmax(np.abs(b))))
+            # against torch in float64, without the nan row (torch's loss is then nan everywhere)
+            keep = np.ones(x.shape[0], bool)
+            keep[7] = False
+            X = torch.tensor(x[keep].astype(np.float64), requires_grad=True)
+            lt = TF.cross_entropy(X, torch.tensor(t[keep]), label_smoothing=eps, reduction="none")
+            lt.backward(torch.tensor(g[keep].astype(np.float64)))
+            if reduction == "none":
+                np.testing.assert_allclose(got[0][keep], lt.detach().numpy(), rtol=tol, atol=tol + 64 * eps64)
+                np.testing.assert_allclose(got[1][keep], X.grad.numpy(), rtol=tol, atol=tol + 64 * eps64)

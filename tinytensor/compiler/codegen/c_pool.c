@@ -11,7 +11,14 @@ static pthread_mutex_t tt_busy = PTHREAD_MUTEX_INITIALIZER;  /* one run at a tim
 static pthread_mutex_t tt_mu = PTHREAD_MUTEX_INITIALIZER;    /* guards sleeping */
 static pthread_cond_t tt_cv = PTHREAD_COND_INITIALIZER;
 static atomic_long tt_epoch;       /* one more per job */
-static atomic_int tt_pending;      /* workers yet to finish the job */
+/* The parts of a job are claimed, not assigned: (job << TT_PART_BITS) | next part. A worker
+   woken late (an idle vCPU here took 1-1.5 ms to wake after ~10 ms asleep) then finds its
+   parts already run by the others instead of holding the job up; which thread runs a part
+   never changes what the part computes. The job number in the ticket keeps a late worker of
+   a finished job from claiming a part of the next one against the old job's parts count. */
+#define TT_PART_BITS 24
+static atomic_long tt_ticket;
+static atomic_long tt_done;        /* parts of the job finished */
 static atomic_int tt_sleepers;
 static void *tt_fn;
 static void *const *tt_b;
@@ -40,6 +47,26 @@ static int64_t tt_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The next unclaimed part of job `job`, or -1 when none is left (or the job is over). */
+static int64_t tt_claim(long job) {
+    long v = atomic_load_explicit(&tt_ticket, memory_order_acquire);
+    for (;;) {
+        if ((v >> TT_PART_BITS) != job || (v & ((1L << TT_PART_BITS) - 1)) >= tt_parts) return -1;
+        if (atomic_compare_exchange_weak_explicit(&tt_ticket, &v, v + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return v & ((1L << TT_PART_BITS) - 1);
+    }
+}
+
+/* Runs parts of job `job` until none is left. */
+static void tt_claim_parts(long job) {
+    int64_t p;
+    while ((p = tt_claim(job)) >= 0) {
+        tt_part(tt_fn, tt_b, tt_n, p, tt_parts);
+        atomic_fetch_add_explicit(&tt_done, 1, memory_order_release);
+    }
+}
+
 static void *tt_worker(void *arg) {
     const int64_t me = (int64_t)(intptr_t)arg;   /* 1 .. tt_workers */
     long seen = tt_first_epoch[me];   /* not the epoch now: a job may have begun since */
@@ -57,8 +84,7 @@ static void *tt_worker(void *arg) {
             break;
         }
         seen = e;
-        if (me < tt_parts) tt_part(tt_fn, tt_b, tt_n, me, tt_parts);
-        atomic_fetch_sub_explicit(&tt_pending, 1, memory_order_release);
+        tt_claim_parts(e);
     }
     return 0;
 }
@@ -105,17 +131,19 @@ int tt_pool_run(void *fn, void *const *b, const int64_t *n, int64_t parts) {
         for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
         return 0;
     }
+    if (parts >= (1L << TT_PART_BITS)) parts = (1L << TT_PART_BITS) - 1;   /* never near */
     tt_fn = fn; tt_b = b; tt_n = n; tt_parts = parts;
-    atomic_store(&tt_pending, tt_workers);
-    atomic_fetch_add(&tt_epoch, 1);
+    const long job = atomic_load(&tt_epoch) + 1;   /* only a caller holding tt_busy writes it */
+    atomic_store_explicit(&tt_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tt_ticket, job << TT_PART_BITS, memory_order_release);
+    atomic_store_explicit(&tt_epoch, job, memory_order_release);
     if (atomic_load(&tt_sleepers)) {
         pthread_mutex_lock(&tt_mu);
         pthread_cond_broadcast(&tt_cv);
         pthread_mutex_unlock(&tt_mu);
     }
-    tt_part(fn, b, n, 0, parts);
-    for (int64_t p = tt_workers + 1; p < parts; p++) tt_part(fn, b, n, p, parts);
-    while (atomic_load_explicit(&tt_pending, memory_order_acquire) > 0) tt_relax();
+    tt_claim_parts(job);
+    while (atomic_load_explicit(&tt_done, memory_order_acquire) < parts) tt_relax();
     pthread_mutex_unlock(&tt_busy);
     return 1;
 }
