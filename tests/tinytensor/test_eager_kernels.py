@@ -380,3 +380,22 @@ def test_cross_entropy_c_rows_agree_with_numpy_and_torch(dt):
             if reduction == "none":
                 np.testing.assert_allclose(got[0][keep], lt.detach().numpy(), rtol=tol, atol=tol + 64 * eps64)
                 np.testing.assert_allclose(got[1][keep], X.grad.numpy(), rtol=tol, atol=tol + 64 * eps64)
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_softmax_row_pass_gives_the_generated_kernel_s_bits(dt):
+    """kernels/c_softmax.py (exp once, into the output) against the codegen's row kernel it
+    replaces in eager (the one tt.compile generates): the same bytes, nan payloads too."""
+    from tinytensor.kernels import c_softmax
+    import importlib
+    S = importlib.import_module("tinytensor.ops.softmax")
+    rng = np.random.default_rng(3)
+    for C in (7, 129, 1000):
+        x = (rng.standard_normal((40000 // C + 3, C)) * 5).astype(dt)
+        x[1, 3] = np.nan
+        x[2, :] = -np.inf
+        x[0, :4] = [0.0, -0.0, 30.0, -30.0]
+        got = c_softmax.forward(x)
+        want = c_eager.run("softmax", lambda t: S._forward_op(False)(t, -1), [x], ("rn",))[0]
+        assert got.tobytes() == want.tobytes(), C

@@ -193,6 +193,12 @@ class Toolchain:
         return toolchain.CLONES
 
     @staticmethod
+    def pairwise():
+        """The C of NumPy's pairwise row sum (codegen/pairwise.h) the row kernels use."""
+        from .codegen import rows
+        return rows.PAIRWISE
+
+    @staticmethod
     def compile_part(name, source):
         from . import cache_disk
         from .codegen import toolchain
