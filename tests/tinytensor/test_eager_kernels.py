@@ -399,3 +399,26 @@ def test_softmax_row_pass_gives_the_generated_kernel_s_bits(dt):
         got = c_softmax.forward(x)
         want = c_eager.run("softmax", lambda t: S._forward_op(False)(t, -1), [x], ("rn",))[0]
         assert got.tobytes() == want.tobytes(), C
+
+
+@needs_cc
+def test_back_to_back_split_calls_run_every_part_once():
+    """The pool's parts are claimed as its threads come (codegen/c_pool.c), several per
+    thread: hundreds of calls in a row (a worker still finishing the last job's claims while
+    the next is posted) each compute every element, exactly once."""
+    from tinytensor.compiler.codegen import threads
+    from tinytensor.ops.elementwise import exp
+    blas = threads.blas()
+    if blas is None or (__import__("os").cpu_count() or 1) < 2:
+        pytest.skip("needs OpenBLAS (whose thread count the kernels follow) and two cores")
+    x = np.random.default_rng(4).standard_normal(threads.SPLIT_ELEMENTS + 4099).astype(np.float32)
+    before = blas.get()
+    try:
+        blas.set(1)
+        (want,) = c_eager.elementwise("exp", exp, [x])
+        blas.set(2)
+        for _ in range(300):
+            (got,) = c_eager.elementwise("exp", exp, [x])
+            assert got.tobytes() == want.tobytes()
+    finally:
+        blas.set(before)

@@ -1,5 +1,6 @@
 /* The C backend's thread pool and its gemm job (threads.py, c_pool.py explain both). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -26,6 +27,7 @@ static const int64_t *tt_n;
 static int64_t tt_parts;
 static int tt_workers;
 static int64_t tt_spin_ns;
+static int64_t tt_yield_ns;   /* then spins yielding the core, up to this long, before sleeping */
 static int tt_hooked;
 static long tt_first_epoch[TT_MAX_WORKERS + 1];   /* the epoch when worker k was made */
 
@@ -72,10 +74,16 @@ static void *tt_worker(void *arg) {
     long seen = tt_first_epoch[me];   /* not the epoch now: a job may have begun since */
     for (;;) {
         long e, spins = 0;
-        const int64_t until = tt_now_ns() + tt_spin_ns;
+        const int64_t start = tt_now_ns(), until = start + tt_spin_ns, yield_until = start + tt_yield_ns;
         while ((e = atomic_load_explicit(&tt_epoch, memory_order_acquire)) == seen) {
             tt_relax();
-            if ((++spins & 63) || tt_now_ns() < until) continue;
+            if (++spins & 63) continue;
+            const int64_t now = tt_now_ns();
+            if (now < until) continue;
+            /* a worker asleep on this VM was measured to join a job 1-1.5 ms late (or
+               not at all) after its core idled: yielding keeps it awake on its core
+               while giving that core to any other runnable thread (OpenBLAS's) */
+            if (now < yield_until) { sched_yield(); continue; }
             pthread_mutex_lock(&tt_mu);
             atomic_fetch_add(&tt_sleepers, 1);
             while ((e = atomic_load(&tt_epoch)) == seen) pthread_cond_wait(&tt_cv, &tt_mu);
@@ -98,10 +106,11 @@ static void tt_forked_child(void) {   /* the workers did not come along */
 }
 
 /* Starts workers up to `workers` in all; returns how many there are. */
-int tt_pool_start(int workers, int64_t spin_ns) {
+int tt_pool_start(int workers, int64_t spin_ns, int64_t yield_ns) {
     pthread_mutex_lock(&tt_busy);
     if (!tt_hooked) { pthread_atfork(0, 0, tt_forked_child); tt_hooked = 1; }
     tt_spin_ns = spin_ns;
+    tt_yield_ns = yield_ns;
     if (workers > TT_MAX_WORKERS) workers = TT_MAX_WORKERS;
     while (tt_workers < workers) {
         pthread_t t;
