@@ -44,7 +44,7 @@ CASES = {
                   lambda x: TF.gelu(x, approximate="tanh"), 1e-5, 1e-14),
     "gelu": (("gelu_erf_cdf", "gelu_erf_backward_cdf"), F.gelu, TF.gelu, 1e-5, 1e-14),
     "erf": (("erf", "erf_backward"), lambda x: x.erf(), torch.erf, 1e-6, 1e-15),
-    "exp": (("exp",), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
+    "exp": (("exp", "exp_backward"), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
     "log": (("log",), lambda x: (x * x + 0.5).log(), lambda x: (x * x + 0.5).log(), 1e-6, 1e-15),
 }
 
