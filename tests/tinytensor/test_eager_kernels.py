@@ -276,7 +276,8 @@ def test_cumsum_last_dim_is_numpy_s_additions_bit_for_bit_and_its_backward_too(d
 @needs_cc
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                 dict(kernel_size=3, stride=1, padding=1, dilation=2, ceil_mode=True),
-                                dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), ceil_mode=True)])
+                                dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), ceil_mode=True),
+                                dict(kernel_size=(3, 2), stride=(1, 3), dilation=(2, 1))])
 def test_max_pool2d_c_winners_gather_and_scatter_are_numpy_s_bit_for_bit(kw):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 16, 32, 33))
