@@ -423,3 +423,31 @@ def test_back_to_back_split_calls_run_every_part_once():
             assert got.tobytes() == want.tobytes()
     finally:
         blas.set(before)
+
+
+@needs_cc
+def test_embedding_gradient_rows_are_add_at_s_bit_for_bit():
+    """kernels/c_scatter_rows.py: repeated ids add in add.at's order, split by columns."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((300, 96)).astype(np.float32)
+    ids = rng.integers(0, 300, (40, 17))
+    ids[0, :9] = 5                      # one row added many times
+    g = rng.standard_normal(ids.shape + (96,)).astype(np.float32)
+
+    def run():
+        W = tt.tensor(w, requires_grad=True)
+        F.embedding(tt.tensor(ids), W).backward(tt.tensor(g))
+        return W.grad.numpy()
+
+    before = c_eager.calls.get("scatter_rows_add", 0)
+    got = run()
+    assert c_eager.calls.get("scatter_rows_add", 0) == before + 1
+    prev = c_eager.set_enabled(False)
+    try:
+        want = run()
+    finally:
+        c_eager.set_enabled(prev)
+    assert got.tobytes() == want.tobytes()
+    T = torch.tensor(w.astype(np.float64), requires_grad=True)
+    TF.embedding(torch.tensor(ids), T).backward(torch.tensor(g.astype(np.float64)))
+    np.testing.assert_allclose(got, T.grad.numpy(), rtol=1e-5, atol=1e-5)
