@@ -160,6 +160,17 @@ def test_a_compiled_replay_gives_the_eager_kernel_s_bits(case):
     np.testing.assert_array_equal(compiled(tt.tensor(x)).numpy(), eager)
 
 
+def _layer_norm_grads(x, g):
+    """y and the gradients of x, weight and bias: the weight's and bias's are column sums
+    of a big array into a row, split over the threads by columns (eager_kernels.py)."""
+    X = tt.tensor(x, requires_grad=True)
+    w = tt.tensor(_w(x.dtype), requires_grad=True)
+    b = tt.tensor(_w(x.dtype)[::-1].copy(), requires_grad=True)
+    y = F.layer_norm(X, (x.shape[-1],), w, b)
+    y.backward(tt.tensor(g))
+    return y.detach().numpy(), X.grad.numpy(), w.grad.numpy(), b.grad.numpy()
+
+
 @needs_cc
 def test_results_do_not_depend_on_the_thread_count():
     from tinytensor.compiler.codegen import threads
@@ -174,12 +185,12 @@ def test_results_do_not_depend_on_the_thread_count():
     try:
         for n in (1, 2):
             blas.set(n)
-            outs.append([_fwd_bwd(CASES[c][1], x, g) for c in ("softmax", "gelu")])
+            outs.append([_fwd_bwd(CASES[c][1], x, g) for c in ("softmax", "gelu")] + [_layer_norm_grads(x, g)])
     finally:
         blas.set(before)
     for a, b in zip(*outs):
-        np.testing.assert_array_equal(a[0], b[0])
-        np.testing.assert_array_equal(a[1], b[1])
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
 
 
 def test_small_calls_and_the_switch_run_numpy(monkeypatch):

@@ -74,9 +74,12 @@ class _Kernel:
                 a = vals[vid] = np.empty(tuple(d if type(d) is int else (sizes[d[1]] if d[0] == "s" else d[1](env))
                                                for d in shape), dt)
                 made.append(a)
+            read = [vals[i] for i in ins]
             ptrs = (ctypes.c_void_p * (len(outs) + len(ins)))(
-                *[self.pointer(a) for a in made], *[self.pointer(vals[i]) for i in ins])
-            if pool is not None and max(a.size for a in made) >= self.threads.SPLIT_ELEMENTS:
+                *[self.pointer(a) for a in made], *[self.pointer(a) for a in read])
+            # the work is the bigger of what it reads and writes: a column sum (the norms'
+            # weight gradients) reads a big array into a row-sized one
+            if pool is not None and max(a.size for a in made + read) >= self.threads.SPLIT_ELEMENTS:
                 pool.run(part, ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
             else:
                 fn(ctypes.addressof(ptrs), ctypes.addressof(n))
