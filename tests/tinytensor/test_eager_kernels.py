@@ -161,8 +161,8 @@ def test_a_compiled_replay_gives_the_eager_kernel_s_bits(case):
 
 
 def _layer_norm_grads(x, g):
-    """y and the gradients of x, weight and bias: the weight's and bias's are column sums
-    of a big array into a row, split over the threads by columns (eager_kernels.py)."""
+    """y and the gradients of x, weight and bias (the weight's and bias's: column sums of a
+    big array into a row, after a row kernel split over the threads)."""
     X = tt.tensor(x, requires_grad=True)
     w = tt.tensor(_w(x.dtype), requires_grad=True)
     b = tt.tensor(_w(x.dtype)[::-1].copy(), requires_grad=True)
