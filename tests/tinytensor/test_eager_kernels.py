@@ -438,7 +438,7 @@ def test_back_to_back_split_calls_run_every_part_once():
 
 @needs_cc
 def test_embedding_gradient_rows_are_add_at_s_bit_for_bit():
-    """kernels/c_scatter_rows.py: repeated ids add in add.at's order, split by columns."""
+    """kernels/c_scatter_rows.py: repeated ids add in add.at's order."""
     rng = np.random.default_rng(6)
     w = rng.standard_normal((300, 96)).astype(np.float32)
     ids = rng.integers(0, 300, (40, 17))
