@@ -44,7 +44,7 @@ CASES = {
                   lambda x: TF.gelu(x, approximate="tanh"), 1e-5, 1e-14),
     "gelu": (("gelu_erf_cdf", "gelu_erf_backward_cdf"), F.gelu, TF.gelu, 1e-5, 1e-14),
     "erf": (("erf", "erf_backward"), lambda x: x.erf(), torch.erf, 1e-6, 1e-15),
-    "exp": (("exp",), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
+    "exp": (("exp", "exp_backward"), lambda x: (x * 0.25).exp(), lambda x: (x * 0.25).exp(), 1e-6, 1e-15),
     "log": (("log",), lambda x: (x * x + 0.5).log(), lambda x: (x * x + 0.5).log(), 1e-6, 1e-15),
 }
 
@@ -160,6 +160,17 @@ def test_a_compiled_replay_gives_the_eager_kernel_s_bits(case):
     np.testing.assert_array_equal(compiled(tt.tensor(x)).numpy(), eager)
 
 
+def _layer_norm_grads(x, g):
+    """y and the gradients of x, weight and bias (the weight's and bias's: column sums of a
+    big array into a row, after a row kernel split over the threads)."""
+    X = tt.tensor(x, requires_grad=True)
+    w = tt.tensor(_w(x.dtype), requires_grad=True)
+    b = tt.tensor(_w(x.dtype)[::-1].copy(), requires_grad=True)
+    y = F.layer_norm(X, (x.shape[-1],), w, b)
+    y.backward(tt.tensor(g))
+    return y.detach().numpy(), X.grad.numpy(), w.grad.numpy(), b.grad.numpy()
+
+
 @needs_cc
 def test_results_do_not_depend_on_the_thread_count():
     from tinytensor.compiler.codegen import threads
@@ -174,12 +185,12 @@ def test_results_do_not_depend_on_the_thread_count():
     try:
         for n in (1, 2):
             blas.set(n)
-            outs.append([_fwd_bwd(CASES[c][1], x, g) for c in ("softmax", "gelu")])
+            outs.append([_fwd_bwd(CASES[c][1], x, g) for c in ("softmax", "gelu")] + [_layer_norm_grads(x, g)])
     finally:
         blas.set(before)
     for a, b in zip(*outs):
-        np.testing.assert_array_equal(a[0], b[0])
-        np.testing.assert_array_equal(a[1], b[1])
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(u, v)
 
 
 def test_small_calls_and_the_switch_run_numpy(monkeypatch):
@@ -276,7 +287,8 @@ def test_cumsum_last_dim_is_numpy_s_additions_bit_for_bit_and_its_backward_too(d
 @needs_cc
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                 dict(kernel_size=3, stride=1, padding=1, dilation=2, ceil_mode=True),
-                                dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), ceil_mode=True)])
+                                dict(kernel_size=(2, 3), stride=(1, 2), padding=(1, 0), ceil_mode=True),
+                                dict(kernel_size=(3, 2), stride=(1, 3), dilation=(2, 1))])
 def test_max_pool2d_c_winners_gather_and_scatter_are_numpy_s_bit_for_bit(kw):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 16, 32, 33))
@@ -336,3 +348,117 @@ def test_exact_gelu_keeps_its_cdf_for_the_backward_and_a_compiled_step_gets_the_
     compiled = tt.compile(step, backend="c")
     compiled(tt.tensor(x), tt.tensor(g))         # the capture's call
     np.testing.assert_array_equal(compiled(tt.tensor(x), tt.tensor(g)).numpy(), gx)
+
+
+def _cross_entropy(x, t, g, eps, reduction):
+    X = tt.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(X, tt.tensor(t), label_smoothing=eps, reduction=reduction)
+    loss.backward(tt.tensor(g) if reduction == "none" else None)
+    return loss.detach().numpy(), X.grad.numpy()
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_cross_entropy_c_rows_agree_with_numpy_and_torch(dt):
+    """kernels/c_cross_entropy.py: ignored rows, a nan row, label smoothing, every reduction."""
+    x, _ = _data(dt)
+    x = np.concatenate([x, x[::-1] * 0.5], axis=1)   # 512 classes: two of the kernels' lanes' spans and more
+    rng = np.random.default_rng(5)
+    t = rng.integers(0, x.shape[1], x.shape[0])
+    t[[3, 40]] = -100
+    x[7, 11] = np.nan
+    g = rng.standard_normal(x.shape[0]).astype(dt)
+    eps64 = np.finfo(np.float64).eps
+    tol = 1e-5 if dt == np.float32 else 1e-13
+    for eps in (0.0, 0.1):
+        for reduction in ("none", "sum", "mean"):
+            before = (c_eager.calls.get("cross_entropy", 0), c_eager.calls.get("cross_entropy_backward", 0))
+            got = _cross_entropy(x, t, g, eps, reduction)
+            assert c_eager.calls["cross_entropy"] > before[0] and c_eager.calls["cross_entropy_backward"] > before[1]
+            prev = c_eager.set_enabled(False)
+            try:
+                want = _cross_entropy(x, t, g, eps, reduction)
+            finally:
+                c_eager.set_enabled(prev)
+            for a, b in zip(got, want):
+                assert a.dtype == dt and np.array_equal(np.isnan(a), np.isnan(b))
+                np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.nanmax(np.abs(b))))
+            # against torch in float64, without the nan row (torch's loss is then nan everywhere)
+            keep = np.ones(x.shape[0], bool)
+            keep[7] = False
+            X = torch.tensor(x[keep].astype(np.float64), requires_grad=True)
+            lt = TF.cross_entropy(X, torch.tensor(t[keep]), label_smoothing=eps, reduction="none")
+            lt.backward(torch.tensor(g[keep].astype(np.float64)))
+            if reduction == "none":
+                np.testing.assert_allclose(got[0][keep], lt.detach().numpy(), rtol=tol, atol=tol + 64 * eps64)
+                np.testing.assert_allclose(got[1][keep], X.grad.numpy(), rtol=tol, atol=tol + 64 * eps64)
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_softmax_row_pass_gives_the_generated_kernel_s_bits(dt):
+    """kernels/c_softmax.py (exp once, into the output) against the codegen's row kernel it
+    replaces in eager (the one tt.compile generates): the same bytes, nan payloads too."""
+    from tinytensor.kernels import c_softmax
+    import importlib
+    S = importlib.import_module("tinytensor.ops.softmax")
+    rng = np.random.default_rng(3)
+    for C in (7, 129, 1000):
+        x = (rng.standard_normal((40000 // C + 3, C)) * 5).astype(dt)
+        x[1, 3] = np.nan
+        x[2, :] = -np.inf
+        x[0, :4] = [0.0, -0.0, 30.0, -30.0]
+        got = c_softmax.forward(x)
+        want = c_eager.run("softmax", lambda t: S._forward_op(False)(t, -1), [x], ("rn",))[0]
+        assert got.tobytes() == want.tobytes(), C
+
+
+@needs_cc
+def test_back_to_back_split_calls_run_every_part_once():
+    """The pool's parts are claimed as its threads come (codegen/c_pool.c), several per
+    thread: hundreds of calls in a row (a worker still finishing the last job's claims while
+    the next is posted) each compute every element, exactly once."""
+    from tinytensor.compiler.codegen import threads
+    from tinytensor.ops.elementwise import exp
+    blas = threads.blas()
+    if blas is None or (__import__("os").cpu_count() or 1) < 2:
+        pytest.skip("needs OpenBLAS (whose thread count the kernels follow) and two cores")
+    x = np.random.default_rng(4).standard_normal(threads.SPLIT_ELEMENTS + 4099).astype(np.float32)
+    before = blas.get()
+    try:
+        blas.set(1)
+        (want,) = c_eager.elementwise("exp", exp, [x])
+        blas.set(2)
+        for _ in range(300):
+            (got,) = c_eager.elementwise("exp", exp, [x])
+            assert got.tobytes() == want.tobytes()
+    finally:
+        blas.set(before)
+
+
+@needs_cc
+def test_embedding_gradient_rows_are_add_at_s_bit_for_bit():
+    """kernels/c_scatter_rows.py: repeated ids add in add.at's order."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((300, 96)).astype(np.float32)
+    ids = rng.integers(0, 300, (40, 17))
+    ids[0, :9] = 5                      # one row added many times
+    g = rng.standard_normal(ids.shape + (96,)).astype(np.float32)
+
+    def run():
+        W = tt.tensor(w, requires_grad=True)
+        F.embedding(tt.tensor(ids), W).backward(tt.tensor(g))
+        return W.grad.numpy()
+
+    before = c_eager.calls.get("scatter_rows_add", 0)
+    got = run()
+    assert c_eager.calls.get("scatter_rows_add", 0) == before + 1
+    prev = c_eager.set_enabled(False)
+    try:
+        want = run()
+    finally:
+        c_eager.set_enabled(prev)
+    assert got.tobytes() == want.tobytes()
+    T = torch.tensor(w.astype(np.float64), requires_grad=True)
+    TF.embedding(torch.tensor(ids), T).backward(torch.tensor(g.astype(np.float64)))
+    np.testing.assert_allclose(got, T.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -18,6 +18,12 @@ from ..core.grad_mode import STATE
 from ..creation import tensor
 from ..kernels import c_eager
 
+# A big call is cut into this many parts per thread, which the pool's threads claim as they
+# come (c_pool.c): a worker that wakes late (1-1.5 ms on this 2-core VM after ~10 ms idle,
+# as long as the whole kernel) leaves its parts to the caller instead of doubling the time.
+# Each part is whole rows, columns or elements, so the bits never depend on the split.
+PARTS_PER_THREAD = 4
+
 
 class _Kernel:
     """A captured program of symbolic sizes whose instructions are all generated kernels,
@@ -68,10 +74,14 @@ class _Kernel:
                 a = vals[vid] = np.empty(tuple(d if type(d) is int else (sizes[d[1]] if d[0] == "s" else d[1](env))
                                                for d in shape), dt)
                 made.append(a)
+            read = [vals[i] for i in ins]
             ptrs = (ctypes.c_void_p * (len(outs) + len(ins)))(
-                *[self.pointer(a) for a in made], *[self.pointer(vals[i]) for i in ins])
+                *[self.pointer(a) for a in made], *[self.pointer(a) for a in read])
+            # split by what it writes: a column sum (the norms' weight gradients: a big array
+            # into a row) split by columns ran 2x slower at 2 threads than whole (1.8 vs 0.9
+            # ms, each part reading 128 bytes of every 1 KB row)
             if pool is not None and max(a.size for a in made) >= self.threads.SPLIT_ELEMENTS:
-                pool.run(part, ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
+                pool.run(part, ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
             else:
                 fn(ctypes.addressof(ptrs), ctypes.addressof(n))
         return [vals[i] for i in self.outputs]
@@ -187,6 +197,12 @@ class Toolchain:
         return toolchain.CLONES
 
     @staticmethod
+    def pairwise():
+        """The C of NumPy's pairwise row sum (codegen/pairwise.h) the row kernels use."""
+        from .codegen import rows
+        return rows.PAIRWISE
+
+    @staticmethod
     def compile_part(name, source):
         from . import cache_disk
         from .codegen import toolchain
@@ -207,7 +223,7 @@ class Toolchain:
         count = threads.default_threads()
         pool = threads.pool(count) if count > 1 and work >= threads.SPLIT_ELEMENTS else None
         if pool is not None:
-            pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads)
+            pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
         else:
             lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
 

@@ -100,8 +100,8 @@ def install(toolchain):
     kernels below the compiler in the stack reach it only through this. `toolchain` has
     available() (a C compiler is found), build(name, fn, dtypes, layout, samples) (a kernel,
     or None where it cannot be built), compile_part(name, source) (a loaded C `name_part`
-    entry, or None), clones() (the C text that makes a function's clones) and
-    call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big)."""
+    entry, or None), clones() (the C text that makes a function's clones), pairwise() (the
+    C of NumPy's pairwise row sum, as the generated row kernels add) and call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big)."""
     _toolchain[:] = [toolchain]
     _compiler.clear()
 

@@ -478,7 +478,10 @@ class Exp(Function):
 
     @staticmethod
     def backward_arrays(ctx, g):
-        return g * ctx.saved_array(0)
+        y = ctx.saved_array(0)
+        # the formula's kernel: split over the pool's threads where NumPy's multiply is one
+        got = _c.elementwise("exp_backward", lambda y, g: g * y, [y, g])
+        return got[0] if got else g * y
 
 
 class Log(Function):

@@ -11,7 +11,7 @@ from ..core.grad_mode import STATE, VMAP_WRAPPERS
 from ..messages import OpError
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
-from ..kernels import c_rows as _c_rows
+from ..kernels import c_rows as _c_rows, c_scatter_rows as _c_scatter_rows
 from .elementwise import as_tensor_like, cast, where
 from .inplace import apply_inplace
 from .movement import _where, broadcast_shapes, norm_dim, pad as pad_, reshape
@@ -20,7 +20,9 @@ from ..device import xp_of as _xp
 
 def _add_at(xp, out, key, values):
     if xp is np:
-        np.add.at(out, key, values)
+        # one integer array on the first dim (embedding's gradient): a C pass, add.at's bits
+        if not (type(key) is tuple and len(key) == 1 and _c_scatter_rows.add_rows(out, key[0], values)):
+            np.add.at(out, key, values)
     else:
         # cupyx comes with CuPy, which is optional: only CUDA arrays get here
         import cupyx

@@ -131,15 +131,7 @@ class LayerNormCore(_NormCore):
 
     @staticmethod
     def forward(ctx, x, dims, eps):
-        xp = _xp(x)
-        # sums read C-contiguous arrays (summand): the order tt.compile's kernels add in
-        mu = summand(x).mean(axis=dims, keepdims=True)
-        xc = x - mu
-        rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
-        xhat = (xc * rstd).astype(x.dtype, copy=False)
-        ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), False
-        ctx.save_for_backward(x, xhat)   # the output itself: backward differentiates through it
-        return xhat
+        return _norm_forward(ctx, x, dims, eps, False)
 
 
 class RMSNormCore(_NormCore):
@@ -153,12 +145,21 @@ class RMSNormCore(_NormCore):
 
     @staticmethod
     def forward(ctx, x, dims, eps):
-        xp = _xp(x)
-        rrms = 1.0 / xp.sqrt(summand(x * x).mean(axis=dims, keepdims=True) + eps)
-        out = (x * rrms).astype(x.dtype, copy=False)
-        ctx.rstd, ctx.rms = rrms.astype(x.dtype, copy=False), True
-        ctx.save_for_backward(x, out)
-        return out
+        return _norm_forward(ctx, x, dims, eps, True)
+
+
+def _norm_forward(ctx, x, dims, eps, rms):
+    """Both cores' forward: xc = x - mean (layer norm) or x (rms norm), scaled by
+    1 / sqrt(mean(xc^2) + eps) over `dims`. Sums read C-contiguous arrays (summand): the
+    order tt.compile's kernels add in. Saves x and the output itself (backward
+    differentiates through it) and the scale as ctx.rstd."""
+    xp = _xp(x)
+    xc = x if rms else x - summand(x).mean(axis=dims, keepdims=True)
+    rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
+    out = (xc * rstd).astype(x.dtype, copy=False)
+    ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), rms
+    ctx.save_for_backward(x, out)
+    return out
 
 
 # ---------------------------------------------------------------- the fused ops

@@ -1,5 +1,6 @@
 /* The C backend's thread pool and its gemm job (threads.py, c_pool.py explain both). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -11,7 +12,14 @@ static pthread_mutex_t tt_busy = PTHREAD_MUTEX_INITIALIZER;  /* one run at a tim
 static pthread_mutex_t tt_mu = PTHREAD_MUTEX_INITIALIZER;    /* guards sleeping */
 static pthread_cond_t tt_cv = PTHREAD_COND_INITIALIZER;
 static atomic_long tt_epoch;       /* one more per job */
-static atomic_int tt_pending;      /* workers yet to finish the job */
+/* The parts of a job are claimed, not assigned: (job << TT_PART_BITS) | next part. A worker
+   woken late (an idle vCPU here took 1-1.5 ms to wake after ~10 ms asleep) then finds its
+   parts already run by the others instead of holding the job up; which thread runs a part
+   never changes what the part computes. The job number in the ticket keeps a late worker of
+   a finished job from claiming a part of the next one against the old job's parts count. */
+#define TT_PART_BITS 24
+static atomic_long tt_ticket;
+static atomic_long tt_done;        /* parts of the job finished */
 static atomic_int tt_sleepers;
 static void *tt_fn;
 static void *const *tt_b;
@@ -19,6 +27,7 @@ static const int64_t *tt_n;
 static int64_t tt_parts;
 static int tt_workers;
 static int64_t tt_spin_ns;
+static int64_t tt_yield_ns;   /* then spins yielding the core, up to this long, before sleeping */
 static int tt_hooked;
 static long tt_first_epoch[TT_MAX_WORKERS + 1];   /* the epoch when worker k was made */
 
@@ -40,15 +49,41 @@ static int64_t tt_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The next unclaimed part of job `job`, or -1 when none is left (or the job is over). */
+static int64_t tt_claim(long job) {
+    long v = atomic_load_explicit(&tt_ticket, memory_order_acquire);
+    for (;;) {
+        if ((v >> TT_PART_BITS) != job || (v & ((1L << TT_PART_BITS) - 1)) >= tt_parts) return -1;
+        if (atomic_compare_exchange_weak_explicit(&tt_ticket, &v, v + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return v & ((1L << TT_PART_BITS) - 1);
+    }
+}
+
+/* Runs parts of job `job` until none is left. */
+static void tt_claim_parts(long job) {
+    int64_t p;
+    while ((p = tt_claim(job)) >= 0) {
+        tt_part(tt_fn, tt_b, tt_n, p, tt_parts);
+        atomic_fetch_add_explicit(&tt_done, 1, memory_order_release);
+    }
+}
+
 static void *tt_worker(void *arg) {
     const int64_t me = (int64_t)(intptr_t)arg;   /* 1 .. tt_workers */
     long seen = tt_first_epoch[me];   /* not the epoch now: a job may have begun since */
     for (;;) {
         long e, spins = 0;
-        const int64_t until = tt_now_ns() + tt_spin_ns;
+        const int64_t start = tt_now_ns(), until = start + tt_spin_ns, yield_until = start + tt_yield_ns;
         while ((e = atomic_load_explicit(&tt_epoch, memory_order_acquire)) == seen) {
             tt_relax();
-            if ((++spins & 63) || tt_now_ns() < until) continue;
+            if (++spins & 63) continue;
+            const int64_t now = tt_now_ns();
+            if (now < until) continue;
+            /* a worker asleep on this VM was measured to join a job 1-1.5 ms late (or
+               not at all) after its core idled: yielding keeps it awake on its core
+               while giving that core to any other runnable thread (OpenBLAS's) */
+            if (now < yield_until) { sched_yield(); continue; }
             pthread_mutex_lock(&tt_mu);
             atomic_fetch_add(&tt_sleepers, 1);
             while ((e = atomic_load(&tt_epoch)) == seen) pthread_cond_wait(&tt_cv, &tt_mu);
@@ -57,8 +92,7 @@ static void *tt_worker(void *arg) {
             break;
         }
         seen = e;
-        if (me < tt_parts) tt_part(tt_fn, tt_b, tt_n, me, tt_parts);
-        atomic_fetch_sub_explicit(&tt_pending, 1, memory_order_release);
+        tt_claim_parts(e);
     }
     return 0;
 }
@@ -72,10 +106,11 @@ static void tt_forked_child(void) {   /* the workers did not come along */
 }
 
 /* Starts workers up to `workers` in all; returns how many there are. */
-int tt_pool_start(int workers, int64_t spin_ns) {
+int tt_pool_start(int workers, int64_t spin_ns, int64_t yield_ns) {
     pthread_mutex_lock(&tt_busy);
     if (!tt_hooked) { pthread_atfork(0, 0, tt_forked_child); tt_hooked = 1; }
     tt_spin_ns = spin_ns;
+    tt_yield_ns = yield_ns;
     if (workers > TT_MAX_WORKERS) workers = TT_MAX_WORKERS;
     while (tt_workers < workers) {
         pthread_t t;
@@ -105,17 +140,19 @@ int tt_pool_run(void *fn, void *const *b, const int64_t *n, int64_t parts) {
         for (int64_t p = 0; p < parts; p++) tt_part(fn, b, n, p, parts);
         return 0;
     }
+    if (parts >= (1L << TT_PART_BITS)) parts = (1L << TT_PART_BITS) - 1;   /* never near */
     tt_fn = fn; tt_b = b; tt_n = n; tt_parts = parts;
-    atomic_store(&tt_pending, tt_workers);
-    atomic_fetch_add(&tt_epoch, 1);
+    const long job = atomic_load(&tt_epoch) + 1;   /* only a caller holding tt_busy writes it */
+    atomic_store_explicit(&tt_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&tt_ticket, job << TT_PART_BITS, memory_order_release);
+    atomic_store_explicit(&tt_epoch, job, memory_order_release);
     if (atomic_load(&tt_sleepers)) {
         pthread_mutex_lock(&tt_mu);
         pthread_cond_broadcast(&tt_cv);
         pthread_mutex_unlock(&tt_mu);
     }
-    tt_part(fn, b, n, 0, parts);
-    for (int64_t p = tt_workers + 1; p < parts; p++) tt_part(fn, b, n, p, parts);
-    while (atomic_load_explicit(&tt_pending, memory_order_acquire) > 0) tt_relax();
+    tt_claim_parts(job);
+    while (atomic_load_explicit(&tt_done, memory_order_acquire) < parts) tt_relax();
     pthread_mutex_unlock(&tt_busy);
     return 1;
 }
