@@ -260,6 +260,19 @@ def _attention_flops(attrs, in_meta, out_meta):
     return heads * L * S * (2 * (E + ev) + 6 + masked)
 
 
+def _rebuilt(ctx):
+    """What FlashAttention's backward and jvp start from: (q, k, v, mask, scale, rep, kr, p)
+    with the saved inputs, rep(t) a key/value tensor repeated to the query heads (GQA; else
+    t itself), kr = rep(k) and the probabilities rebuilt in ops as the reference does."""
+    a = ctx.attrs
+    saved = ctx.saved_tensors
+    q, k, v = saved[:3]
+    mask = saved[5] if len(saved) == 6 else None
+    rep = (lambda t: _repeat_kv(q, t)) if a["groups"] > 1 else (lambda t: t)
+    kr = rep(k)
+    return q, k, v, mask, a["scale"], rep, kr, _probs(q, kr, mask, a["is_causal"], a["scale"])
+
+
 class FlashAttention(Function):
     compile_rule = Rule(flops=_attention_flops)
     name = "scaled_dot_product_attention"
@@ -281,13 +294,8 @@ class FlashAttention(Function):
     def backward(ctx, g):
         """The gradients in tinytensor ops (probabilities rebuilt as the reference does),
         so that they are differentiable again."""
-        a = ctx.attrs
-        scale, groups = a["scale"], a["groups"]
-        saved = ctx.saved_tensors
-        q, k, v = saved[:3]
-        mask = saved[5] if len(saved) == 6 else None
-        kr, vr = (_repeat_kv(q, k), _repeat_kv(q, v)) if groups > 1 else (k, v)
-        p = _probs(q, kr, mask, a["is_causal"], scale)
+        q, k, v, mask, scale, rep, kr, p = _rebuilt(ctx)
+        vr, groups = rep(v), ctx.attrs["groups"]
         dv = matmul(p.mT, g)
         dp = matmul(g, vr.mT)
         ds = p * (dp - sum_(dp * p, dim=-1, keepdim=True))
@@ -304,14 +312,7 @@ class FlashAttention(Function):
         """d(P V) = dP V + P dV with dP = P * (dS - rowsum(P * dS)) (softmax's tangent) and
         dS = scale * (dQ K^T + Q dK^T) (+ the tangent of a float mask), the probabilities
         rebuilt in ops as backward does."""
-        a = ctx.attrs
-        scale, groups = a["scale"], a["groups"]
-        saved = ctx.saved_tensors
-        q, k, v = saved[:3]
-        mask = saved[5] if len(saved) == 6 else None
-        rep = (lambda t: _repeat_kv(q, t)) if groups > 1 else (lambda t: t)
-        kr = rep(k)
-        p = _probs(q, kr, mask, a["is_causal"], scale)   # (..., L, S)
+        q, k, v, mask, scale, rep, kr, p = _rebuilt(ctx)   # p: (..., L, S)
         ds = None
         if tq is not None:
             ds = matmul(tq, kr.mT)
