@@ -34,6 +34,7 @@ import tinytensor as tt
 from tinytensor.autograd import plain
 from tinytensor.core.grad_mode import STATE
 from tinytensor.device import xp_of as _xp, to_device_array
+from tinytensor.kernels import c_optim as _c_optim
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -492,10 +493,15 @@ class Adam(Optimizer):
             self._init_state(state, p, group)
         state["step"] += 1
         step = state["step"]
+        decoupled = group.get("decoupled_weight_decay", self.decoupled)
+        if _c_optim.adam(p, g, state["exp_avg"], state["exp_avg_sq"], lr=lr, betas=(beta1, beta2),
+                         eps=eps, wd=wd, decoupled=decoupled, step=step, amsgrad=group["amsgrad"],
+                         maximize=group.get("maximize")):
+            return   # the lines below in one C pass, bit for bit (kernels/c_optim.py)
         if group.get("maximize"):
             g = -g
         if wd != 0:
-            if group.get("decoupled_weight_decay", self.decoupled):
+            if decoupled:
                 p *= 1.0 - lr * wd
             else:
                 g = g + wd * p

@@ -2,6 +2,8 @@
 NumPy (cpu) and CuPy (cuda)."""
 import os as _os
 
+from . import heap as _heap
+_heap.tune()   # keep an eager step's arrays in the heap, not fresh pages per op (heap.py)
 from . import dtypes
 from .dtypes import (bool_ as bool, float16, float32, float64, int32, int64, get_default_dtype,
                      set_default_dtype, result_type)

@@ -8,7 +8,11 @@ than one. Measured on a 2-core EPYC with a busy loop on one core: see README ("T
 How. Every matmul first calls `adapt()`; at most every INTERVAL seconds it counts the
 runnable tasks of other processes (/proc/loadavg's running count, less this process's own
 running threads from /proc/self/task) and sets OpenBLAS to one thread when those and its
-threads would not fit on the cores, back to the count it started with when they would.
+threads would not have fit on the cores at BUSY_LOOKS looks in a row, back to the count it
+started with as soon as they fit. One look is a snapshot: a short-lived process (a shell
+command, a compiler) caught in it would otherwise drop a whole INTERVAL's matmuls to one
+thread on an idle machine (seen: 1 look in 3 on the 2-core dev machine while others ran
+`git`); a busy loop is there at every look.
 The count it started with is the user's (OPENBLAS_NUM_THREADS, or all cores): a user who
 asked for one thread keeps one. TINYTENSOR_BLAS_ADAPT=0 turns this off. Off Linux, or with
 a BLAS whose threads cannot be set (MKL, Accelerate), it does nothing.
@@ -18,8 +22,9 @@ import os
 import time
 
 INTERVAL = 0.25  # seconds between looks at the machine (a look reads /proc)
+BUSY_LOOKS = 2   # looks in a row that must find the cores taken before dropping to one thread
 
-_state = {"next": 0.0, "blas": None, "base": None, "now": None, "off": None}
+_state = {"next": 0.0, "blas": None, "base": None, "now": None, "off": None, "busy": 0}
 
 
 def threads_for(base, others, cpus):
@@ -66,6 +71,9 @@ def adapt():
     if s["blas"].get() != s["now"]:
         return  # set by someone else (a compiled program holding it at one, the user): theirs
     want = threads_for(s["base"], others, os.cpu_count() or 1)
+    s["busy"] = s.get("busy", 0) + 1 if want < s["base"] else 0
+    if want < s["base"] and s["busy"] < BUSY_LOOKS:
+        return   # taken at this look only, so far
     if want != s["now"]:
         s["blas"].set(want)
         s["now"] = want
@@ -74,6 +82,33 @@ def adapt():
 def current():
     """(threads OpenBLAS runs now, threads it started with), for tests and benchmarks."""
     return _state["now"], _state["base"]
+
+
+def configured(b):
+    """The thread count of OpenBLAS `b` as the user configured it: the count adapt() started
+    from while adapt() has it lowered (the machine was busy a moment ago), else its count
+    now. What a compiled program is built for (codegen/c.py): a program keeps the count it
+    was built with, which must not depend on the machine's load at that moment."""
+    n = b.get()
+    now, base = _state["now"], _state["base"]
+    if base is not None and b is _state["blas"] and n == now:
+        return base
+    return n
+
+
+def set_adaptive(on):
+    """Turn adapt() on or off for this process. Benchmarks turn it off: they time a fixed
+    thread count (tools/lib/timing.py). Off gives OpenBLAS back the count adapt() started
+    from if adapt() had lowered it; on looks at the machine again at the next matmul."""
+    s = _state
+    if on:
+        s["off"], s["next"] = None, 0.0
+    else:
+        b = s["blas"]
+        if b is not None and s["now"] is not None and s["now"] != s["base"] and b.get() == s["now"]:
+            b.set(s["base"])
+        s["off"], s["now"] = True, s["base"]
+    s["busy"] = 0
 
 
 # (prefix, suffix) of OpenBLAS's exported names: NumPy's wheels (scipy-openblas, 64-bit

@@ -58,3 +58,14 @@ def test_nanogpt_benchmark_runs_eager_compiled_and_torch_to_the_same_losses(monk
     bad = [("tinytensor eager", nanogpt_pair.stepper(ours, data)), ("torch eager", nanogpt_pair.stepper(theirs, data))]
     with pytest.raises(AssertionError, match="tinytensor eager's loss at iteration 1"):
         bench_nanogpt.check_losses(bad)
+
+
+def test_nanogpt_round_robin_times_each_variant_after_its_own_untimed_iteration():
+    """At each turn a variant runs `settle` untimed iterations before its timed one, so
+    that none is timed right after another library's (whose threads may still spin)."""
+    from tinytensor.tools.lib import bench_nanogpt
+    calls = []
+    steps = [(name, lambda name=name: calls.append(name)) for name in ("a", "b")]
+    rows = bench_nanogpt.time_steps(steps, 2, settle=1, gap=0.0)
+    assert calls == ["a", "a", "b", "b"] * 2
+    assert [r[0] for r in rows] == ["a", "b"] and all(r[2] <= r[1] <= r[3] for r in rows)

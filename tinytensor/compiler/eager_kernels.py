@@ -192,6 +192,11 @@ class Toolchain:
     build = staticmethod(_build)
 
     @staticmethod
+    def matmul(a, b):
+        from . import eager_gemm
+        return eager_gemm.matmul(a, b)
+
+    @staticmethod
     def clones():
         from .codegen import toolchain
         return toolchain.CLONES

@@ -101,7 +101,9 @@ def install(toolchain):
     available() (a C compiler is found), build(name, fn, dtypes, layout, samples) (a kernel,
     or None where it cannot be built), compile_part(name, source) (a loaded C `name_part`
     entry, or None), clones() (the C text that makes a function's clones), pairwise() (the
-    C of NumPy's pairwise row sum, as the generated row kernels add) and call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big)."""
+    C of NumPy's pairwise row sum, as the generated row kernels add),
+    call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big) and
+    matmul(a, b) (a big float matmul on the pool's threads, or None)."""
     _toolchain[:] = [toolchain]
     _compiler.clear()
 
@@ -128,6 +130,17 @@ def takes(*arrays):
     if type(a) is not np.ndarray or a.size < MIN_ELEMENTS or a.dtype.char not in "fd":
         return False
     return all(type(b) is np.ndarray and b.dtype == a.dtype and b.flags.c_contiguous for b in arrays)
+
+
+def matmul(a, b):
+    """a @ b of float NumPy arrays on the C pool's threads (compiler/eager_gemm.py says
+    when and why), or None where NumPy's matmul must run."""
+    if not enabled():
+        return None
+    out = _toolchain[0].matmul(a, b)
+    if out is not None:
+        calls["matmul"] = calls.get("matmul", 0) + 1
+    return out
 
 
 def elementwise(name, fn, arrays, attrs=()):

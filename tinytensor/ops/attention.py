@@ -27,7 +27,7 @@ from ..core.function import Function
 from ..core.rules import Rule
 from ..messages import OpError
 from ..core.tensor import Tensor
-from ..kernels import c_rows as _c_rows, cuda_attention, fusion as _fusion
+from ..kernels import c_attention as _c_attention, c_eager as _c_eager, c_rows as _c_rows, cuda_attention, fusion as _fusion
 from ..kernels._common import acc_dtype, is_cpu, xp_of
 from ..core.grad_mode import STATE
 from ..dtypes import bool_
@@ -125,6 +125,14 @@ def _split_groups(q, k, v, mask, groups):
     return q, k, v, mask
 
 
+def _bmm(a, b):
+    """A block's batched product: on the C pool, whole matrices of the batch per thread
+    (kernels/c_eager.py `matmul`), where NumPy's matmul would run the small matrices one
+    after another, each on all of OpenBLAS's threads."""
+    out = _c_eager.matmul(a, b)
+    return np.matmul(a, b) if out is None else out
+
+
 def _apply_mask(s, mask, causal, i0, i1, j0, j1):
     """Mask the (..., i1 - i0, j1 - j0) block of scores in place."""
     if mask is not None:
@@ -147,6 +155,9 @@ def _query_blocks(L, causal, batch):
 
 
 def _cpu_forward(q, k, v, mask, scale, causal, groups):
+    got = _c_attention.forward(q, k, v, mask, scale, causal, groups)   # small heads, in C
+    if got is not None:
+        return got
     acc = acc_dtype(q.dtype)
     q, k, v, mask = _split_groups(q, k, v, mask, groups)
     L, S = q.shape[-2], k.shape[-2]
@@ -166,11 +177,11 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
         kend = min(S, i1) if causal else S
         for j0 in range(0, kend, KEY_BLOCK):
             j1 = min(kend, j0 + KEY_BLOCK)
-            s = np.matmul(qb, k[..., j0:j1, :].swapaxes(-1, -2))  # (..., Lq, Bk)
+            s = _bmm(qb, k[..., j0:j1, :].swapaxes(-1, -2))  # (..., Lq, Bk)
             corr = _c_rows.flash_block(s, m, l, i0, j0, causal) if mask is None else None
             if corr is not None:   # the step below in one C pass over the block (kernels/c_rows.py)
                 o *= corr[..., None]
-                o += np.matmul(s, v[..., j0:j1, :])
+                o += _bmm(s, v[..., j0:j1, :])
                 continue
             _apply_mask(s, mask, causal, i0, i1, j0, j1)
             m_new = np.maximum(m, s.max(axis=-1))
@@ -181,7 +192,7 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
             l *= corr
             l += s.sum(axis=-1)
             o *= corr[..., None]
-            o += np.matmul(s, v[..., j0:j1, :])
+            o += _bmm(s, v[..., j0:j1, :])
             m = m_new
         dead = l == 0  # no key allowed: zeros out, and m = +inf makes every p zero in backward
         o /= np.where(dead, 1.0, l)[..., None]
@@ -191,6 +202,9 @@ def _cpu_forward(q, k, v, mask, scale, causal, groups):
 
 
 def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
+    got = _c_attention.backward(q, k, v, out, stats, g, mask, scale, causal, groups)
+    if got is not None:
+        return got
     acc = acc_dtype(q.dtype)
     qshape, kshape, vshape = q.shape, k.shape, v.shape
     q, k, v, mask = _split_groups(q, k, v, mask, groups)
@@ -218,19 +232,19 @@ def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
         for j0 in range(0, kend, KEY_BLOCK):
             j1 = min(kend, j0 + KEY_BLOCK)
             kb, vb = k[..., j0:j1, :], v[..., j0:j1, :]
-            s = np.matmul(qb, kb.swapaxes(-1, -2))
+            s = _bmm(qb, kb.swapaxes(-1, -2))
             if mask is not None or not _c_rows.flash_probs(
                     s, np.ascontiguousarray(mb[..., 0]), np.ascontiguousarray(lb[..., 0]), i0, j0, causal):
                 _apply_mask(s, mask, causal, i0, i1, j0, j1)
                 s -= mb
                 s -= lb
                 np.exp(s, out=s)                                      # p
-            add(dv[..., j0:j1, :], np.matmul(s.swapaxes(-1, -2), gb))
-            dp = np.matmul(gb, vb.swapaxes(-1, -2))
+            add(dv[..., j0:j1, :], _bmm(s.swapaxes(-1, -2), gb))
+            dp = _bmm(gb, vb.swapaxes(-1, -2))
             dp -= db
             dp *= s                                                   # ds
-            dq[..., i0:i1, :] += np.matmul(dp, kb)
-            add(dk[..., j0:j1, :], np.matmul(dp.swapaxes(-1, -2), qb))  # qb carries the scale
+            dq[..., i0:i1, :] += _bmm(dp, kb)
+            add(dk[..., j0:j1, :], _bmm(dp.swapaxes(-1, -2), qb))  # qb carries the scale
     dq *= scale
     return dq.reshape(qshape), dk.reshape(kshape), dv.reshape(vshape)
 
@@ -244,6 +258,19 @@ def _attention_flops(attrs, in_meta, out_meta):
     ev = out_meta[0][0][-1]
     masked = len(in_meta) > 3 or bool(attrs.get("is_causal"))
     return heads * L * S * (2 * (E + ev) + 6 + masked)
+
+
+def _rebuilt(ctx):
+    """What FlashAttention's backward and jvp start from: (q, k, v, mask, scale, rep, kr, p)
+    with the saved inputs, rep(t) a key/value tensor repeated to the query heads (GQA; else
+    t itself), kr = rep(k) and the probabilities rebuilt in ops as the reference does."""
+    a = ctx.attrs
+    saved = ctx.saved_tensors
+    q, k, v = saved[:3]
+    mask = saved[5] if len(saved) == 6 else None
+    rep = (lambda t: _repeat_kv(q, t)) if a["groups"] > 1 else (lambda t: t)
+    kr = rep(k)
+    return q, k, v, mask, a["scale"], rep, kr, _probs(q, kr, mask, a["is_causal"], a["scale"])
 
 
 class FlashAttention(Function):
@@ -267,13 +294,8 @@ class FlashAttention(Function):
     def backward(ctx, g):
         """The gradients in tinytensor ops (probabilities rebuilt as the reference does),
         so that they are differentiable again."""
-        a = ctx.attrs
-        scale, groups = a["scale"], a["groups"]
-        saved = ctx.saved_tensors
-        q, k, v = saved[:3]
-        mask = saved[5] if len(saved) == 6 else None
-        kr, vr = (_repeat_kv(q, k), _repeat_kv(q, v)) if groups > 1 else (k, v)
-        p = _probs(q, kr, mask, a["is_causal"], scale)
+        q, k, v, mask, scale, rep, kr, p = _rebuilt(ctx)
+        vr, groups = rep(v), ctx.attrs["groups"]
         dv = matmul(p.mT, g)
         dp = matmul(g, vr.mT)
         ds = p * (dp - sum_(dp * p, dim=-1, keepdim=True))
@@ -290,14 +312,7 @@ class FlashAttention(Function):
         """d(P V) = dP V + P dV with dP = P * (dS - rowsum(P * dS)) (softmax's tangent) and
         dS = scale * (dQ K^T + Q dK^T) (+ the tangent of a float mask), the probabilities
         rebuilt in ops as backward does."""
-        a = ctx.attrs
-        scale, groups = a["scale"], a["groups"]
-        saved = ctx.saved_tensors
-        q, k, v = saved[:3]
-        mask = saved[5] if len(saved) == 6 else None
-        rep = (lambda t: _repeat_kv(q, t)) if groups > 1 else (lambda t: t)
-        kr = rep(k)
-        p = _probs(q, kr, mask, a["is_causal"], scale)   # (..., L, S)
+        q, k, v, mask, scale, rep, kr, p = _rebuilt(ctx)   # p: (..., L, S)
         ds = None
         if tq is not None:
             ds = matmul(tq, kr.mT)

@@ -9,6 +9,7 @@ from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
 from ..amp import cast_inputs
 from ..blas_threads import adapt
+from ..kernels import c_eager as _c_eager
 from .elementwise import binary_operands, cast
 from .movement import broadcast_shapes, expand, reshape, squeeze, sum_to, unsqueeze, _where
 
@@ -31,8 +32,11 @@ class MatMul(Function):
         ctx.save_for_backward(a, b)
         if isinstance(a, np.ndarray):
             adapt()  # one BLAS thread while other processes hold the cores
-        if _low_precision_cpu(a):  # accumulate in float32 as torch does, round once at the end
-            return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+            if _low_precision_cpu(a):  # accumulate in float32 as torch does, round once at the end
+                return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+            out = _c_eager.matmul(a, b)   # a big one on the C pool's threads, as a compiled step
+            if out is not None:
+                return out
         return a @ b
 
     @staticmethod

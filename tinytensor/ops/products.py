@@ -256,23 +256,25 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return _beta_input_plus("addmm", input, matmul(mat1, mat2), beta, alpha)
 
 
+def _batches(op, batch1, batch2):
+    """Refuse what torch's baddbmm and addbmm refuse: not 3-d, other batch sizes, inner
+    sizes that do not match."""
+    _ndim(batch1, 3, op, "batch1"), _ndim(batch2, 3, op, "batch2")
+    if batch1.shape[0] != batch2.shape[0]:
+        raise OpError(f"{op}: batch1 {_shape(batch1)} and batch2 {_shape(batch2)} have "
+                      f"different batch sizes{_where()}")
+    _inner_sizes(op, batch1, batch2, batch1.shape[2], batch2.shape[1])
+
+
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2) for (b, n, m) and (b, m, p) batches."""
-    _ndim(batch1, 3, "baddbmm", "batch1"), _ndim(batch2, 3, "baddbmm", "batch2")
-    if batch1.shape[0] != batch2.shape[0]:
-        raise OpError(f"baddbmm: batch1 {_shape(batch1)} and batch2 {_shape(batch2)} have "
-                      f"different batch sizes{_where()}")
-    _inner_sizes("baddbmm", batch1, batch2, batch1.shape[2], batch2.shape[1])
+    _batches("baddbmm", batch1, batch2)
     return _beta_input_plus("baddbmm", input, matmul(batch1, batch2), beta, alpha)
 
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * sum_b batch1[b] @ batch2[b]: one (n, b*m) @ (b*m, p) matmul."""
-    _ndim(batch1, 3, "addbmm", "batch1"), _ndim(batch2, 3, "addbmm", "batch2")
-    if batch1.shape[0] != batch2.shape[0]:
-        raise OpError(f"addbmm: batch1 {_shape(batch1)} and batch2 {_shape(batch2)} have "
-                      f"different batch sizes{_where()}")
-    _inner_sizes("addbmm", batch1, batch2, batch1.shape[2], batch2.shape[1])
+    _batches("addbmm", batch1, batch2)
     b, n, m = _shape(batch1)
     p = batch2.shape[2]
     a2 = reshape(permute(batch1, 1, 0, 2), (n, b * m))   # (n, b*m)

@@ -3,14 +3,21 @@ iteration of tools/lib/nanogpt_pair.py (exact GELU, causal sdpa, tied lm_head, 2
 of 8 x 64 tokens, clip_grad_norm_, AdamW with decay groups) in three copies with the same
 weights and batches: tinytensor eager, tinytensor under plain @tt.compile, torch eager. The
 losses are checked against torch's first (they must agree to float32 rounding), then every
-variant runs `repeat` iterations round-robin; each reports its median and range (min-max)
-and the ratio of medians to torch's."""
+variant runs `repeat` timed iterations round-robin, each after one untimed iteration of its
+own (`time_steps`); each reports its median and range (min-max) and the ratio of medians
+to torch's."""
 import time
 
 from . import nanogpt_pair
 
 AGREE_ITERATIONS = 3
 AGREE_RTOL = 1e-4   # float32 losses after a few AdamW steps, summed in other orders
+# Each turn of the round-robin: a pause, then untimed iterations. torch's OpenMP workers spin
+# ~10 ms after its last op and OpenBLAS's (eager's matmuls) longer; a compiled program
+# timed right after the eager iteration shared a core with them (measured at 2 threads: the
+# compiled iteration 74 ms back to back, 127 ms right after eager's).
+GAP = 0.03
+SETTLE = 1
 
 
 def variants(config=None, micro=nanogpt_pair.MICRO, accum=nanogpt_pair.ACCUM, backend=None):
@@ -36,11 +43,17 @@ def check_losses(steps, iterations=AGREE_ITERATIONS, rtol=AGREE_RTOL):
     return losses
 
 
-def time_steps(steps, repeat):
-    """[(name, median, min, max) seconds per iteration], timed round-robin."""
+def time_steps(steps, repeat, settle=SETTLE, gap=GAP):
+    """[(name, median, min, max) seconds per iteration], timed round-robin: at each turn a
+    variant sleeps `gap`, runs `settle` untimed iterations, then the timed one, so that it
+    is timed as its own training loop runs, after its own iteration, never while the
+    threads of the variant before it still spin (timing.median_n says why)."""
     times = [[] for _ in steps]
     for _ in range(repeat):
         for (_, step), out in zip(steps, times):
+            time.sleep(gap)
+            for _ in range(settle):
+                step()
             t = time.perf_counter()
             step()
             out.append(time.perf_counter() - t)

@@ -9,9 +9,14 @@ def set_threads(n):
     NumPy) is set directly, else a benchmark "at 1 thread" would run tinytensor on all cores."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
+    # and fixed: eager matmuls otherwise drop OpenBLAS to one thread for a quarter second
+    # whenever another process is seen running (tinytensor/blas_threads.py), which torch
+    # never does; a benchmark of n threads runs n
+    os.environ["TINYTENSOR_BLAS_ADAPT"] = "0"
     import sys
     if "numpy" in sys.modules:
-        from tinytensor.blas_threads import blas
+        from tinytensor.blas_threads import blas, set_adaptive
+        set_adaptive(False)
         b = blas()
         if b is not None:
             b.set(n)

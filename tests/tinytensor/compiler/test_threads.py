@@ -124,7 +124,7 @@ def test_a_gemm_job_in_more_parts_than_threads_computes_every_row():
         pytest.skip("NumPy's BLAS is not OpenBLAS")
     for parts in (1, 2, 5, 7):
         z = np.full((3, 100, 90), np.nan, np.float32)
-        job = runner._GemmJob(gemm, x.shape, y.shape, z.shape, np.float32, parts)
+        job = runner.GemmJob(gemm, x.shape, y.shape, z.shape, np.float32, parts)
         assert job.set(x, y, z)
         p.run(p.gemm_part, runner.ctypes.addressof(job.args), None, parts)
         np.testing.assert_allclose(z, x @ y, rtol=1e-5, atol=1e-5)

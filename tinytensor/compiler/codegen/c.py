@@ -94,7 +94,7 @@ def _lowered(program, who):
 
 
 def _threads_of(threads):
-    return _threads_mod.default_threads() if threads is None else threads
+    return _threads_mod.program_threads() if threads is None else threads
 
 
 def build(program, write_back=None, threads=None):

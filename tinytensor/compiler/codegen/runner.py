@@ -368,7 +368,7 @@ def _destination(ins, out):
 
 def _matmul_step(ins, out, pool=None):
     """np.matmul into its destination (`_destination`); with a pool, as a gemm job of the
-    pool's threads (`_GemmJob`) when BLAS can read its operands' layout."""
+    pool's threads (`GemmJob`) when BLAS can read its operands' layout."""
     a_id, b_id = (v.id for v in ins.inputs)
     o_id = ins.outputs[0].id
     matmul, destination = np.matmul, _destination(ins, out)
@@ -378,7 +378,7 @@ def _matmul_step(ins, out, pool=None):
         def step(env):
             env[o_id] = matmul(env[a_id], env[b_id], out=destination())
         return step
-    job = _GemmJob(gemm, tuple(a.shape), tuple(b.shape), tuple(o.shape), o.dtype.np, pool.threads)
+    job = GemmJob(gemm, tuple(a.shape), tuple(b.shape), tuple(o.shape), o.dtype.np, pool.threads)
     run, part, parts = pool.run, pool.gemm_part, pool.threads
     addr = ctypes.addressof(job.args)
 
@@ -392,10 +392,11 @@ def _matmul_step(ins, out, pool=None):
     return step
 
 
-class _GemmJob:
+class GemmJob:
     """The c_pool.Gemm arguments of one matmul a @ b -> out of fixed shapes, its pointers
     and strides set per call (`set`): whole matrices of the batch per part when there are
-    at least as many as parts (attention's (B, H, T, T) products), else blocks of rows."""
+    at least as many as parts (attention's (B, H, T, T) products), else blocks of rows.
+    Eager matmuls run as such jobs too (compiler/eager_gemm.py)."""
 
     def __init__(self, gemm, a, b, o, dtype, parts):
         from .c_pool import Gemm
