@@ -2,78 +2,56 @@
 torch.nn's constructor arguments, and prints like torch.nn (`ELU(alpha=1.0)`)."""
 import tinytensor.functional as F
 
+from ._one_call import _OneCall
 from .module import Module
 
 
-class _Inplace(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class ELU(_Inplace):
+class ELU(_OneCall):
     def __init__(self, alpha=1.0, inplace=False):
-        super().__init__(inplace)
-        self.alpha = alpha
-
-    def forward(self, x):
-        return F.elu(x, self.alpha, self.inplace)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+        super().__init__(F.elu, alpha=alpha, inplace=inplace)
 
 
-class CELU(ELU):
-    def forward(self, x):
-        return F.celu(x, self.alpha, self.inplace)
+class CELU(_OneCall):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(F.celu, alpha=alpha, inplace=inplace)
 
 
-class SELU(_Inplace):
-    def forward(self, x):
-        return F.selu(x, self.inplace)
+class SELU(_OneCall):
+    def __init__(self, inplace=False):
+        super().__init__(F.selu, inplace=inplace)
 
 
-class Mish(_Inplace):
-    def forward(self, x):
-        return F.mish(x, self.inplace)
+class Mish(_OneCall):
+    def __init__(self, inplace=False):
+        super().__init__(F.mish, inplace=inplace)
 
 
-class Hardswish(_Inplace):
-    def forward(self, x):
-        return F.hardswish(x, self.inplace)
+class Hardswish(_OneCall):
+    def __init__(self, inplace=False):
+        super().__init__(F.hardswish, inplace=inplace)
 
     def extra_repr(self):
         return ""  # torch.nn.Hardswish does not show inplace
 
 
-class Hardsigmoid(_Inplace):
-    def forward(self, x):
-        return F.hardsigmoid(x, self.inplace)
+class Hardsigmoid(_OneCall):
+    def __init__(self, inplace=False):
+        super().__init__(F.hardsigmoid, inplace=inplace)
 
     def extra_repr(self):
         return ""  # torch.nn.Hardsigmoid does not show inplace
 
 
-class Hardtanh(_Inplace):
+class Hardtanh(_OneCall):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
-        super().__init__(inplace)
         if max_val <= min_val:  # torch.nn asserts this, though F.hardtanh accepts equal bounds
             raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
-        self.min_val, self.max_val = min_val, max_val
-
-    def forward(self, x):
-        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
-
-    def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+        super().__init__(F.hardtanh, min_val=min_val, max_val=max_val, inplace=inplace)
 
 
-class ReLU6(_Inplace):
-    def forward(self, x):
-        return F.relu6(x, self.inplace)
+class ReLU6(_OneCall):
+    def __init__(self, inplace=False):
+        super().__init__(F.relu6, inplace=inplace)
 
 
 class LogSigmoid(Module):
@@ -105,28 +83,14 @@ class Sigmoid(Module):
         return F.sigmoid(x)
 
 
-class LeakyReLU(_Inplace):
+class LeakyReLU(_OneCall):
     def __init__(self, negative_slope=0.01, inplace=False):
-        super().__init__(inplace)
-        self.negative_slope = negative_slope
-
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope, self.inplace)
-
-    def extra_repr(self):
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+        super().__init__(F.leaky_relu, negative_slope=negative_slope, inplace=inplace)
 
 
-class Softplus(Module):
+class Softplus(_OneCall):
     def __init__(self, beta=1.0, threshold=20.0):
-        super().__init__()
-        self.beta, self.threshold = beta, threshold
-
-    def forward(self, x):
-        return F.softplus(x, self.beta, self.threshold)
-
-    def extra_repr(self):
-        return f"beta={self.beta}, threshold={self.threshold}"
+        super().__init__(F.softplus, beta=beta, threshold=threshold)
 
 
 class Softmax(Softmin):

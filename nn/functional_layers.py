@@ -12,20 +12,14 @@ import math
 import tinytensor as tt
 import tinytensor.functional as F
 
+from ._one_call import _OneCall
 from .module import Module, Parameter
 
 
 # ---------------------------------------------------------------- activations
-class GLU(Module):
+class GLU(_OneCall):
     def __init__(self, dim=-1):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.glu(input, self.dim)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
+        super().__init__(F.glu, dim=dim)
 
 
 class PReLU(Module):
@@ -57,21 +51,19 @@ class RReLU(Module):
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
 
 
-class Hardshrink(Module):
+class Hardshrink(_OneCall):
     def __init__(self, lambd=0.5):
-        super().__init__()
-        self.lambd = lambd
-
-    def forward(self, input):
-        return F.hardshrink(input, self.lambd)
+        super().__init__(F.hardshrink, lambd=lambd)
 
     def extra_repr(self):
-        return f"{self.lambd}"
+        return f"{self.lambd}"  # torch.nn prints the bare value: Hardshrink(0.5)
 
 
-class Softshrink(Hardshrink):
-    def forward(self, input):
-        return F.softshrink(input, self.lambd)
+class Softshrink(_OneCall):
+    def __init__(self, lambd=0.5):
+        super().__init__(F.softshrink, lambd=lambd)
+
+    extra_repr = Hardshrink.extra_repr
 
 
 class Tanhshrink(Module):
@@ -79,17 +71,9 @@ class Tanhshrink(Module):
         return F.tanhshrink(input)
 
 
-class Threshold(Module):
+class Threshold(_OneCall):
     def __init__(self, threshold, value, inplace=False):
-        super().__init__()
-        self.threshold, self.value, self.inplace = threshold, value, inplace
-
-    def forward(self, input):
-        return F.threshold(input, self.threshold, self.value, self.inplace)
-
-    def extra_repr(self):
-        return f"threshold={self.threshold}, value={self.value}" + (
-            ", inplace=True" if self.inplace else "")
+        super().__init__(F.threshold, threshold=threshold, value=value, inplace=inplace)
 
 
 # ---------------------------------------------------------------- dropouts
@@ -131,40 +115,19 @@ class FeatureAlphaDropout(_DropoutNd):
 
 
 # ---------------------------------------------------------------- shuffles, upsampling
-class PixelShuffle(Module):
+class PixelShuffle(_OneCall):
     def __init__(self, upscale_factor):
-        super().__init__()
-        self.upscale_factor = upscale_factor
-
-    def forward(self, input):
-        return F.pixel_shuffle(input, self.upscale_factor)
-
-    def extra_repr(self):
-        return f"upscale_factor={self.upscale_factor}"
+        super().__init__(F.pixel_shuffle, upscale_factor=upscale_factor)
 
 
-class PixelUnshuffle(Module):
+class PixelUnshuffle(_OneCall):
     def __init__(self, downscale_factor):
-        super().__init__()
-        self.downscale_factor = downscale_factor
-
-    def forward(self, input):
-        return F.pixel_unshuffle(input, self.downscale_factor)
-
-    def extra_repr(self):
-        return f"downscale_factor={self.downscale_factor}"
+        super().__init__(F.pixel_unshuffle, downscale_factor=downscale_factor)
 
 
-class ChannelShuffle(Module):
+class ChannelShuffle(_OneCall):
     def __init__(self, groups):
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, input):
-        return F.channel_shuffle(input, self.groups)
-
-    def extra_repr(self):
-        return f"groups={self.groups}"
+        super().__init__(F.channel_shuffle, groups=groups)
 
 
 # UpsamplingNearest2d / UpsamplingBilinear2d: nn/shape_layers.py (subclasses of Upsample, as torch's)

@@ -58,39 +58,6 @@ class CrossEntropyLoss(Module):
         return ", ".join(parts)
 
 
-class MSELoss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        _check_reduction(reduction, "MSELoss")
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return F.mse_loss(input, target, reduction=self.reduction)
-
-    def extra_repr(self):
-        return f"reduction='{self.reduction}'"
-
-
-class BCEWithLogitsLoss(Module):
-    """Binary cross-entropy on logits; `weight` scales each element, `pos_weight` (one per
-    class, broadcast over the last dimension) the positive term."""
-
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__()
-        _check_reduction(reduction, "BCEWithLogitsLoss")
-        self.register_buffer("weight", _as_buffer(weight, "weight", "BCEWithLogitsLoss"))
-        self.register_buffer("pos_weight", _as_buffer(pos_weight, "pos_weight", "BCEWithLogitsLoss"))
-        self.reduction = reduction
-
-    def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight,
-                                                  reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
-
-    def extra_repr(self):
-        return f"reduction='{self.reduction}'"
-
-
 class _Loss(Module):
     """A loss whose options are `reduction` and a few named numbers (torch's _Loss: no
     extra_repr, so repr shows the class name alone)."""
@@ -106,6 +73,26 @@ class _ReductionLoss(_Loss):
 
     def extra_repr(self):
         return f"reduction='{self.reduction}'"
+
+
+class MSELoss(_ReductionLoss):
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_ReductionLoss):
+    """Binary cross-entropy on logits; `weight` scales each element, `pos_weight` (one per
+    class, broadcast over the last dimension) the positive term."""
+
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__(reduction)
+        self.register_buffer("weight", _as_buffer(weight, "weight", "BCEWithLogitsLoss"))
+        self.register_buffer("pos_weight", _as_buffer(pos_weight, "pos_weight", "BCEWithLogitsLoss"))
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight,
+                                                  reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
 
 
 class L1Loss(_ReductionLoss):

@@ -1,26 +1,20 @@
 """Modules that reshape, pad or resize: Flatten/Unflatten, Fold/Unfold, the *Pad1d/2d/3d
 family and Upsample*, each a thin wrapper over its tensor op or F.* function, with
 torch.nn's constructor arguments, defaults and printed form."""
+import tinytensor as tt
 import tinytensor.functional as F
 
+from ._one_call import _OneCall
 from .module import Module
 
 
-class Flatten(Module):
+class Flatten(_OneCall):
     def __init__(self, start_dim=1, end_dim=-1):
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, x):
-        return x.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self):
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+        super().__init__(tt.flatten, start_dim=start_dim, end_dim=end_dim)
 
 
-class Unflatten(Module):
+class Unflatten(_OneCall):
     def __init__(self, dim, unflattened_size):
-        super().__init__()
         if not isinstance(dim, int):
             raise TypeError(f"Unflatten: dim must be an int (named dimensions are not supported), "
                             f"got {type(dim).__name__}")
@@ -28,42 +22,19 @@ class Unflatten(Module):
                 not all(isinstance(s, int) for s in unflattened_size):
             raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, got "
                             f"{unflattened_size!r}")
-        self.dim, self.unflattened_size = dim, unflattened_size
-
-    def forward(self, x):
-        return x.unflatten(self.dim, self.unflattened_size)
-
-    def extra_repr(self):
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+        super().__init__(tt.unflatten, dim=dim, unflattened_size=unflattened_size)
 
 
-class Fold(Module):
+class Fold(_OneCall):
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.output_size, self.kernel_size = output_size, kernel_size
-        self.dilation, self.padding, self.stride = dilation, padding, stride
-
-    def forward(self, x):
-        return F.fold(x, self.output_size, self.kernel_size, self.dilation, self.padding,
-                      self.stride)
-
-    def extra_repr(self):
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
-                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
+        super().__init__(F.fold, output_size=output_size, kernel_size=kernel_size,
+                         dilation=dilation, padding=padding, stride=stride)
 
 
-class Unfold(Module):
+class Unfold(_OneCall):
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.kernel_size, self.dilation, self.padding, self.stride = \
-            kernel_size, dilation, padding, stride
-
-    def forward(self, x):
-        return F.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
+        super().__init__(F.unfold, kernel_size=kernel_size, dilation=dilation, padding=padding,
+                         stride=stride)
 
 
 # ---------------------------------------------------------------------- padding

@@ -43,3 +43,14 @@ def table_tests(cases, float32, check):
         check(fn, inputs, device="cuda")
 
     return test_float64, test_float32, test_cuda
+
+
+def error_tests(cases, error=ValueError):
+    """One test per (call, pattern) case: call() raises `error` with a message matching the
+    pattern (errors name the op): `test_errors = error_tests([...])`."""
+    @pytest.mark.parametrize("call, match", cases)
+    def test_errors(call, match):
+        with pytest.raises(error, match=match):
+            call()
+
+    return test_errors

@@ -3,7 +3,7 @@ float64 (each case is fn(m, *inputs), m tinytensor or torch; shapes are random i
 import pytest
 
 import tinytensor as tt
-from .cases import table_tests
+from .cases import error_tests, table_tests
 from .oracle import check
 
 CASES = {
@@ -31,15 +31,12 @@ test_diagonal, test_diagonal_float32, test_diagonal_cuda = table_tests(
     CASES, ["diagonal_dims", "diag_embed_offset", "diag_matrix"], check)
 
 
-@pytest.mark.parametrize("call, match", [
+test_errors = error_tests([
     (lambda: tt.zeros(3).diagonal(), r"diagonal: expected a tensor with at least 2 dimensions, got shape \(3,\)"),
     (lambda: tt.zeros(3, 3).diagonal(0, 1, -1), r"diagonal: diagonal dimensions cannot be identical \(1, -1\)"),
     (lambda: tt.zeros(2, 2, 2).diag(), r"diag: expected a 1-d or 2-d tensor, got shape \(2, 2, 2\)"),
     (lambda: tt.tensor(1.0).diag_embed(), r"diag_embed: expected a tensor with at least 1 dimension"),
 ])
-def test_errors(call, match):
-    with pytest.raises(ValueError, match=match):
-        call()
 
 
 def test_dim_out_of_range_names_the_op():
