@@ -14,6 +14,7 @@ is_conj() is always False and resolve_conj()/resolve_neg() return their input.
 """
 import math
 
+from ..core.forward_ad import linear_jvp
 from ..core.function import Function
 from ..core.primitives import cast
 from ..core.tensor import Tensor
@@ -32,10 +33,15 @@ def _check_tensor(x, op):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
-# ---------------------------------------------------------------- conjugation
-class ConjPhysical(Function):
+class _Linear(Function):
+    """A real-linear op (conj, the parts, the views) that handles complex itself.
+    Forward mode (issue 27) pushes a tangent through the map dz -> J dz: the op applied to it."""
     complex_rule = "own"
+    jvp = staticmethod(linear_jvp)
 
+
+# ---------------------------------------------------------------- conjugation
+class ConjPhysical(_Linear):
     @staticmethod
     def forward(ctx, x):
         return _xp(x).conj(x)
@@ -43,12 +49,6 @@ class ConjPhysical(Function):
     @staticmethod
     def backward(ctx, g):
         return ConjPhysical.apply(g)
-
-    # forward mode (issue 27): a tangent is pushed through the real-linear map dz -> J dz,
-    # so the linear ops (conj, parts, views, complex()) apply themselves to it
-    @staticmethod
-    def jvp(ctx, t):
-        return ConjPhysical.apply(t)
 
 
 def conj_physical(x):
@@ -84,9 +84,8 @@ def is_neg(x):
 
 
 # ---------------------------------------------------------------- parts
-class Real(Function):
+class Real(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -96,14 +95,9 @@ class Real(Function):
     def backward(ctx, g):   # a real gradient of the real part: the same, as a complex number
         return cast(g, ctx.in_meta[0][1])
 
-    @staticmethod
-    def jvp(ctx, t):
-        return Real.apply(t)
 
-
-class Imag(Function):
+class Imag(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -112,10 +106,6 @@ class Imag(Function):
     @staticmethod
     def backward(ctx, g):   # d/dy of the imaginary part: torch's gradient is i * g
         return Complex.apply(mul(g, 0.0), g)
-
-    @staticmethod
-    def jvp(ctx, t):
-        return Imag.apply(t)
 
 
 def real(x):
@@ -217,9 +207,8 @@ def polar(abs, angle):
 
 
 # ---------------------------------------------------------------- real <-> (..., 2) views
-class ViewAsReal(Function):
+class ViewAsReal(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -233,10 +222,6 @@ class ViewAsReal(Function):
     def backward(ctx, g):
         return ViewAsComplex.apply(g)
 
-    @staticmethod
-    def jvp(ctx, t):
-        return ViewAsReal.apply(t)
-
 
 def _as_complex(x):
     xp = _xp(x)
@@ -244,9 +229,8 @@ def _as_complex(x):
     return x.view(xp.result_type(x.dtype, xp.complex64))[..., 0]
 
 
-class ViewAsComplex(Function):
+class ViewAsComplex(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -255,10 +239,6 @@ class ViewAsComplex(Function):
     @staticmethod
     def backward(ctx, g):
         return ViewAsReal.apply(g)
-
-    @staticmethod
-    def jvp(ctx, t):
-        return ViewAsComplex.apply(t)
 
 
 def view_as_real(x):
