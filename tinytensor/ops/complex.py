@@ -33,10 +33,21 @@ def _check_tensor(x, op):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
-class _Linear(Function):
-    """A real-linear op (conj, the parts, the views) that handles complex itself.
-    Forward mode (issue 27) pushes a tangent through the map dz -> J dz: the op applied to it."""
+def _check_complex(x, op, refusal):
+    """x a complex Tensor, or a RuntimeError: `op`: `refusal` (naming {dtype} and {shape})."""
+    _check_tensor(x, op)
+    if not x.is_complex():
+        raise RuntimeError(f"{op}: " + refusal.format(dtype=x.dtype.name, shape=tuple(x.shape)))
+
+
+class _Own(Function):
+    """Every op of this module handles complex inputs itself (forward, backward and jvp)."""
     complex_rule = "own"
+
+
+class _Linear(_Own):
+    """A real-linear op (conj, the parts, the views). Forward mode (issue 27) pushes a tangent
+    through the map dz -> J dz: the op applied to it."""
     jvp = staticmethod(linear_jvp)
 
 
@@ -84,24 +95,26 @@ def is_neg(x):
 
 
 # ---------------------------------------------------------------- parts
-class Real(_Linear):
+class _Part(_Linear):
+    """x.real or x.imag (`part`): a view of the complex array's memory."""
     is_view = True
+    part = None
 
-    @staticmethod
-    def forward(ctx, x):
-        return x.real
+    @classmethod
+    def forward(cls, ctx, x):
+        return getattr(x, cls.part)
+
+
+class Real(_Part):
+    part = "real"
 
     @staticmethod
     def backward(ctx, g):   # a real gradient of the real part: the same, as a complex number
         return cast(g, ctx.in_meta[0][1])
 
 
-class Imag(_Linear):
-    is_view = True
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.imag
+class Imag(_Part):
+    part = "imag"
 
     @staticmethod
     def backward(ctx, g):   # d/dy of the imaginary part: torch's gradient is i * g
@@ -116,15 +129,12 @@ def real(x):
 
 def imag(x):
     """The imaginary part (a view); torch refuses it for real tensors, and so does tinytensor."""
-    _check_tensor(x, "imag")
-    if not x.is_complex():
-        raise RuntimeError(f"imag: is not implemented for tensors with non-complex dtypes (got "
-                           f"{x.dtype.name}, shape {tuple(x.shape)}), as in torch")
+    _check_complex(x, "imag", "is not implemented for tensors with non-complex dtypes (got "
+                   "{dtype}, shape {shape}), as in torch")
     return Imag.apply(x)
 
 
-class Complex(Function):
-    complex_rule = "own"
+class Complex(_Own):
 
     @staticmethod
     def forward(ctx, re, im):
@@ -165,8 +175,7 @@ def complex(real, imag):
     return Complex.apply(real, imag)
 
 
-class Polar(Function):
-    complex_rule = "own"
+class Polar(_Own):
 
     @staticmethod
     def forward(ctx, r, theta):
@@ -243,10 +252,7 @@ class ViewAsComplex(_Linear):
 
 def view_as_real(x):
     """A complex tensor's (..., 2) real view: [..., 0] the real, [..., 1] the imaginary parts."""
-    _check_tensor(x, "view_as_real")
-    if not x.is_complex():
-        raise RuntimeError(f"view_as_real: is only supported for complex tensors, got "
-                           f"{x.dtype.name} {tuple(x.shape)}")
+    _check_complex(x, "view_as_real", "is only supported for complex tensors, got {dtype} {shape}")
     return ViewAsReal.apply(x)
 
 
@@ -263,9 +269,8 @@ def view_as_complex(x):
 
 
 # ---------------------------------------------------------------- modulus, argument, sign
-class AbsComplex(Function):
+class AbsComplex(_Own):
     name = "abs"
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -285,8 +290,7 @@ def abs_complex(x):
     return AbsComplex.apply(x)
 
 
-class Angle(Function):
-    complex_rule = "own"
+class Angle(_Own):
 
     @staticmethod
     def forward(ctx, x):
@@ -323,8 +327,7 @@ def angle(x):
     return Angle.apply(x)
 
 
-class Sgn(Function):
-    complex_rule = "own"
+class Sgn(_Own):
 
     @staticmethod
     def forward(ctx, x):
