@@ -41,6 +41,11 @@ class Tensor(TensorMethods):
         self.data = data
         self._device = device
         self.requires_grad = False
+        self._no_history()
+
+    def _no_history(self):
+        """The fields of a tensor that no op has produced or changed yet (every constructor:
+        __init__, _make, func.batching.wrap)."""
         self.grad = None
         self.grad_fn = None
         self._out_index = 0
@@ -58,14 +63,7 @@ class Tensor(TensorMethods):
         t.data = data
         t._device = device
         t.requires_grad = requires_grad
-        t.grad = None
-        t.grad_fn = None
-        t._out_index = 0
-        t._version = [0, False]
-        t._base = None
-        t._hooks = None
-        t.name = None
-        t._fw = None
+        t._no_history()
         return t
 
     @classmethod
