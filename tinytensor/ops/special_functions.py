@@ -302,8 +302,27 @@ def xlog1py(input, other):
     return Xlogy.apply(*_float_operands(input, other, "special.xlog1py"), log1p=True)
 
 
-class Zeta(Function):
+class _SecondInputOnly:
+    """f(a, b) that torch differentiates in b only: `grad(ctx, g, a, b)` is b's gradient for
+    an output gradient g, and b's tangent for g = db; a gradient or tangent of a is refused by
+    name (`op(ctx)`, `first`). A mixin before Function."""
+
+    @classmethod
+    def backward(cls, ctx, g):
+        if ctx.needs_input_grad[0]:
+            _no_derivative(cls.op(ctx), cls.first)
+        return None, cls.grad(ctx, g, *ctx.saved_tensors)
+
+    @classmethod
+    def jvp(cls, ctx, ta, tb):
+        if ta is not None:
+            _no_derivative(cls.op(ctx), cls.first)
+        return cls.grad(ctx, tb, *ctx.saved_tensors)
+
+
+class Zeta(_SecondInputOnly, Function):
     """Hurwitz zeta(x, q) = sum_k (q + k)^-x; d/dq = -x zeta(x + 1, q), none in x (as torch)."""
+    first = "input (x)"
 
     @staticmethod
     def forward(ctx, x, q):
@@ -311,27 +330,22 @@ class Zeta(Function):
         return G.zeta(_xp(x), x, q).astype(x.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
-        x, q = ctx.saved_tensors
-        if ctx.needs_input_grad[0]:
-            _no_derivative("special.zeta", "input (x)")
-        return None, g * -x * Zeta.apply(x + 1.0, q)
+    def op(ctx):
+        return "special.zeta"
 
     @staticmethod
-    def jvp(ctx, tx, tq):
-        if tx is not None:
-            _no_derivative("special.zeta", "input (x)")
-        x, q = ctx.saved_tensors
-        return tq * -x * Zeta.apply(x + 1.0, q)
+    def grad(ctx, g, x, q):
+        return g * -x * Zeta.apply(x + 1.0, q)
 
 
 def zeta(input, other):
     return Zeta.apply(*_float_operands(input, other, "special.zeta"))
 
 
-class Igamma(Function):
+class Igamma(_SecondInputOnly, Function):
     """Regularized incomplete gamma P(a, x) (upper=False) or Q(a, x) (igammac); torch has a
     derivative in x only: +-x^(a-1) e^-x / Gamma(a)."""
+    first = "input (a)"
 
     @staticmethod
     def forward(ctx, a, x, upper):
@@ -339,21 +353,13 @@ class Igamma(Function):
         return G.igamma(_xp(a), a, x, upper).astype(a.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
-        a, x = ctx.saved_tensors
-        op = "igammac" if ctx.attrs["upper"] else "igamma"
-        if ctx.needs_input_grad[0]:
-            _no_derivative(op, "input (a)")
-        density = exp((a - 1.0) * log(x) - x - lgamma(a))
-        return None, (-g if ctx.attrs["upper"] else g) * density
+    def op(ctx):
+        return "igammac" if ctx.attrs["upper"] else "igamma"
 
     @staticmethod
-    def jvp(ctx, ta, tx):
-        if ta is not None:
-            _no_derivative("igammac" if ctx.attrs["upper"] else "igamma", "input (a)")
-        a, x = ctx.saved_tensors
+    def grad(ctx, g, a, x):
         density = exp((a - 1.0) * log(x) - x - lgamma(a))
-        return (-tx if ctx.attrs["upper"] else tx) * density
+        return (-g if ctx.attrs["upper"] else g) * density
 
 
 def igamma(input, other):
