@@ -535,15 +535,11 @@ def _unary_op(cls, op_name):
     return op
 
 
-bessel_j0 = _unary_op(BesselJ0, "special.bessel_j0")
-bessel_j1 = _unary_op(BesselJ1, "special.bessel_j1")
-bessel_y0 = _unary_op(BesselY0, "special.bessel_y0")
-bessel_y1 = _unary_op(BesselY1, "special.bessel_y1")
-modified_bessel_i0 = _unary_op(ModifiedBesselI0, "special.modified_bessel_i0")
-modified_bessel_i1 = _unary_op(ModifiedBesselI1, "special.modified_bessel_i1")
-modified_bessel_k0 = _unary_op(ModifiedBesselK0, "special.modified_bessel_k0")
-modified_bessel_k1 = _unary_op(ModifiedBesselK1, "special.modified_bessel_k1")
-scaled_modified_bessel_k0 = _unary_op(ScaledModifiedBesselK0, "special.scaled_modified_bessel_k0")
-scaled_modified_bessel_k1 = _unary_op(ScaledModifiedBesselK1, "special.scaled_modified_bessel_k1")
-spherical_bessel_j0 = _unary_op(SphericalBesselJ0, "special.spherical_bessel_j0")
-airy_ai = _unary_op(AiryAi, "special.airy_ai")
+# the public function of each class, named as torch.special names it
+(bessel_j0, bessel_j1, bessel_y0, bessel_y1, modified_bessel_i0, modified_bessel_i1,
+ modified_bessel_k0, modified_bessel_k1, scaled_modified_bessel_k0, scaled_modified_bessel_k1,
+ spherical_bessel_j0, airy_ai) = (
+    _unary_op(c, "special." + c.name)
+    for c in (BesselJ0, BesselJ1, BesselY0, BesselY1, ModifiedBesselI0, ModifiedBesselI1,
+              ModifiedBesselK0, ModifiedBesselK1, ScaledModifiedBesselK0, ScaledModifiedBesselK1,
+              SphericalBesselJ0, AiryAi))
