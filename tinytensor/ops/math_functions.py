@@ -390,6 +390,6 @@ def lerp(input, end, weight):
 
 
 # the functions the slopes call, as tinytensor ops; the array forms find them on numpy/cupy
-_TENSOR_MATH = SimpleNamespace(sqrt=sqrt, sinh=sinh, cosh=cosh, exp=exp, where=where, trunc=trunc,
-                               zeros_like=lambda t: Tensor._make(_xp(t.data).zeros_like(t.data),
-                                                                 t.device, False))
+_TENSOR_MATH = SimpleNamespace(
+    sqrt=sqrt, sinh=sinh, cosh=cosh, exp=exp, exp2=exp2, where=where, trunc=trunc,
+    zeros_like=lambda t: Tensor._make(_xp(t.data).zeros_like(t.data), t.device, False))
