@@ -1135,9 +1135,9 @@ def softsign(x):
 
 
 # ---------------------------------------------------------------- min/max/clamp/where
-class _Extreme:
-    """maximum / minimum of a and b: the gradient goes to the winner, ties split it. A mixin
-    before Function, as math_functions' _Unary: an op class only with its `np_name`."""
+class _SavedOperands:
+    """An elementwise op of a and b that saves both: forward is NumPy's (CuPy's) `np_name`.
+    A mixin before Function (as math_functions' _Unary), so that it is no op itself."""
     jvp = staticmethod(elementwise_jvp)
     np_name = None
 
@@ -1145,6 +1145,10 @@ class _Extreme:
     def forward(cls, ctx, a, b):
         ctx.save_for_backward(a, b)
         return getattr(_xp(a), cls.np_name)(a, b)
+
+
+class _Extreme(_SavedOperands):
+    """maximum / minimum of a and b: the gradient goes to the winner, ties split it."""
 
     @classmethod
     def backward(cls, ctx, g):
@@ -1509,14 +1513,9 @@ def view_dtype(x, dtype):
 
 
 # ---------------------------------------------------------------- remainder
-class Remainder(Function):
+class Remainder(_SavedOperands, Function):
     """a - floor(a / b) * b, with the sign of b (Python's and torch's `%`)."""
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).remainder(a, b)
+    np_name = "remainder"
 
     @staticmethod
     def backward(ctx, g):

@@ -17,9 +17,9 @@ from ..core.tensor import Tensor
 from ..core.forward_ad import elementwise_jvp
 from ..dtypes import float64, from_numpy_dtype
 from ..messages import OpError
-from .elementwise import (_Predicate, _xp, as_tensor_like, binary_operands, clone, div,
-                          float_operand, isnan, logical_not, mul, pow, where)
-from .math_functions import _Binary, _float_operands, exp2
+from .elementwise import (_Predicate, _SavedOperands, _xp, as_tensor_like, binary_operands,
+                          clone, div, float_operand, isnan, logical_not, mul, pow, where)
+from .math_functions import Logaddexp2, _float_operands, exp2
 
 __all__ = ["fmax", "fmin", "frac", "frexp", "ldexp", "gcd", "lcm", "heaviside", "nextafter",
            "signbit", "isneginf", "isposinf", "isin", "nan_to_num", "clamp_min",
@@ -37,16 +37,9 @@ def _zero_like(g):
     return g * 0.0
 
 
-class _Selecting(Function):
+class _Selecting(_SavedOperands, Function):
     """One of the two operands elementwise (NumPy's `np_name`: a maximum or a minimum); the
     gradient goes to a where `gets(a, b)`'s first mask is true, to b where its second is."""
-    np_name = None
-    jvp = staticmethod(elementwise_jvp)
-
-    @classmethod
-    def forward(cls, ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return getattr(_xp(a), cls.np_name)(a, b)
 
     @classmethod
     def backward(cls, ctx, g):
@@ -197,15 +190,10 @@ def heaviside(input, values):
     return Heaviside.apply(x, values)
 
 
-class Nextafter(Function):
+class Nextafter(_SavedOperands, Function):
     """The next float after x toward y; torch's gradient: dx = g where x != y (0 where the
     result is y itself), dy = 0."""
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).nextafter(a, b)
+    np_name = "nextafter"
 
     @staticmethod
     def backward(ctx, g):
@@ -377,15 +365,6 @@ def float_power(input, exponent):
     exponent = _tensor(exponent, "float_power")
     exponent = cast(exponent, float64) if exponent.dtype is not float64 else exponent
     return pow(as_tensor_like(float(input), exponent), exponent)
-
-
-class Logaddexp2(_Binary, Function):
-    """log2(2^a + 2^b), as math_functions' logaddexp: one formula for Tensors and arrays."""
-    np_name = "logaddexp2"
-
-    @staticmethod
-    def grads(g, a, b, out, m):
-        return g / (m.exp2(b - a) + 1.0), g / (m.exp2(a - b) + 1.0)
 
 
 def logaddexp2(input, other):
