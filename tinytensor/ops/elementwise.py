@@ -1104,24 +1104,30 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 
 
-class Softsign(Function):
-    """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 is written once for Tensors
-    (backward, differentiable again) and arrays (backward_arrays, first order)."""
+class _BySlope:
+    """backward = g * slope(x, m) of the saved input x, the slope written once: m is
+    `tensor_math` (tinytensor ops: differentiable again) in backward, `array_math(xp)` in
+    backward_arrays (first order). A mixin before Function."""
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * cls._slope(ctx.saved_tensor(0), cls.tensor_math)
+
+    @classmethod
+    def backward_arrays(cls, ctx, g):
+        x = ctx.saved_array(0)
+        return g * cls._slope(x, cls.array_math(_xp(x)))
+
+
+class Softsign(_BySlope, Function):
+    """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 in terms of an `abs`."""
     jvp = staticmethod(elementwise_jvp)
+    tensor_math, array_math = staticmethod(absolute), staticmethod(lambda xp: xp.abs)
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
         return x / (1.0 + _xp(x).abs(x))
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * Softsign._slope(ctx.saved_tensor(0), absolute)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        return g * Softsign._slope(x, _xp(x).abs)
 
     @staticmethod
     def _slope(x, abs):
