@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from .core.function import Function
+from .core.forward_ad import linear_jvp
 from .core.primitives import cast
 from .core.tensor import Tensor
 from .dtypes import float32, float64, get_default_dtype
@@ -41,42 +42,40 @@ def _cast_result(out, like):
     return out if out.dtype == want else out.astype(want)
 
 
+def _scaled(out, scale):
+    if scale != 1:
+        out *= out.real.dtype.type(scale)
+    return out
+
+
 # ---------------------------------------------------------------- the three recorded ops
-class C2C(Function):
-    name = "fft_c2c"
+class _Transform(Function):
     complex_rule = "own"
+    jvp = staticmethod(linear_jvp)   # (real-)linear: the transform of the tangent
+
+
+class C2C(_Transform):
+    name = "fft_c2c"
 
     @staticmethod
     def forward(ctx, x, axes, inverse, scale):
         xp = _xp(x)
         out = (xp.fft.ifftn(x, axes=axes, norm="forward") if inverse
                else xp.fft.fftn(x, axes=axes, norm="backward"))
-        out = _cast_result(out, x.dtype)
-        if scale != 1:
-            out *= out.real.dtype.type(scale)
-        return out
+        return _scaled(_cast_result(out, x.dtype), scale)
 
     @staticmethod
     def backward(ctx, g):
         a = ctx.attrs
         return C2C.apply(g, axes=a["axes"], inverse=not a["inverse"], scale=a["scale"])
 
-    @staticmethod
-    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
-        return C2C.apply(t, **ctx.attrs)
 
-
-class R2C(Function):
+class R2C(_Transform):
     name = "fft_r2c"
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x, axis, scale):
-        xp = _xp(x)
-        out = _cast_result(xp.fft.rfft(x, axis=axis, norm="backward"), x.dtype)
-        if scale != 1:
-            out *= out.real.dtype.type(scale)
-        return out
+        return _scaled(_cast_result(_xp(x).fft.rfft(x, axis=axis, norm="backward"), x.dtype), scale)
 
     @staticmethod
     def backward(ctx, g):
@@ -84,24 +83,16 @@ class R2C(Function):
         full = _resize(g, axis, n)   # the half spectrum, zero-padded to n
         return _real(C2C.apply(full, axes=(axis,), inverse=True, scale=ctx.attrs["scale"]))
 
-    @staticmethod
-    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
-        return R2C.apply(t, **ctx.attrs)
 
-
-class C2R(Function):
+class C2R(_Transform):
     name = "fft_c2r"
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x, axis, n, scale):
         xp = _xp(x)
         out = xp.fft.irfft(x, n=n, axis=axis, norm="forward")
         want = np.float32 if x.dtype == np.complex64 else np.float64
-        out = out if out.dtype == want else out.astype(want)
-        if scale != 1:
-            out *= out.dtype.type(scale)
-        return out
+        return _scaled(out if out.dtype == want else out.astype(want), scale)
 
     @staticmethod
     def backward(ctx, g):
@@ -117,10 +108,6 @@ class C2R(Function):
         shape[axis] = m
         from .creation import tensor
         return gi * tensor(w.reshape(shape), dtype=g.dtype, device=g.device)   # a constant of sizes
-
-    @staticmethod
-    def jvp(ctx, t):   # (real-)linear: the transform of the tangent
-        return C2R.apply(t, **ctx.attrs)
 
 
 def _real(z):
@@ -219,27 +206,34 @@ def _numel(sizes):
 
 
 # ---------------------------------------------------------------- the transforms
-def _c2c(x, s, dims, norm, inverse, op):
+def _operand(x, op, real):
+    """x checked, as a real (real=True) or complex tensor of at least one dimension."""
     _check(x, op)
-    x = _as_complex(x)
+    x = _as_real(x, op) if real else _as_complex(x)
     if x.ndim == 0:
         raise RuntimeError(f"{op}: expects a tensor with at least one dimension, got a 0-d tensor")
-    s = tuple(x.shape[d] for d in dims) if s is None else s
+    return x
+
+
+def _resized(x, dims, s, op):
     for d, n in zip(dims, s):
         x = _resize(x, d, _positive(n, op))
+    return x
+
+
+def _c2c(x, s, dims, norm, inverse, op):
+    x = _operand(x, op, real=False)
+    s = tuple(x.shape[d] for d in dims) if s is None else s
+    x = _resized(x, dims, s, op)
     scale = _norm_scale(norm, _numel(s), not inverse, op)
     return C2C.apply(x, axes=dims, inverse=inverse, scale=scale)
 
 
 def _r2c(x, s, dims, norm, forward, op):
     """rfftn (forward) or ihfftn (the conjugate of the inverse): real in, half spectrum out."""
-    _check(x, op)
-    x = _as_real(x, op)
-    if x.ndim == 0:
-        raise RuntimeError(f"{op}: expects a tensor with at least one dimension, got a 0-d tensor")
+    x = _operand(x, op, real=True)
     s = tuple(x.shape[d] for d in dims) if s is None else s
-    for d, n in zip(dims, s):
-        x = _resize(x, d, _positive(n, op))
+    x = _resized(x, dims, s, op)
     scale = _norm_scale(norm, _numel(s), forward, op)
     out = R2C.apply(x, axis=dims[-1], scale=1.0 if len(dims) > 1 else scale)
     if len(dims) > 1:
@@ -252,16 +246,11 @@ def _r2c(x, s, dims, norm, forward, op):
 
 def _c2r(x, s, dims, norm, forward, op):
     """irfftn (inverse) or hfftn (forward, of the conjugate): half spectrum in, real out."""
-    _check(x, op)
-    x = _as_complex(x)
-    if x.ndim == 0:
-        raise RuntimeError(f"{op}: expects a tensor with at least one dimension, got a 0-d tensor")
+    x = _operand(x, op, real=False)
     if s is None:
         s = tuple(x.shape[d] for d in dims[:-1]) + (2 * (x.shape[dims[-1]] - 1),)
     last = _positive(s[-1], op)
-    for d, n in zip(dims[:-1], s[:-1]):
-        x = _resize(x, d, _positive(n, op))
-    x = _resize(x, dims[-1], last // 2 + 1)
+    x = _resize(_resized(x, dims[:-1], s[:-1], op), dims[-1], last // 2 + 1)
     if forward:
         from .ops.complex import conj
         x = conj(x)
@@ -271,92 +260,39 @@ def _c2r(x, s, dims, norm, forward, op):
     return C2R.apply(x, axis=dims[-1], n=last, scale=scale)
 
 
-def _one(dim):
-    return (dim,)
+# The public transforms, made from one table: each is `kind` (_c2c, _r2c or _c2r) with its
+# flag (inverse, or forward for the real ones) over one dim, n dims, or the last two.
+def _named(fn, op):
+    fn.__name__ = fn.__qualname__ = op
+    return fn
 
 
-def fft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "fft")
-    return _c2c(input, s, dims, norm, False, "fft")
+def _over_one(op, kind, flag):
+    def transform(input, n=None, dim=-1, norm=None):
+        s, dims = _dims(input, None if n is None else (n,), (dim,), op)
+        return kind(input, s, dims, norm, flag, op)
+    return _named(transform, op)
 
 
-def ifft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "ifft")
-    return _c2c(input, s, dims, norm, True, "ifft")
+def _over_n(op, kind, flag):
+    def transform(input, s=None, dim=None, norm=None):
+        s, dims = _dims(input, s, dim, op)
+        return kind(input, s, dims, norm, flag, op)
+    return _named(transform, op)
 
 
-def rfft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "rfft")
-    return _r2c(input, s, dims, norm, True, "rfft")
+def _over_two(op, transform_n):
+    def transform(input, s=None, dim=(-2, -1), norm=None):
+        return transform_n(input, s, dim, norm)
+    return _named(transform, op)
 
 
-def ihfft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "ihfft")
-    return _r2c(input, s, dims, norm, False, "ihfft")
-
-
-def irfft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "irfft")
-    return _c2r(input, s, dims, norm, False, "irfft")
-
-
-def hfft(input, n=None, dim=-1, norm=None):
-    s, dims = _dims(input, None if n is None else (n,), _one(dim), "hfft")
-    return _c2r(input, s, dims, norm, True, "hfft")
-
-
-def fftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "fftn")
-    return _c2c(input, s, dims, norm, False, "fftn")
-
-
-def ifftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "ifftn")
-    return _c2c(input, s, dims, norm, True, "ifftn")
-
-
-def rfftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "rfftn")
-    return _r2c(input, s, dims, norm, True, "rfftn")
-
-
-def ihfftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "ihfftn")
-    return _r2c(input, s, dims, norm, False, "ihfftn")
-
-
-def irfftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "irfftn")
-    return _c2r(input, s, dims, norm, False, "irfftn")
-
-
-def hfftn(input, s=None, dim=None, norm=None):
-    s, dims = _dims(input, s, dim, "hfftn")
-    return _c2r(input, s, dims, norm, True, "hfftn")
-
-
-def fft2(input, s=None, dim=(-2, -1), norm=None):
-    return fftn(input, s, dim, norm)
-
-
-def ifft2(input, s=None, dim=(-2, -1), norm=None):
-    return ifftn(input, s, dim, norm)
-
-
-def rfft2(input, s=None, dim=(-2, -1), norm=None):
-    return rfftn(input, s, dim, norm)
-
-
-def irfft2(input, s=None, dim=(-2, -1), norm=None):
-    return irfftn(input, s, dim, norm)
-
-
-def hfft2(input, s=None, dim=(-2, -1), norm=None):
-    return hfftn(input, s, dim, norm)
-
-
-def ihfft2(input, s=None, dim=(-2, -1), norm=None):
-    return ihfftn(input, s, dim, norm)
+_KINDS = {"fft": (_c2c, False), "ifft": (_c2c, True), "rfft": (_r2c, True),
+          "ihfft": (_r2c, False), "irfft": (_c2r, False), "hfft": (_c2r, True)}
+fft, ifft, rfft, ihfft, irfft, hfft = (_over_one(op, *_KINDS[op]) for op in _KINDS)
+fftn, ifftn, rfftn, ihfftn, irfftn, hfftn = (_over_n(op + "n", *_KINDS[op]) for op in _KINDS)
+fft2, ifft2, rfft2, ihfft2, irfft2, hfft2 = (
+    _over_two(op + "2", n) for op, n in zip(_KINDS, (fftn, ifftn, rfftn, ihfftn, irfftn, hfftn)))
 
 
 # ---------------------------------------------------------------- helpers

@@ -346,23 +346,12 @@ class SymInt(int):
             return self.poly != p
         return result
 
-    def __eq__(self, o):
-        return self._compare(o, "==")
-
-    def __ne__(self, o):
-        return self._compare(o, "!=")
-
-    def __lt__(self, o):
-        return self._compare(o, "<")
-
-    def __le__(self, o):
-        return self._compare(o, "<=")
-
-    def __gt__(self, o):
-        return self._compare(o, ">")
-
-    def __ge__(self, o):
-        return self._compare(o, ">=")
+    __eq__ = functools.partialmethod(_compare, op="==")
+    __ne__ = functools.partialmethod(_compare, op="!=")
+    __lt__ = functools.partialmethod(_compare, op="<")
+    __le__ = functools.partialmethod(_compare, op="<=")
+    __gt__ = functools.partialmethod(_compare, op=">")
+    __ge__ = functools.partialmethod(_compare, op=">=")
 
     def __bool__(self):
         if _active:

@@ -118,6 +118,7 @@ SAMPLES = {
     "Atan2": lambda: tt.atan2(_t((3, 4)), tt.tensor(np.r_[0.0, 1.0, -1.0, 0.5], dtype=tt.float64, requires_grad=True)),
     "Hypot": lambda: tt.hypot(_t((3, 4)), _t((4,))),
     "Logaddexp": lambda: tt.logaddexp(_t((3, 4)) * 5, _t((3, 1))),
+    "Logaddexp2": lambda: tt.logaddexp2(_t((3, 4)) * 5, _t((3, 1))),
     "Copysign": lambda: tt.copysign(tt.tensor(np.r_[0.0, -0.0, 1.5, -2.0], dtype=tt.float64, requires_grad=True), _t((3, 4))),
     "Fmod": lambda: tt.fmod(_t((3, 4)) * 3, _positive((4,))),
     "Lerp": [lambda: tt.lerp(_t((3, 4)), _t((4,)), _t((3, 1))), lambda: tt.lerp(_t((3, 4)), _t((3, 4)), 0.7)],

@@ -41,6 +41,11 @@ class Tensor(TensorMethods):
         self.data = data
         self._device = device
         self.requires_grad = False
+        self._no_history()
+
+    def _no_history(self):
+        """The fields of a tensor that no op has produced or changed yet (__init__,
+        func.batching.wrap; _make writes them out)."""
         self.grad = None
         self.grad_fn = None
         self._out_index = 0
@@ -54,6 +59,8 @@ class Tensor(TensorMethods):
     def _make(cls, data, device, requires_grad):
         if isinstance(data, np.generic):  # NumPy ufuncs return scalars for 0-d inputs
             data = np.asarray(data)
+        # the fields of _no_history written out: this is every op result's constructor, and
+        # calling it costs ~100 ns, 3% of a small op (x + y of 64 floats: 3.0 us, 2-core EPYC)
         t = object.__new__(cls)
         t.data = data
         t._device = device

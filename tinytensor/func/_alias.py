@@ -12,13 +12,7 @@ class Alias(Function):
     def forward(ctx, x):
         return x.view()
 
-    @staticmethod
-    def backward(ctx, g):
-        return g
-
-    @staticmethod
-    def jvp(ctx, t):
-        return t
+    backward = jvp = staticmethod(lambda ctx, g: g)   # the identity's gradient and tangent
 
 
 def alias(x):

@@ -24,6 +24,8 @@ lifted tensor, whose gradient holds one slice per example. The rules for matmul,
 and the norms keep a lifted weight one GEMM / one table in the forward pass.
 """
 
+import contextlib
+
 from ..core.function import BATCHING, Function
 from ..core import engine
 from ..core.grad_mode import STATE, transform_label
@@ -124,14 +126,8 @@ def wrap(value, bdim, level):
     t._value = value
     t._bdim = bdim
     t._level = level
-    t.grad = None
-    t.grad_fn = None
-    t._out_index = 0
-    t._version = value._version
-    t._base = None
-    t._hooks = None
-    t.name = None
-    t._fw = None
+    t._no_history()
+    t._version = value._version   # the physical tensor's counter: a write to either is seen
     return t
 
 
@@ -420,7 +416,7 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
             gos = [select(c._value, c._bdim, i) if c._level is lvl else c for c in grad_outputs]
         # nothing here is batched at lvl or inside it: run with those levels popped, so the
         # engine does not come back here once per example
-        with _Popped(lvl.depth) if outside else _NoPop():
+        with _Popped(lvl.depth) if outside else contextlib.nullcontext():
             per.append(engine.run_backward(outputs, gos, True if i < lvl.size - 1 else
                                            retain_graph, create_graph, inputs, allow_unused, graph))
     out = []
@@ -432,14 +428,6 @@ def _per_cotangent(outputs, grad_outputs, k, retain_graph, create_graph, inputs,
         with _Popped(lvl.depth):
             out.append(wrap(stack0(col), 0, lvl))
     return out
-
-
-class _NoPop:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _install():

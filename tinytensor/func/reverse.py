@@ -6,6 +6,8 @@ respect to their own inputs only. The gradient is built as a graph (create_graph
 something outside can still differentiate it: an outer grad/vjp transform, an input on a tape.
 Inside an open jvp level the backward runs as tinytensor ops (core/engine.py), so a gradient
 carries its tangent (forward-over-reverse)."""
+import contextlib
+
 from ..core.engine import run_backward
 from ..core.grad_mode import STATE, enable_grad
 from ..core.tensor import Tensor
@@ -72,7 +74,7 @@ class _Prepared:
         live = [(o, c) for o, c in zip(outs, cots) if o.requires_grad]
         if live:
             graph = self.graph or any(c.requires_grad for _, c in live)
-            with _Depth() if graph else _Null():
+            with _Depth() if graph else contextlib.nullcontext():
                 gs = run_backward([o for o, _ in live], [c for _, c in live], retain_graph=retain,
                                   create_graph=graph, inputs=flat, allow_unused=True)
         else:
@@ -89,14 +91,6 @@ def _detached(x):
     t = x.detach()
     t._fw = x._fw
     return t
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _scalar_out(out, api, f):

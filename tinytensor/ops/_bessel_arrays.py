@@ -79,16 +79,20 @@ def i0e(xp, x):
         return xp.where(xp.isinf(x), 0.0, _i_scaled(xp, x, 0))
 
 
-def i0(xp, x):
-    x = _f64(xp, x)
+def _i_of_abs(xp, x, n):
+    """I_n(|x|) for n = 0, 1 (x float64): the series up to _SERIES_I_MAX, the asymptotic form
+    beyond, e^a / sqrt(2 pi a) split in two factors so it overflows only where I_n does."""
     with np.errstate(all="ignore"):
         a = xp.abs(x)
         small = a <= _SERIES_I_MAX
         big = xp.where(small, _SERIES_I_MAX + 1.0, a)
-        # e^a / sqrt(2 pi a) split in two factors so it overflows only where I0 does
         half = xp.exp(0.5 * big)
-        asym = half * (_asym_scaled(xp, big, 0, "i") / xp.sqrt(2.0 * math.pi * big)) * half
-        return xp.where(small, _series_i(xp, xp.where(small, a, 0.0), 0), asym)
+        asym = half * (_asym_scaled(xp, big, n, "i") / xp.sqrt(2.0 * math.pi * big)) * half
+        return xp.where(small, _series_i(xp, xp.where(small, a, 0.0), n), asym)
+
+
+def i0(xp, x):
+    return _i_of_abs(xp, _f64(xp, x), 0)
 
 
 def i1e(xp, x):
@@ -98,16 +102,9 @@ def i1e(xp, x):
         return xp.where(xp.isinf(x), 0.0, out)
 
 
-def i1(xp, x):
+def i1(xp, x):   # odd
     x = _f64(xp, x)
-    with np.errstate(all="ignore"):
-        a = xp.abs(x)
-        small = a <= _SERIES_I_MAX
-        big = xp.where(small, _SERIES_I_MAX + 1.0, a)
-        half = xp.exp(0.5 * big)
-        asym = half * (_asym_scaled(xp, big, 1, "i") / xp.sqrt(2.0 * math.pi * big)) * half
-        out = xp.where(small, _series_i(xp, xp.where(small, a, 0.0), 1), asym)
-        return xp.copysign(out, x)
+    return xp.copysign(_i_of_abs(xp, x, 1), x)
 
 
 # ---------------------------------------------------------------- K

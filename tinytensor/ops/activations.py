@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.rules import Rule
-from .elementwise import (_sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
+from .elementwise import (_BySlope, _sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
                           tanh, where)
 from .inplace import apply_inplace
 
@@ -92,34 +92,39 @@ def celu(input, alpha=1.0, inplace=False):
         float_operand(t, "celu"), alpha=float(alpha), scale=1.0, input_scale=1.0 / alpha))
 
 
+class _OfInput:
+    """An elementwise activation y = `value(xp, x, **attrs)` (computed, then cast to x's dtype)
+    that saves x. Its Jacobian is diagonal (symmetric): the tangent is its backward applied to
+    it. A mixin before Function."""
+
+    @classmethod
+    def forward(cls, ctx, x, **attrs):
+        ctx.save_for_backward(x)
+        return cls.value(_xp(x), x, **attrs).astype(x.dtype, copy=False)
+
+    @classmethod
+    def jvp(cls, ctx, t):
+        return cls.backward(ctx, t)
+
+
 # ---------------------------------------------------------------- mish
 def _array_softplus(xp, x):
     return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
 
 
-class Mish(Function):
+_TENSOR_MATH = SimpleNamespace(tanh=tanh, softplus=softplus, sigmoid=sigmoid)
+
+
+class Mish(_OfInput, _BySlope, Function):
     """x * tanh(softplus(x)), softplus computed without overflow."""
     compile_rule = Rule(transcendental=True)
+    tensor_math = _TENSOR_MATH
+    array_math = staticmethod(lambda xp: SimpleNamespace(
+        tanh=xp.tanh, softplus=lambda a: _array_softplus(xp, a), sigmoid=lambda a: _sigmoid(xp, a)))
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        xp = _xp(x)
-        return (x * xp.tanh(_array_softplus(xp, x))).astype(x.dtype, copy=False)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * Mish._slope(ctx.saved_tensor(0), _TENSOR_MATH)
-
-    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        xp = _xp(x)
-        m = SimpleNamespace(tanh=xp.tanh, softplus=lambda a: _array_softplus(xp, a),
-                            sigmoid=lambda a: _sigmoid(xp, a))
-        return g * Mish._slope(x, m)
+    def value(xp, x):
+        return x * xp.tanh(_array_softplus(xp, x))
 
     @staticmethod
     def _slope(x, m):
@@ -132,22 +137,18 @@ def mish(input, inplace=False):
 
 
 # ---------------------------------------------------------------- piecewise linear
-class Hardswish(Function):
+class Hardswish(_OfInput, Function):
     """x * relu6(x + 3) / 6; torch's slope is x / 3 + 1/2 strictly inside (-3, 3), 0 from -3
     down and 1 from 3 up."""
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        xp = _xp(x)
-        return (x * xp.clip(x + 3.0, 0.0, 6.0) / 6.0).astype(x.dtype, copy=False)
+    def value(xp, x):
+        return x * xp.clip(x + 3.0, 0.0, 6.0) / 6.0
 
     @staticmethod
     def backward(ctx, g):
         x = ctx.saved_tensor(0)
         return g * where(x <= -3.0, 0.0, where(x < 3.0, x / 3.0 + 0.5, 1.0))
-
-    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -157,20 +158,17 @@ class Hardswish(Function):
         return g * slope.astype(x.dtype, copy=False)
 
 
-class Hardsigmoid(Function):
+class Hardsigmoid(_OfInput, Function):
     """relu6(x + 3) / 6; the slope 1/6 strictly inside (-3, 3), as torch."""
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return (_xp(x).clip(x + 3.0, 0.0, 6.0) / 6.0).astype(x.dtype, copy=False)
+    def value(xp, x):
+        return xp.clip(x + 3.0, 0.0, 6.0) / 6.0
 
     @staticmethod
     def backward(ctx, g):
         x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
         return where(lt(absolute(x), 3.0), g * (1.0 / 6.0), 0.0)
-
-    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -179,21 +177,18 @@ class Hardsigmoid(Function):
         return xp.where(xp.abs(x) < 3.0, g * g.dtype.type(1.0 / 6.0), g.dtype.type(0))
 
 
-class Hardtanh(Function):
+class Hardtanh(_OfInput, Function):
     """clamp(x, min_val, max_val); the gradient passes strictly inside, as torch (so relu6,
     which is hardtanh(x, 0, 6), has a zero gradient at 0 and at 6)."""
 
     @staticmethod
-    def forward(ctx, x, min_val, max_val):
-        ctx.save_for_backward(x)
-        return _xp(x).clip(x, min_val, max_val).astype(x.dtype, copy=False)
+    def value(xp, x, min_val, max_val):
+        return xp.clip(x, min_val, max_val)
 
     @staticmethod
     def backward(ctx, g):   # a select, as torch's: a nan g stays out where x is clamped
         x, a = ctx.saved_tensor(0), ctx.attrs
         return where((x > a["min_val"]) & (x < a["max_val"]), g, 0.0)
-
-    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -231,21 +226,17 @@ def relu6(input, inplace=False):
 
 
 # ---------------------------------------------------------------- logsigmoid, softmin
-class Logsigmoid(Function):
+class Logsigmoid(_OfInput, Function):
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for any finite x."""
     compile_rule = Rule(transcendental=True)
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        xp = _xp(x)
-        return (xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))).astype(x.dtype, copy=False)
+    def value(xp, x):
+        return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
 
     @staticmethod
     def backward(ctx, g):
         return g * sigmoid(neg(ctx.saved_tensor(0)))
-
-    jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -274,6 +265,3 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
     return neg(input).softmax(dim)  # softmax lies above this family: through the method
-
-
-_TENSOR_MATH = SimpleNamespace(tanh=tanh, softplus=softplus, sigmoid=sigmoid)

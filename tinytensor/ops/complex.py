@@ -14,6 +14,7 @@ is_conj() is always False and resolve_conj()/resolve_neg() return their input.
 """
 import math
 
+from ..core.forward_ad import linear_jvp
 from ..core.function import Function
 from ..core.primitives import cast
 from ..core.tensor import Tensor
@@ -32,10 +33,26 @@ def _check_tensor(x, op):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 
-# ---------------------------------------------------------------- conjugation
-class ConjPhysical(Function):
+def _check_complex(x, op, refusal):
+    """x a complex Tensor, or a RuntimeError: `op`: `refusal` (naming {dtype} and {shape})."""
+    _check_tensor(x, op)
+    if not x.is_complex():
+        raise RuntimeError(f"{op}: " + refusal.format(dtype=x.dtype.name, shape=tuple(x.shape)))
+
+
+class _Own(Function):
+    """Every op of this module handles complex inputs itself (forward, backward and jvp)."""
     complex_rule = "own"
 
+
+class _Linear(_Own):
+    """A real-linear op (conj, the parts, the views). Forward mode (issue 27) pushes a tangent
+    through the map dz -> J dz: the op applied to it."""
+    jvp = staticmethod(linear_jvp)
+
+
+# ---------------------------------------------------------------- conjugation
+class ConjPhysical(_Linear):
     @staticmethod
     def forward(ctx, x):
         return _xp(x).conj(x)
@@ -43,12 +60,6 @@ class ConjPhysical(Function):
     @staticmethod
     def backward(ctx, g):
         return ConjPhysical.apply(g)
-
-    # forward mode (issue 27): a tangent is pushed through the real-linear map dz -> J dz,
-    # so the linear ops (conj, parts, views, complex()) apply themselves to it
-    @staticmethod
-    def jvp(ctx, t):
-        return ConjPhysical.apply(t)
 
 
 def conj_physical(x):
@@ -84,38 +95,30 @@ def is_neg(x):
 
 
 # ---------------------------------------------------------------- parts
-class Real(Function):
+class _Part(_Linear):
+    """x.real or x.imag (`part`): a view of the complex array's memory."""
     is_view = True
-    complex_rule = "own"
+    part = None
 
-    @staticmethod
-    def forward(ctx, x):
-        return x.real
+    @classmethod
+    def forward(cls, ctx, x):
+        return getattr(x, cls.part)
+
+
+class Real(_Part):
+    part = "real"
 
     @staticmethod
     def backward(ctx, g):   # a real gradient of the real part: the same, as a complex number
         return cast(g, ctx.in_meta[0][1])
 
-    @staticmethod
-    def jvp(ctx, t):
-        return Real.apply(t)
 
-
-class Imag(Function):
-    is_view = True
-    complex_rule = "own"
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.imag
+class Imag(_Part):
+    part = "imag"
 
     @staticmethod
     def backward(ctx, g):   # d/dy of the imaginary part: torch's gradient is i * g
         return Complex.apply(mul(g, 0.0), g)
-
-    @staticmethod
-    def jvp(ctx, t):
-        return Imag.apply(t)
 
 
 def real(x):
@@ -126,15 +129,12 @@ def real(x):
 
 def imag(x):
     """The imaginary part (a view); torch refuses it for real tensors, and so does tinytensor."""
-    _check_tensor(x, "imag")
-    if not x.is_complex():
-        raise RuntimeError(f"imag: is not implemented for tensors with non-complex dtypes (got "
-                           f"{x.dtype.name}, shape {tuple(x.shape)}), as in torch")
+    _check_complex(x, "imag", "is not implemented for tensors with non-complex dtypes (got "
+                   "{dtype}, shape {shape}), as in torch")
     return Imag.apply(x)
 
 
-class Complex(Function):
-    complex_rule = "own"
+class Complex(_Own):
 
     @staticmethod
     def forward(ctx, re, im):
@@ -175,8 +175,7 @@ def complex(real, imag):
     return Complex.apply(real, imag)
 
 
-class Polar(Function):
-    complex_rule = "own"
+class Polar(_Own):
 
     @staticmethod
     def forward(ctx, r, theta):
@@ -217,9 +216,8 @@ def polar(abs, angle):
 
 
 # ---------------------------------------------------------------- real <-> (..., 2) views
-class ViewAsReal(Function):
+class ViewAsReal(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -233,10 +231,6 @@ class ViewAsReal(Function):
     def backward(ctx, g):
         return ViewAsComplex.apply(g)
 
-    @staticmethod
-    def jvp(ctx, t):
-        return ViewAsReal.apply(t)
-
 
 def _as_complex(x):
     xp = _xp(x)
@@ -244,9 +238,8 @@ def _as_complex(x):
     return x.view(xp.result_type(x.dtype, xp.complex64))[..., 0]
 
 
-class ViewAsComplex(Function):
+class ViewAsComplex(_Linear):
     is_view = True
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -256,17 +249,10 @@ class ViewAsComplex(Function):
     def backward(ctx, g):
         return ViewAsReal.apply(g)
 
-    @staticmethod
-    def jvp(ctx, t):
-        return ViewAsComplex.apply(t)
-
 
 def view_as_real(x):
     """A complex tensor's (..., 2) real view: [..., 0] the real, [..., 1] the imaginary parts."""
-    _check_tensor(x, "view_as_real")
-    if not x.is_complex():
-        raise RuntimeError(f"view_as_real: is only supported for complex tensors, got "
-                           f"{x.dtype.name} {tuple(x.shape)}")
+    _check_complex(x, "view_as_real", "is only supported for complex tensors, got {dtype} {shape}")
     return ViewAsReal.apply(x)
 
 
@@ -283,9 +269,8 @@ def view_as_complex(x):
 
 
 # ---------------------------------------------------------------- modulus, argument, sign
-class AbsComplex(Function):
+class AbsComplex(_Own):
     name = "abs"
-    complex_rule = "own"
 
     @staticmethod
     def forward(ctx, x):
@@ -305,8 +290,7 @@ def abs_complex(x):
     return AbsComplex.apply(x)
 
 
-class Angle(Function):
-    complex_rule = "own"
+class Angle(_Own):
 
     @staticmethod
     def forward(ctx, x):
@@ -343,8 +327,7 @@ def angle(x):
     return Angle.apply(x)
 
 
-class Sgn(Function):
-    complex_rule = "own"
+class Sgn(_Own):
 
     @staticmethod
     def forward(ctx, x):

@@ -18,6 +18,7 @@ windows cover; a negative high pad drops trailing input rows that no window reac
 import itertools
 import math
 import numbers
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -138,94 +139,69 @@ def conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups):
 
 
 # ---------------------------------------------------------------- the three Functions
-class Conv(Function):
-    @staticmethod
-    def forward(ctx, x, w, stride, pads, dilation, groups):
-        ctx.save_for_backward(x, w)
-        return conv_arrays(x, w, stride, pads, dilation, groups)
+# y = conv(x, w) is bilinear, and each of its adjoints is one of its three faces: Conv
+# (x, w -> y), ConvTranspose (g, w -> x-shaped, the input gradient) and ConvWeight (x, g ->
+# w-shaped, the weight gradient). Each face's gradients are two other faces, written once
+# (`grads`) for Tensors (backward, differentiable again) and arrays (backward_arrays).
+_TENSOR_FACES = SimpleNamespace(
+    conv=lambda x, w, **a: Conv.apply(x, w, **a),
+    input_grad=lambda g, w, size, **a: ConvTranspose.apply(g, w, input_size=tuple(size), **a),
+    weight_grad=lambda x, g, size, **a: ConvWeight.apply(x, g, kernel_size=tuple(size), **a))
+_ARRAY_FACES = SimpleNamespace(conv=conv_arrays, input_grad=conv_input_grad_arrays,
+                               weight_grad=conv_weight_grad_arrays)
+
+
+class _Face:
+    """forward: `arrays(a, b, **attrs)`, a and b saved; backward and backward_arrays: `grads(g,
+    a, b, geometry, needs, m)` with m the faces as Tensor ops or as array functions. A mixin
+    before Function."""
+
+    @classmethod
+    def forward(cls, ctx, a, b, **attrs):
+        ctx.save_for_backward(a, b)
+        return cls.arrays(a, b, **attrs)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return cls.grads(g, *ctx.saved_tensors, _geometry(ctx.attrs), ctx.needs_input_grad,
+                         _TENSOR_FACES)
+
+    @classmethod
+    def backward_arrays(cls, ctx, g):
+        return cls.grads(g, *ctx.saved_arrays, _geometry(ctx.attrs), ctx.needs_input_grad,
+                         _ARRAY_FACES)
+
+    @classmethod
+    def jvp(cls, ctx, ta, tb):   # bilinear in its two inputs
+        a, b = ctx.saved_tensors
+        return _bilinear(cls, ctx.attrs, a, b, ta, tb)
+
+
+class Conv(_Face, Function):
+    arrays = staticmethod(conv_arrays)
 
     @staticmethod
-    def backward(ctx, g):
-        x, w = ctx.saved_tensors
-        nx, nw = ctx.needs_input_grad
-        a = ctx.attrs
-        gx = ConvTranspose.apply(g, w, input_size=tuple(x.shape[2:]), **a) if nx else None
-        gw = ConvWeight.apply(x, g, kernel_size=tuple(w.shape[2:]), **a) if nw else None
-        return gx, gw
+    def grads(g, x, w, a, need, m):
+        return (m.input_grad(g, w, x.shape[2:], **a) if need[0] else None,
+                m.weight_grad(x, g, w.shape[2:], **a) if need[1] else None)
+
+
+class ConvTranspose(_Face, Function):
+    arrays = staticmethod(conv_input_grad_arrays)
 
     @staticmethod
-    def jvp(ctx, tx, tw):   # bilinear in (x, w), as the other two
-        x, w = ctx.saved_tensors
-        return _bilinear(Conv, ctx.attrs, x, w, tx, tw)
+    def grads(u, g, w, a, need, m):
+        return (m.conv(u, w, **a) if need[0] else None,
+                m.weight_grad(u, g, w.shape[2:], **a) if need[1] else None)
+
+
+class ConvWeight(_Face, Function):
+    arrays = staticmethod(conv_weight_grad_arrays)
 
     @staticmethod
-    def backward_arrays(ctx, g):
-        x, w = ctx.saved_arrays
-        nx, nw = ctx.needs_input_grad
-        a = ctx.attrs
-        gx = conv_input_grad_arrays(g, w, x.shape[2:], **a) if nx else None
-        gw = conv_weight_grad_arrays(x, g, w.shape[2:], **a) if nw else None
-        return gx, gw
-
-
-class ConvTranspose(Function):
-    @staticmethod
-    def forward(ctx, g, w, input_size, stride, pads, dilation, groups):
-        ctx.save_for_backward(g, w)
-        return conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups)
-
-    @staticmethod
-    def backward(ctx, u):
-        g, w = ctx.saved_tensors
-        ng, nw = ctx.needs_input_grad
-        a = _geometry(ctx.attrs)
-        gg = Conv.apply(u, w, **a) if ng else None
-        gw = ConvWeight.apply(u, g, kernel_size=tuple(w.shape[2:]), **a) if nw else None
-        return gg, gw
-
-    @staticmethod
-    def jvp(ctx, tg, tw):
-        g, w = ctx.saved_tensors
-        return _bilinear(ConvTranspose, ctx.attrs, g, w, tg, tw)
-
-    @staticmethod
-    def backward_arrays(ctx, u):
-        g, w = ctx.saved_arrays
-        ng, nw = ctx.needs_input_grad
-        a = _geometry(ctx.attrs)
-        gg = conv_arrays(u, w, **a) if ng else None
-        gw = conv_weight_grad_arrays(u, g, w.shape[2:], **a) if nw else None
-        return gg, gw
-
-
-class ConvWeight(Function):
-    @staticmethod
-    def forward(ctx, x, g, kernel_size, stride, pads, dilation, groups):
-        ctx.save_for_backward(x, g)
-        return conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups)
-
-    @staticmethod
-    def backward(ctx, v):
-        x, g = ctx.saved_tensors
-        nx, ng = ctx.needs_input_grad
-        a = _geometry(ctx.attrs)
-        gx = ConvTranspose.apply(g, v, input_size=tuple(x.shape[2:]), **a) if nx else None
-        gg = Conv.apply(x, v, **a) if ng else None
-        return gx, gg
-
-    @staticmethod
-    def jvp(ctx, tx, tg):
-        x, g = ctx.saved_tensors
-        return _bilinear(ConvWeight, ctx.attrs, x, g, tx, tg)
-
-    @staticmethod
-    def backward_arrays(ctx, v):
-        x, g = ctx.saved_arrays
-        nx, ng = ctx.needs_input_grad
-        a = _geometry(ctx.attrs)
-        gx = conv_input_grad_arrays(g, v, x.shape[2:], **a) if nx else None
-        gg = conv_arrays(x, v, **a) if ng else None
-        return gx, gg
+    def grads(v, x, g, a, need, m):
+        return (m.input_grad(g, v, x.shape[2:], **a) if need[0] else None,
+                m.conv(x, v, **a) if need[1] else None)
 
 
 def _bilinear(fn, attrs, a, b, ta, tb):

@@ -503,14 +503,20 @@ class Log(Function):
         return g / ctx.saved_array(0)
 
 
-class Log1p(Function):
+class _OfSavedInput(Function):
+    """NumPy's transcendental `np_name` of x, elementwise; x saved for the slope."""
     compile_rule = Rule(transcendental=True)
     jvp = staticmethod(elementwise_jvp)
+    np_name = None
 
-    @staticmethod
-    def forward(ctx, x):
+    @classmethod
+    def forward(cls, ctx, x):
         ctx.save_for_backward(x)
-        return _xp(x).log1p(x)
+        return getattr(_xp(x), cls.np_name)(x)
+
+
+class Log1p(_OfSavedInput):
+    np_name = "log1p"
 
     @staticmethod
     def backward(ctx, g):
@@ -561,14 +567,8 @@ class Rsqrt(Function):
         return g * (y * y * y) * -0.5
 
 
-class Sin(Function):
-    compile_rule = Rule(transcendental=True)
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _xp(x).sin(x)
+class Sin(_OfSavedInput):
+    np_name = "sin"
 
     @staticmethod
     def backward(ctx, g):
@@ -580,14 +580,8 @@ class Sin(Function):
         return g * _xp(x).cos(x)
 
 
-class Cos(Function):
-    compile_rule = Rule(transcendental=True)
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _xp(x).cos(x)
+class Cos(_OfSavedInput):
+    np_name = "cos"
 
     @staticmethod
     def backward(ctx, g):
@@ -1113,24 +1107,30 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 
 
-class Softsign(Function):
-    """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 is written once for Tensors
-    (backward, differentiable again) and arrays (backward_arrays, first order)."""
+class _BySlope:
+    """backward = g * slope(x, m) of the saved input x, the slope written once: m is
+    `tensor_math` (tinytensor ops: differentiable again) in backward, `array_math(xp)` in
+    backward_arrays (first order). A mixin before Function."""
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * cls._slope(ctx.saved_tensor(0), cls.tensor_math)
+
+    @classmethod
+    def backward_arrays(cls, ctx, g):
+        x = ctx.saved_array(0)
+        return g * cls._slope(x, cls.array_math(_xp(x)))
+
+
+class Softsign(_BySlope, Function):
+    """softsign(x) = x / (1 + |x|); its slope 1 / (1 + |x|)^2 in terms of an `abs`."""
     jvp = staticmethod(elementwise_jvp)
+    tensor_math, array_math = staticmethod(absolute), staticmethod(lambda xp: xp.abs)
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
         return x / (1.0 + _xp(x).abs(x))
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * Softsign._slope(ctx.saved_tensor(0), absolute)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        return g * Softsign._slope(x, _xp(x).abs)
 
     @staticmethod
     def _slope(x, abs):
@@ -1144,44 +1144,44 @@ def softsign(x):
 
 
 # ---------------------------------------------------------------- min/max/clamp/where
-class Maximum(Function):
+class _SavedOperands:
+    """An elementwise op of a and b that saves both: forward is NumPy's (CuPy's) `np_name`.
+    A mixin before Function (as math_functions' _Unary), so that it is no op itself."""
+    jvp = staticmethod(elementwise_jvp)
+    np_name = None
+
+    @classmethod
+    def forward(cls, ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return getattr(_xp(a), cls.np_name)(a, b)
+
+
+class _Extreme(_SavedOperands):
+    """maximum / minimum of a and b: the gradient goes to the winner, ties split it."""
+
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        below, above = lt(a, b), gt(a, b)
+        losers = (below, above) if cls.np_name == "maximum" else (above, below)   # a's, b's
+        return _split_ties(g, *losers, eq(a, b), ctx.needs_input_grad)
+
+    @classmethod
+    def backward_arrays(cls, ctx, g):
+        a, b = ctx.saved_arrays
+        below, above = a < b, a > b
+        losers = (below, above) if cls.np_name == "maximum" else (above, below)
+        return _split_ties_arrays(g, *losers, a == b, ctx.needs_input_grad)
+
+
+class Maximum(_Extreme, Function):
     compile_rule = Rule(fuses=FLOAT, c="(({0} > {1} || {0} != {0}) ? {0} : {1})")
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).maximum(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        return _split_ties(g, lt(a, b), gt(a, b), eq(a, b), ctx.needs_input_grad)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a < b, a > b, a == b, ctx.needs_input_grad)
+    np_name = "maximum"
 
 
-class Minimum(Function):
+class Minimum(_Extreme, Function):
     compile_rule = Rule(fuses=FLOAT, c="(({0} < {1} || {0} != {0}) ? {0} : {1})")
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        return _split_ties(g, gt(a, b), lt(a, b), eq(a, b), ctx.needs_input_grad)
-
-    @staticmethod
-    def backward_arrays(ctx, g):
-        a, b = ctx.saved_arrays
-        return _split_ties_arrays(g, a > b, a < b, a == b, ctx.needs_input_grad)
+    np_name = "minimum"
 
 
 def _split_ties(g, a_loses, b_loses, tie, needs):
@@ -1356,148 +1356,64 @@ class _Predicate(Function):
         return (None,) * len(ctx.edges)
 
 
-class Eq(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} == {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a == b
+class _NumpyPredicate(_Predicate):
+    """NumPy's (or CuPy's) function `np_name` of the input arrays."""
+    np_name = None
+
+    @classmethod
+    def forward(cls, ctx, *arrays):
+        return getattr(_xp(arrays[0]), cls.np_name)(*arrays)
 
 
-class Ne(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} != {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a != b
+def _predicates(base, *rows):
+    """One class of `base` per row: (class name, NumPy function, the dtypes a kernel computes
+    it for, its C expression in a kernel or None). They have no gradient and no arithmetic."""
+    return [type(name, (base,), {"__module__": __name__, "np_name": np_name,
+                                 "compile_rule": Rule(fuses=fuses, c=c, flops=0)})
+            for name, np_name, fuses, c in rows]
 
 
-class Lt(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} < {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a < b
+def _named(fn, op):
+    """`fn` under the public name `op`, as a def would have it (help(), tracebacks)."""
+    fn.__name__ = fn.__qualname__ = op
+    return fn
 
 
-class Le(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} <= {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a <= b
+def _unary(call, op):
+    return _named(lambda x: call(x), op)
 
 
-class Gt(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} > {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a > b
+def _binary(call, op):
+    return _named(lambda a, b: call(a, b), op)
 
 
-class Ge(_Predicate):
-    compile_rule = Rule(fuses=ANY, c="({0} >= {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return a >= b
+def _on_operands(c):
+    """The public function of class c: c on its operands brought to one dtype and device."""
+    return _named(lambda a, b: c.apply(*binary_operands(a, b, c.name)), c.name)
 
 
-class LogicalAnd(_Predicate):
-    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) & ({1} != 0))", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).logical_and(a, b)
+Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor, LogicalNot = _predicates(
+    _NumpyPredicate,
+    ("Eq", "equal", ANY, "({0} == {1})"),
+    ("Ne", "not_equal", ANY, "({0} != {1})"),
+    ("Lt", "less", ANY, "({0} < {1})"),
+    ("Le", "less_equal", ANY, "({0} <= {1})"),
+    ("Gt", "greater", ANY, "({0} > {1})"),
+    ("Ge", "greater_equal", ANY, "({0} >= {1})"),
+    ("LogicalAnd", "logical_and", FLOAT_OR_BOOL, "(({0} != 0) & ({1} != 0))"),
+    ("LogicalOr", "logical_or", FLOAT_OR_BOOL, "(({0} != 0) | ({1} != 0))"),
+    ("LogicalXor", "logical_xor", FLOAT_OR_BOOL, "(({0} != 0) ^ ({1} != 0))"),
+    ("LogicalNot", "logical_not", FLOAT_OR_BOOL, "({0} == 0)"))
+Isfinite, Isnan, Isinf = _predicates(_NumpyPredicate, ("Isfinite", "isfinite", (), None),
+                                     ("Isnan", "isnan", (), None), ("Isinf", "isinf", (), None))
+
+eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor = map(
+    _on_operands, (Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor))
+logical_not, isfinite, isnan, isinf = (_unary(c.apply, c.name)
+                                       for c in (LogicalNot, Isfinite, Isnan, Isinf))
 
 
-class LogicalOr(_Predicate):
-    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) | ({1} != 0))", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).logical_or(a, b)
-
-
-class LogicalXor(_Predicate):
-    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="(({0} != 0) ^ ({1} != 0))", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).logical_xor(a, b)
-
-
-class LogicalNot(_Predicate):
-    compile_rule = Rule(fuses=FLOAT_OR_BOOL, c="({0} == 0)", flops=0)
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).logical_not(x)
-
-
-class Isfinite(_Predicate):
-    compile_rule = Rule(flops=0)
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).isfinite(x)
-
-
-class Isnan(_Predicate):
-    compile_rule = Rule(flops=0)
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).isnan(x)
-
-
-class Isinf(_Predicate):
-    compile_rule = Rule(flops=0)
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).isinf(x)
-
-
-def eq(a, b):
-    return Eq.apply(*binary_operands(a, b, "eq"))
-
-
-def ne(a, b):
-    return Ne.apply(*binary_operands(a, b, "ne"))
-
-
-def lt(a, b):
-    return Lt.apply(*binary_operands(a, b, "lt"))
-
-
-def le(a, b):
-    return Le.apply(*binary_operands(a, b, "le"))
-
-
-def gt(a, b):
-    return Gt.apply(*binary_operands(a, b, "gt"))
-
-
-def ge(a, b):
-    return Ge.apply(*binary_operands(a, b, "ge"))
-
-def logical_and(a, b):
-    return LogicalAnd.apply(*binary_operands(a, b, "logical_and"))
-
-
-def logical_or(a, b):
-    return LogicalOr.apply(*binary_operands(a, b, "logical_or"))
-
-
-def logical_xor(a, b):
-    return LogicalXor.apply(*binary_operands(a, b, "logical_xor"))
-
-def logical_not(x):
-    return LogicalNot.apply(x)
-
-
-def isfinite(x):
-    return Isfinite.apply(x)
-
-
-def isnan(x):
-    return Isnan.apply(x)
-
-
-def isinf(x):
-    return Isinf.apply(x)
-
-
-class _Bitwise(_Predicate):
+class _Bitwise(_NumpyPredicate):
     """Bitwise ops on integer and bool tensors (logical on bool), as torch's &, |, ^, ~."""
 
     @classmethod
@@ -1520,47 +1436,13 @@ class _Bitwise(_Predicate):
         return a, b
 
 
-class BitwiseAnd(_Bitwise):
-    compile_rule = Rule(fuses=BOOL, c="({0} & {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).bitwise_and(a, b)
-
-
-class BitwiseOr(_Bitwise):
-    compile_rule = Rule(fuses=BOOL, c="({0} | {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).bitwise_or(a, b)
-
-
-class BitwiseXor(_Bitwise):
-    compile_rule = Rule(fuses=BOOL, c="({0} ^ {1})", flops=0)
-    @staticmethod
-    def forward(ctx, a, b):
-        return _xp(a).bitwise_xor(a, b)
-
-
-class BitwiseNot(_Bitwise):
-    compile_rule = Rule(fuses=BOOL, c="({0} ^ 1)", flops=0)
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).invert(x)
-
-
-def bitwise_and(a, b):
-    return BitwiseAnd.call(a, b)
-
-
-def bitwise_or(a, b):
-    return BitwiseOr.call(a, b)
-
-def bitwise_xor(a, b):
-    return BitwiseXor.call(a, b)
-
-
-def bitwise_not(x):
-    return BitwiseNot.call(x)
+BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot = _predicates(
+    _Bitwise, ("BitwiseAnd", "bitwise_and", BOOL, "({0} & {1})"),
+    ("BitwiseOr", "bitwise_or", BOOL, "({0} | {1})"),
+    ("BitwiseXor", "bitwise_xor", BOOL, "({0} ^ {1})"), ("BitwiseNot", "invert", BOOL, "({0} ^ 1)"))
+bitwise_and, bitwise_or, bitwise_xor = (_binary(c.call, c.name)
+                                        for c in (BitwiseAnd, BitwiseOr, BitwiseXor))
+bitwise_not = _unary(BitwiseNot.call, "bitwise_not")
 
 
 class _Shift(_Bitwise):
@@ -1640,14 +1522,9 @@ def view_dtype(x, dtype):
 
 
 # ---------------------------------------------------------------- remainder
-class Remainder(Function):
+class Remainder(_SavedOperands, Function):
     """a - floor(a / b) * b, with the sign of b (Python's and torch's `%`)."""
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).remainder(a, b)
+    np_name = "remainder"
 
     @staticmethod
     def backward(ctx, g):
@@ -1691,40 +1568,30 @@ class _Rounding(Function):
         return g * 0.0
 
 
-class Floor(_Rounding):
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).floor(x)
+class _NumpyRounding:
+    """forward: NumPy's (CuPy's) rounding function `np_name` of x; a mixin before _Rounding."""
+    @classmethod
+    def forward(cls, ctx, x):
+        return getattr(_xp(x), cls.np_name)(x)
 
 
-class Ceil(_Rounding):
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).ceil(x)
+class Floor(_NumpyRounding, _Rounding):
+    np_name = "floor"
 
 
-class Trunc(_Rounding):
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).trunc(x)
+class Ceil(_NumpyRounding, _Rounding):
+    np_name = "ceil"
 
 
-class Round(_Rounding):
-    @staticmethod
-    def forward(ctx, x):
-        return _xp(x).round(x)  # half to even, like torch.round
+class Trunc(_NumpyRounding, _Rounding):
+    np_name = "trunc"
 
 
-def floor(x):
-    return Floor.call(x)
+class Round(_NumpyRounding, _Rounding):
+    np_name = "round"   # half to even, like torch.round
 
 
-def ceil(x):
-    return Ceil.call(x)
-
-
-def trunc(x):
-    return Trunc.call(x)
+floor, ceil, trunc = (_unary(c.call, c.name) for c in (Floor, Ceil, Trunc))
 
 
 class RoundDecimals(_Rounding):

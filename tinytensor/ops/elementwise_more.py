@@ -17,9 +17,9 @@ from ..core.tensor import Tensor
 from ..core.forward_ad import elementwise_jvp
 from ..dtypes import float64, from_numpy_dtype
 from ..messages import OpError
-from .elementwise import (_Predicate, _xp, as_tensor_like, binary_operands, clone, div,
-                          float_operand, isnan, mul, pow, where)
-from .math_functions import _float_operands, exp2
+from .elementwise import (_Predicate, _SavedOperands, _xp, as_tensor_like, binary_operands,
+                          clone, div, float_operand, isnan, logical_not, mul, pow, where)
+from .math_functions import Logaddexp2, _float_operands, exp2
 
 __all__ = ["fmax", "fmin", "frac", "frexp", "ldexp", "gcd", "lcm", "heaviside", "nextafter",
            "signbit", "isneginf", "isposinf", "isin", "nan_to_num", "clamp_min",
@@ -37,26 +37,28 @@ def _zero_like(g):
     return g * 0.0
 
 
-# ---------------------------------------------------------------- fmax, fmin
-class _FExtreme(Function):
-    """fmax/fmin: the larger/smaller operand, the other one where one is nan. torch's
-    gradient goes to a where a wins or ties or b is nan, else to b."""
-    np_name = None
-    jvp = staticmethod(elementwise_jvp)
-
-    @classmethod
-    def forward(cls, ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return getattr(_xp(a), cls.np_name)(a, b)
+class _Selecting(_SavedOperands, Function):
+    """One of the two operands elementwise (NumPy's `np_name`: a maximum or a minimum); the
+    gradient goes to a where `gets(a, b)`'s first mask is true, to b where its second is."""
 
     @classmethod
     def backward(cls, ctx, g):
-        a, b = ctx.saved_tensors
-        a_wins = ((a >= b) if cls.np_name == "fmax" else (a <= b)) | isnan(b)
+        gets_a, gets_b = cls.gets(*ctx.saved_tensors)
         zero = _zero_like(g)
         need_a, need_b = ctx.needs_input_grad
-        return (where(a_wins, g, zero) if need_a else None,
-                where(a_wins, zero, g) if need_b else None)
+        return (where(gets_a, g, zero) if need_a else None,
+                where(gets_b, g, zero) if need_b else None)
+
+
+# ---------------------------------------------------------------- fmax, fmin
+class _FExtreme(_Selecting):
+    """fmax/fmin: the larger/smaller operand, the other one where one is nan. torch's
+    gradient goes to a where a wins or ties or b is nan, else to b."""
+
+    @classmethod
+    def gets(cls, a, b):
+        a_wins = ((a >= b) if cls.np_name == "fmax" else (a <= b)) | isnan(b)
+        return a_wins, logical_not(a_wins)
 
 
 class Fmax(_FExtreme):
@@ -188,15 +190,10 @@ def heaviside(input, values):
     return Heaviside.apply(x, values)
 
 
-class Nextafter(Function):
+class Nextafter(_SavedOperands, Function):
     """The next float after x toward y; torch's gradient: dx = g where x != y (0 where the
     result is y itself), dy = 0."""
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).nextafter(a, b)
+    np_name = "nextafter"
 
     @staticmethod
     def backward(ctx, g):
@@ -294,28 +291,16 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 
 
 # ---------------------------------------------------------------- clamp_min, clamp_max
-class _ClampOne(Function):
+class _ClampOne(_Selecting):
     """max(x, bound) (clamp_min) or min(x, bound) (clamp_max), nan from either side.
     torch: x gets g where it is kept (x >= min, x <= max), a tensor bound where it wins
     (x < min, x > max): at a nan x neither does."""
-    np_name = None
-    jvp = staticmethod(elementwise_jvp)
 
     @classmethod
-    def forward(cls, ctx, x, bound):
-        ctx.save_for_backward(x, bound)
-        return getattr(_xp(x), cls.np_name)(x, bound)
-
-    @classmethod
-    def backward(cls, ctx, g):
-        x, bound = ctx.saved_tensors
-        lower = cls.np_name == "maximum"
-        keep = (x >= bound) if lower else (x <= bound)
-        wins = (x < bound) if lower else (x > bound)
-        zero = _zero_like(g)
-        need_x, need_b = ctx.needs_input_grad
-        return (where(keep, g, zero) if need_x else None,
-                where(wins, g, zero) if need_b else None)
+    def gets(cls, x, bound):
+        if cls.np_name == "maximum":
+            return x >= bound, x < bound
+        return x <= bound, x > bound
 
 
 class ClampMin(_ClampOne):
@@ -380,23 +365,6 @@ def float_power(input, exponent):
     exponent = _tensor(exponent, "float_power")
     exponent = cast(exponent, float64) if exponent.dtype is not float64 else exponent
     return pow(as_tensor_like(float(input), exponent), exponent)
-
-
-class Logaddexp2(Function):
-    """log2(2^a + 2^b); da = g / (1 + 2^(b - a)), db = g / (1 + 2^(a - b))."""
-    jvp = staticmethod(elementwise_jvp)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _xp(a).logaddexp2(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        return (g / (exp2(b - a) + 1.0) if need_a else None,
-                g / (exp2(a - b) + 1.0) if need_b else None)
 
 
 def logaddexp2(input, other):

@@ -169,14 +169,10 @@ class Inv(Function):
     @staticmethod
     def forward(ctx, A, check=True):
         xp = _xp(A)
-        try:
-            out = xp.linalg.inv(A)
-        except np.linalg.LinAlgError:
-            if check:
-                raise LinAlgError(f"linalg.inv: the matrix of shape {A.shape[-2:]} (batch element "
-                              f"{_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular: the inversion "
-                              f"could not be completed{_where()}") from None
-            out = _per_matrix(xp, A, xp.linalg.inv)
+        out = _lapack(lambda: xp.linalg.inv(A), check, lambda: LinAlgError(
+            f"linalg.inv: the matrix of shape {A.shape[-2:]} (batch element "
+            f"{_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular: the inversion could not be "
+            f"completed{_where()}"), lambda: _per_matrix(xp, A, xp.linalg.inv))
         ctx.save_for_backward(out)
         return out
 
@@ -190,6 +186,17 @@ class Inv(Function):
     def jvp(ctx, t):   # dY = -Y dA Y
         Y = ctx.saved_tensor(0)
         return -matmul(matmul(Y, t), Y)
+
+
+def _lapack(f, check, refusal, fallback):
+    """f() (a LAPACK call over a batch); where LAPACK refuses a matrix, the LinAlgError
+    `refusal()` (naming the culprit) when `check`, else `fallback()` (nan where it failed)."""
+    try:
+        return f()
+    except np.linalg.LinAlgError:
+        if check:
+            raise refusal() from None
+        return fallback()
 
 
 def _per_matrix(xp, A, f):
@@ -236,14 +243,10 @@ class Solve(Function):
     @staticmethod
     def forward(ctx, A, B, check=True):
         xp = _xp(A)
-        try:
-            X = xp.linalg.solve(A, B)
-        except np.linalg.LinAlgError:
-            if check:
-                raise LinAlgError(f"linalg.solve: the solver failed because the input matrix of "
-                              f"shape {A.shape[-2:]} (batch element "
-                              f"{_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular{_where()}") from None
-            X = xp.full(B.shape, np.nan, dtype=B.dtype)
+        X = _lapack(lambda: xp.linalg.solve(A, B), check, lambda: LinAlgError(
+            f"linalg.solve: the solver failed because the input matrix of shape {A.shape[-2:]} "
+            f"(batch element {_bad(xp, lu_arrays(xp, A)[2] == 0)}) is singular{_where()}"),
+            lambda: xp.full(B.shape, np.nan, dtype=B.dtype))
         ctx.save_for_backward(A, X)
         return X
 
@@ -382,18 +385,21 @@ class Cholesky(Function):
     @staticmethod
     def forward(ctx, A, check=True):
         xp = _xp(A)
-        try:
+
+        def factor():
             L = xp.linalg.cholesky(A)
             if xp is not np and check and bool(xp.isnan(L).any()):  # CuPy returns nan instead
                 raise np.linalg.LinAlgError
-        except np.linalg.LinAlgError:
-            if check:
-                bad, order = _cholesky_failure(np, A if xp is np else A.get())
-                raise LinAlgError(f"linalg.cholesky: the factorization could not be completed "
-                              f"because the input of shape {A.shape[-2:]} (batch element {bad}) "
-                              f"is not positive-definite (the leading minor of order {order} "
-                              f"is not positive-definite){_where()}") from None
-            L = _per_matrix(xp, A, xp.linalg.cholesky)
+            return L
+
+        def refusal():
+            bad, order = _cholesky_failure(np, A if xp is np else A.get())
+            return LinAlgError(f"linalg.cholesky: the factorization could not be completed "
+                               f"because the input of shape {A.shape[-2:]} (batch element {bad}) "
+                               f"is not positive-definite (the leading minor of order {order} "
+                               f"is not positive-definite){_where()}")
+
+        L = _lapack(factor, check, refusal, lambda: _per_matrix(xp, A, xp.linalg.cholesky))
         if xp is not np:  # only the lower triangle is L
             L = xp.tril(L)
         ctx.save_for_backward(L)

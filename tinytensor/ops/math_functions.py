@@ -277,11 +277,17 @@ class Hypot(_Binary, Function):
 
 
 class Logaddexp(_Binary, Function):
-    np_name = "logaddexp"
+    """log(e^a + e^b); Logaddexp2 the same in base 2 (`power`: the inverse of its log)."""
+    np_name, power = "logaddexp", "exp"
 
-    @staticmethod
-    def grads(g, a, b, out, m):
-        return g / (m.exp(b - a) + 1.0), g / (m.exp(a - b) + 1.0)
+    @classmethod
+    def grads(cls, g, a, b, out, m):
+        power = getattr(m, cls.power)
+        return g / (power(b - a) + 1.0), g / (power(a - b) + 1.0)
+
+
+class Logaddexp2(Logaddexp):
+    np_name, power = "logaddexp2", "exp2"
 
 
 class Copysign(_Binary, Function):
@@ -390,6 +396,6 @@ def lerp(input, end, weight):
 
 
 # the functions the slopes call, as tinytensor ops; the array forms find them on numpy/cupy
-_TENSOR_MATH = SimpleNamespace(sqrt=sqrt, sinh=sinh, cosh=cosh, exp=exp, where=where, trunc=trunc,
-                               zeros_like=lambda t: Tensor._make(_xp(t.data).zeros_like(t.data),
-                                                                 t.device, False))
+_TENSOR_MATH = SimpleNamespace(
+    sqrt=sqrt, sinh=sinh, cosh=cosh, exp=exp, exp2=exp2, where=where, trunc=trunc,
+    zeros_like=lambda t: Tensor._make(_xp(t.data).zeros_like(t.data), t.device, False))

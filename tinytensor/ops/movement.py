@@ -97,11 +97,16 @@ def broadcast_tensors(*tensors):
     return tuple(expand(t, *shape) for t in tensors)
 
 
-# ---------------------------------------------------------------- reshaping
-class Reshape(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    is_view = True
+class _Movement(Function):
+    """An op that moves or picks elements: no arithmetic, and linear (its tangent is the op
+    applied to the input's tangent)."""
+    compile_rule = Rule(flops=0)
     jvp = staticmethod(linear_jvp)
+
+
+# ---------------------------------------------------------------- reshaping
+class Reshape(_Movement):
+    is_view = True
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -230,10 +235,8 @@ def unsqueeze(x, dim):
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
-class Permute(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
+class Permute(_Movement):
     is_view = True
-    jvp = staticmethod(linear_jvp)
 
     @staticmethod
     def forward(ctx, x, dims):
@@ -291,10 +294,7 @@ def movedim(x, source, destination):
 
 
 # ---------------------------------------------------------------- joining and splitting
-class Cat(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
-
+class Cat(_Movement):
     @staticmethod
     def forward(ctx, *xs, dim):
         return _xp(xs[0]).concatenate(xs, axis=dim)
@@ -311,10 +311,15 @@ class Cat(Function):
         return tuple(split(g, sizes, dim))
 
 
-def cat(tensors, dim=0):
+def _listed(tensors, op):
     tensors = list(tensors)
     if not tensors:
-        raise OpError("cat: expected a non-empty list of tensors")
+        raise OpError(f"{op}: expected a non-empty list of tensors")
+    return tensors
+
+
+def cat(tensors, dim=0):
+    tensors = _listed(tensors, "cat")
     dt = tensors[0].dtype
     for t in tensors[1:]:
         dt = promote(dt, t.dtype)
@@ -337,9 +342,7 @@ concatenate = cat
 
 
 def stack(tensors, dim=0):
-    tensors = list(tensors)
-    if not tensors:
-        raise OpError("stack: expected a non-empty list of tensors")
+    tensors = _listed(tensors, "stack")
     shape = tensors[0].shape
     for t in tensors[1:]:
         if t.shape != shape:
@@ -389,10 +392,7 @@ def unbind(x, dim=0):
 
 
 # ---------------------------------------------------------------- reordering
-class Flip(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
-
+class Flip(_Movement):
     # a copy, as torch.flip (NumPy's flip is a view): writing into the result leaves x alone
     @staticmethod
     def forward(ctx, x, dims):
@@ -415,10 +415,7 @@ def flip(x, dims):
     return Flip.apply(x, dims=dims)
 
 
-class Roll(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
-
+class Roll(_Movement):
     @staticmethod
     def forward(ctx, x, shifts, dims):
         if dims is None:
@@ -452,10 +449,7 @@ def roll(x, shifts, dims=None):
     return Roll.apply(x, shifts=shifts, dims=dims)
 
 
-class Repeat(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
-
+class Repeat(_Movement):
     @staticmethod
     def forward(ctx, x, repeats):
         return _xp(x).tile(x, repeats)
@@ -628,42 +622,39 @@ def _pad_gather(x, pad, mode):
     return x
 
 
-class Tril(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
+class _Triangle(_Movement):
+    """x with the elements above (tril) or below (triu) the `diagonal`-th diagonal zeroed."""
+    np_name = None
 
-    @staticmethod
-    def forward(ctx, x, diagonal):
-        return _xp(x).tril(x, diagonal)
+    @classmethod
+    def forward(cls, ctx, x, diagonal):
+        return getattr(_xp(x), cls.np_name)(x, diagonal)
 
-    @staticmethod
-    def backward(ctx, g):
-        return Tril.apply(g, diagonal=ctx.attrs["diagonal"])
+    @classmethod
+    def backward(cls, ctx, g):
+        return cls.apply(g, diagonal=ctx.attrs["diagonal"])
+
+    @classmethod
+    def call(cls, x, diagonal):
+        if x.ndim < 2:
+            raise OpError(f"{cls.name}: expected at least 2 dimensions, got shape {tuple(x.shape)}")
+        return cls.apply(x, diagonal=_sizes((diagonal,))[0])
 
 
-class Triu(Function):
-    compile_rule = Rule(flops=0)   # moves or picks elements: no arithmetic
-    jvp = staticmethod(linear_jvp)
+class Tril(_Triangle):
+    np_name = "tril"
 
-    @staticmethod
-    def forward(ctx, x, diagonal):
-        return _xp(x).triu(x, diagonal)
 
-    @staticmethod
-    def backward(ctx, g):
-        return Triu.apply(g, diagonal=ctx.attrs["diagonal"])
+class Triu(_Triangle):
+    np_name = "triu"
 
 
 def tril(x, diagonal=0):
-    if x.ndim < 2:
-        raise OpError(f"tril: expected at least 2 dimensions, got shape {tuple(x.shape)}")
-    return Tril.apply(x, diagonal=_sizes((diagonal,))[0])
+    return Tril.call(x, diagonal)
 
 
 def triu(x, diagonal=0):
-    if x.ndim < 2:
-        raise OpError(f"triu: expected at least 2 dimensions, got shape {tuple(x.shape)}")
-    return Triu.apply(x, diagonal=_sizes((diagonal,))[0])
+    return Triu.call(x, diagonal)
 
 
 def contiguous(x, memory_format=None):

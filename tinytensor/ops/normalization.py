@@ -24,6 +24,21 @@ def _channel_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+def _channel_params(op, x, weight, bias, running_mean, running_var):
+    """(C, the shape that broadcasts a channel vector against x), each given parameter checked
+    to be a vector of C."""
+    c = x.shape[1]
+    for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                    ("running_var", running_var)):
+        _check_vector(op, what, t, c, x)
+    return c, _channel_shape(x)
+
+
+def _need_running(op, running_mean, running_var, when):
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{op}: running_mean and running_var are needed when {when}{_where()}")
+
+
 def _check_vector(op, what, t, c, x):
     if t is not None and (t.ndim != 1 or t.shape[0] != c):
         raise ValueError(f"{op}: {what} of shape {tuple(t.shape)} must have {c} entries, one per "
@@ -78,10 +93,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if x.ndim < 2:
         raise ValueError(f"batch_norm: the input needs a batch and a channel dim, got shape "
                          f"{tuple(x.shape)}{_where()}")
-    c, shape = x.shape[1], _channel_shape(x)
-    for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                    ("running_var", running_var)):
-        _check_vector("batch_norm", what, t, c, x)
+    c, shape = _channel_params("batch_norm", x, weight, bias, running_mean, running_var)
     dims = (0,) + tuple(range(2, x.ndim))
     # the weight joins the per-channel scale (and, in eval, the mean the shift) before they
     # meet the input: two full-size passes forward and backward fewer than scaling after
@@ -99,9 +111,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         _update_running("batch_norm", running_mean, mu, n, momentum, False, "running_mean")
         _update_running("batch_norm", running_var, var, n, momentum, True, "running_var")
     else:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are needed when "
-                             f"training=False{_where()}")
+        _need_running("batch_norm", running_mean, running_var, "training=False")
         rm = _read_buffer("batch_norm", running_mean, "running_mean").reshape(shape)
         rv = _read_buffer("batch_norm", running_var, "running_var").reshape(shape)
         scale = rsqrt(rv + eps)
@@ -120,14 +130,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if x.ndim < 3:
         raise ValueError(f"instance_norm: the input needs (N, C, spatial...) dims, got shape "
                          f"{tuple(x.shape)}{_where()}")
-    c, shape = x.shape[1], _channel_shape(x)
-    for what, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
-                    ("running_var", running_var)):
-        _check_vector("instance_norm", what, t, c, x)
+    c, shape = _channel_params("instance_norm", x, weight, bias, running_mean, running_var)
     if not use_input_stats:
-        if running_mean is None or running_var is None:
-            raise ValueError("instance_norm: running_mean and running_var are needed when "
-                             f"use_input_stats=False{_where()}")
+        _need_running("instance_norm", running_mean, running_var, "use_input_stats=False")
         rm = _read_buffer("instance_norm", running_mean, "running_mean").reshape(shape)
         rv = _read_buffer("instance_norm", running_var, "running_var").reshape(shape)
         return _affine((x - rm) * rsqrt(rv + eps), weight, bias, shape)

@@ -114,14 +114,20 @@ class GruCell(Function):
         return out
 
     @staticmethod
-    def backward(ctx, g):
+    def _gates(ctx):
+        """The gates recomputed in tinytensor ops (differentiable again) from the saved inputs:
+        h, hn, r, z, n, H and the dim the gates are concatenated along."""
         xp_, hp, h = ctx.saved_tensor(0), ctx.saved_tensor(1), ctx.saved_tensor(2)
         H = h.shape[-1]
         d = h.ndim - 1
         xr, xz, xn = split_parts(xp_, (H,) * 3, d)
         hr, hz, hn = split_parts(hp, (H,) * 3, d)
         r, z = sigmoid(xr + hr), sigmoid(xz + hz)
-        n = tanh(xn + r * hn)
+        return h, hn, r, z, tanh(xn + r * hn), H, d
+
+    @staticmethod
+    def backward(ctx, g):
+        h, hn, r, z, n, H, d = GruCell._gates(ctx)
         dn = g * (1.0 - z) * (1.0 - n * n)        # through tanh, at its pre-activation
         dr = dn * hn * (r * (1.0 - r))
         dz = g * (h - n) * (z * (1.0 - z))
@@ -131,13 +137,7 @@ class GruCell(Function):
     def jvp(ctx, txp, thp, th):
         """h' = n + z (h - n): dh' = (1 - z) dn + (h - n) dz + z dh, with dr, dz the sigmoid
         slopes times d(x. + h.) and dn = (1 - n^2) (dxn + dr hn + r dhn)."""
-        xp_, hp, h = ctx.saved_tensor(0), ctx.saved_tensor(1), ctx.saved_tensor(2)
-        H = h.shape[-1]
-        d = h.ndim - 1
-        xr, xz, xn = split_parts(xp_, (H,) * 3, d)
-        hr, hz, hn = split_parts(hp, (H,) * 3, d)
-        r, z = sigmoid(xr + hr), sigmoid(xz + hz)
-        n = tanh(xn + r * hn)
+        h, hn, r, z, n, H, d = GruCell._gates(ctx)
         parts = [split_parts(t, (H,) * 3, d) if t is not None else (None,) * 3 for t in (txp, thp)]
         ar, az = add(parts[0][0], parts[1][0]), add(parts[0][1], parts[1][1])
         dr = ar * (r * (1.0 - r)) if ar is not None else None

@@ -302,8 +302,27 @@ def xlog1py(input, other):
     return Xlogy.apply(*_float_operands(input, other, "special.xlog1py"), log1p=True)
 
 
-class Zeta(Function):
+class _SecondInputOnly:
+    """f(a, b) that torch differentiates in b only: `grad(ctx, g, a, b)` is b's gradient for
+    an output gradient g, and b's tangent for g = db; a gradient or tangent of a is refused by
+    name (`op(ctx)`, `first`). A mixin before Function."""
+
+    @classmethod
+    def backward(cls, ctx, g):
+        if ctx.needs_input_grad[0]:
+            _no_derivative(cls.op(ctx), cls.first)
+        return None, cls.grad(ctx, g, *ctx.saved_tensors)
+
+    @classmethod
+    def jvp(cls, ctx, ta, tb):
+        if ta is not None:
+            _no_derivative(cls.op(ctx), cls.first)
+        return cls.grad(ctx, tb, *ctx.saved_tensors)
+
+
+class Zeta(_SecondInputOnly, Function):
     """Hurwitz zeta(x, q) = sum_k (q + k)^-x; d/dq = -x zeta(x + 1, q), none in x (as torch)."""
+    first = "input (x)"
 
     @staticmethod
     def forward(ctx, x, q):
@@ -311,27 +330,22 @@ class Zeta(Function):
         return G.zeta(_xp(x), x, q).astype(x.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
-        x, q = ctx.saved_tensors
-        if ctx.needs_input_grad[0]:
-            _no_derivative("special.zeta", "input (x)")
-        return None, g * -x * Zeta.apply(x + 1.0, q)
+    def op(ctx):
+        return "special.zeta"
 
     @staticmethod
-    def jvp(ctx, tx, tq):
-        if tx is not None:
-            _no_derivative("special.zeta", "input (x)")
-        x, q = ctx.saved_tensors
-        return tq * -x * Zeta.apply(x + 1.0, q)
+    def grad(ctx, g, x, q):
+        return g * -x * Zeta.apply(x + 1.0, q)
 
 
 def zeta(input, other):
     return Zeta.apply(*_float_operands(input, other, "special.zeta"))
 
 
-class Igamma(Function):
+class Igamma(_SecondInputOnly, Function):
     """Regularized incomplete gamma P(a, x) (upper=False) or Q(a, x) (igammac); torch has a
     derivative in x only: +-x^(a-1) e^-x / Gamma(a)."""
+    first = "input (a)"
 
     @staticmethod
     def forward(ctx, a, x, upper):
@@ -339,21 +353,13 @@ class Igamma(Function):
         return G.igamma(_xp(a), a, x, upper).astype(a.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
-        a, x = ctx.saved_tensors
-        op = "igammac" if ctx.attrs["upper"] else "igamma"
-        if ctx.needs_input_grad[0]:
-            _no_derivative(op, "input (a)")
-        density = exp((a - 1.0) * log(x) - x - lgamma(a))
-        return None, (-g if ctx.attrs["upper"] else g) * density
+    def op(ctx):
+        return "igammac" if ctx.attrs["upper"] else "igamma"
 
     @staticmethod
-    def jvp(ctx, ta, tx):
-        if ta is not None:
-            _no_derivative("igammac" if ctx.attrs["upper"] else "igamma", "input (a)")
-        a, x = ctx.saved_tensors
+    def grad(ctx, g, a, x):
         density = exp((a - 1.0) * log(x) - x - lgamma(a))
-        return (-tx if ctx.attrs["upper"] else tx) * density
+        return (-g if ctx.attrs["upper"] else g) * density
 
 
 def igamma(input, other):
@@ -529,15 +535,11 @@ def _unary_op(cls, op_name):
     return op
 
 
-bessel_j0 = _unary_op(BesselJ0, "special.bessel_j0")
-bessel_j1 = _unary_op(BesselJ1, "special.bessel_j1")
-bessel_y0 = _unary_op(BesselY0, "special.bessel_y0")
-bessel_y1 = _unary_op(BesselY1, "special.bessel_y1")
-modified_bessel_i0 = _unary_op(ModifiedBesselI0, "special.modified_bessel_i0")
-modified_bessel_i1 = _unary_op(ModifiedBesselI1, "special.modified_bessel_i1")
-modified_bessel_k0 = _unary_op(ModifiedBesselK0, "special.modified_bessel_k0")
-modified_bessel_k1 = _unary_op(ModifiedBesselK1, "special.modified_bessel_k1")
-scaled_modified_bessel_k0 = _unary_op(ScaledModifiedBesselK0, "special.scaled_modified_bessel_k0")
-scaled_modified_bessel_k1 = _unary_op(ScaledModifiedBesselK1, "special.scaled_modified_bessel_k1")
-spherical_bessel_j0 = _unary_op(SphericalBesselJ0, "special.spherical_bessel_j0")
-airy_ai = _unary_op(AiryAi, "special.airy_ai")
+# the public function of each class, named as torch.special names it
+(bessel_j0, bessel_j1, bessel_y0, bessel_y1, modified_bessel_i0, modified_bessel_i1,
+ modified_bessel_k0, modified_bessel_k1, scaled_modified_bessel_k0, scaled_modified_bessel_k1,
+ spherical_bessel_j0, airy_ai) = (
+    _unary_op(c, "special." + c.name)
+    for c in (BesselJ0, BesselJ1, BesselY0, BesselY1, ModifiedBesselI0, ModifiedBesselI1,
+              ModifiedBesselK0, ModifiedBesselK1, ScaledModifiedBesselK0, ScaledModifiedBesselK1,
+              SphericalBesselJ0, AiryAi))
