@@ -211,31 +211,26 @@ static inline double tt_log(double x) {
 static const double TT_ERF64_MID[5] = {0x1.0000000000000p-3, 0x1.8000000000000p-1, 0x1.8000000000000p+0, 0x1.8000000000000p+1, 0x1.0000000000000p-5};
 static const double TT_ERF64_SCALE[5] = {0x1.0000000000000p+3, 0x1.0000000000000p+2, 0x1.0000000000000p+1, 0x1.0000000000000p+0, 0x1.0000000000000p+5};
 static const double TT_ERF64_POLY[5][18] = {
-    { /* small */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
+    { /* small */ [9] =
         0x1.8b4b60851826bp-44, -0x1.c0bb73b49d962p-38, 0x1.c5c56ebdde4c3p-32,
         -0x1.934038e557f46p-26, 0x1.35219bf052861p-20, -0x1.8f7e682ca9335p-15,
         0x1.a6db683de1274p-10, -0x1.658407f4c04bbp-5, 0x1.15446b34ed348p+0,
     },
-    { /* cx1 */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, 0x0.0p+0, 0x1.6b481d24254f5p-39,
-        -0x1.08c556c4d7d5ap-35, 0x1.6b8481db1275ap-32, -0x1.ebee7119c9363p-29,
-        0x1.3f81a121243b6p-25, -0x1.8c9801ff0806fp-22, 0x1.d43a7c5eca247p-19,
-        -0x1.054d6813ee7cbp-15, 0x1.1192f5bd6f5fcp-12, -0x1.09e77d40eadb7p-9,
-        0x1.d90093ae10908p-7, -0x1.78cdd551ee4e9p-4, 0x1.038d54ea3d834p-1,
+    { /* cx1 */ [5] =
+        0x1.6b481d24254f5p-39, -0x1.08c556c4d7d5ap-35, 0x1.6b8481db1275ap-32,
+        -0x1.ebee7119c9363p-29, 0x1.3f81a121243b6p-25, -0x1.8c9801ff0806fp-22,
+        0x1.d43a7c5eca247p-19, -0x1.054d6813ee7cbp-15, 0x1.1192f5bd6f5fcp-12,
+        -0x1.09e77d40eadb7p-9, 0x1.d90093ae10908p-7, -0x1.78cdd551ee4e9p-4,
+        0x1.038d54ea3d834p-1,
     },
-    { /* cx2 */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
+    { /* cx2 */ [3] =
         0x1.819707b18baa5p-37, -0x1.5818fa3c2a0d8p-34, 0x1.14cff905c6c52p-31,
         -0x1.d2f0c117c2611p-29, 0x1.7f9d3bddcd27cp-26, -0x1.30c470595520dp-23,
         0x1.d45090b3f934fp-21, -0x1.5b0ab45af7dfbp-18, 0x1.ee705e882dd0ep-16,
         -0x1.513ed7737c5d3p-13, 0x1.b65944f34010bp-11, -0x1.0dc51d29337d3p-8,
         0x1.37ea271bc54f2p-6, -0x1.4f1988444cb5ap-4, 0x1.494daffa2ad68p-2,
     },
-    { /* cx3 */
+    { /* cx3 */ [0] =
         -0x1.1b460bea38f20p-37, 0x1.58427bcf142c4p-35, -0x1.4c55e1e29e94cp-33,
         0x1.8478bbaf9ab7bp-31, -0x1.c7b1b854f2367p-29, 0x1.018c624816f09p-26,
         -0x1.1d774cff47edfp-24, 0x1.3696cb37dcf88p-22, -0x1.4b146c6ed27e6p-20,
@@ -243,13 +238,12 @@ static const double TT_ERF64_POLY[5][18] = {
         -0x1.53dec9d0b9a9cp-12, 0x1.409cc2ed7c676p-10, -0x1.259061ba854c1p-8,
         0x1.043fe1a98be88p-6, -0x1.bd6ae4d14b16fp-5, 0x1.6e9827d229d2dp-3,
     },
-    { /* tail */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, 0x0.0p+0, 0x1.22c1eea0a9b93p-40,
-        -0x1.4c72d1bf9ecd3p-38, 0x1.5898b57b25303p-36, -0x1.c90d9682e974bp-34,
-        0x1.49bd12903345fp-31, -0x1.01deb0ab668e3p-28, 0x1.c070b1672ffcfp-26,
-        -0x1.bb48265839bc6p-23, 0x1.00fd05e0612bdp-19, -0x1.6ec49a0d3f50bp-16,
-        0x1.5dcd442df6328p-12, -0x1.088ffc939719bp-7, 0x1.1c8c55ad08099p-1,
+    { /* tail */ [5] =
+        0x1.22c1eea0a9b93p-40, -0x1.4c72d1bf9ecd3p-38, 0x1.5898b57b25303p-36,
+        -0x1.c90d9682e974bp-34, 0x1.49bd12903345fp-31, -0x1.01deb0ab668e3p-28,
+        0x1.c070b1672ffcfp-26, -0x1.bb48265839bc6p-23, 0x1.00fd05e0612bdp-19,
+        -0x1.6ec49a0d3f50bp-16, 0x1.5dcd442df6328p-12, -0x1.088ffc939719bp-7,
+        0x1.1c8c55ad08099p-1,
     },
 };
 /* float32_c: pieces small, large; t = (v - MID) * SCALE */
@@ -257,18 +251,29 @@ static const double TT_ERF64_POLY[5][18] = {
 static const double TT_ERF32_MID[2] = {0x1.0000000000000p-1, 0x1.8618618618619p-3};
 static const double TT_ERF32_SCALE[2] = {0x1.0000000000000p+1, 0x1.e8ba2e8ba2e8bp+0};
 static const double TT_ERF32_POLY[2][12] = {
-    { /* small */
-        0x0.0p+0, 0x0.0p+0, 0x0.0p+0,
-        0x0.0p+0, -0x1.445f47d33d87bp-24, 0x1.4a9da0f178cf0p-20,
-        -0x1.2638790e9e1c6p-16, 0x1.c827dc5bc9b59p-13, -0x1.2b902beb7bf5ep-9,
-        0x1.4543691d8f268p-6, -0x1.1fd1629207160p-3, 0x1.ee51eb2384786p-1,
+    { /* small */ [4] =
+        -0x1.445f47d33d87bp-24, 0x1.4a9da0f178cf0p-20, -0x1.2638790e9e1c6p-16,
+        0x1.c827dc5bc9b59p-13, -0x1.2b902beb7bf5ep-9, 0x1.4543691d8f268p-6,
+        -0x1.1fd1629207160p-3, 0x1.ee51eb2384786p-1,
     },
-    { /* large */
+    { /* large */ [0] =
         -0x1.f050c0c9b9801p-26, -0x1.56f246e4a6e4fp-24, 0x1.e1e917c97d435p-22,
         0x1.07a2d89b384e6p-19, -0x1.ed2438bc1b959p-18, -0x1.5bbff0f99ebebp-15,
         0x1.b89c078c30b7fp-13, 0x1.7f2ed1239fdecp-11, -0x1.5b5a7bdd5451cp-7,
         0x1.bc990baded7c0p-5, -0x1.7092c7dbfb927p-3, 0x1.754252f276313p-3,
     },
+};
+/* float32_v: the float GELU's g(t) = C0 + t P(t), t = (v - MID) * SCALE, v = (a - K) / (a + K); P highest first */
+#define TT_GELU32_K 2.0f
+#define TT_GELU32_AMAX 14.85f
+#define TT_GELU32_MID -0x1.e62c100000000p-4f
+#define TT_GELU32_SCALE 0x1.227a660000000p+0f
+#define TT_GELU32_C0 0x1.6c96d36ab9438p+0
+#define TT_GELU32_N 12
+static const float TT_GELU32_P[12] = {
+    -0x1.37c5aa0000000p-17f, -0x1.0d90100000000p-15f, -0x1.081a380000000p-17f, 0x1.597ca40000000p-13f,
+    0x1.b63f860000000p-12f, 0x1.aec9f40000000p-14f, -0x1.1c019e0000000p-9f, -0x1.68b07a0000000p-8f,
+    0x1.e62a300000000p-9f, 0x1.9474520000000p-5f, 0x1.91d9580000000p-6f, -0x1.2fd99a0000000p-1f,
 };
 /* END generated */
 
@@ -351,33 +356,87 @@ static inline float tt_erff(float x) {
 
 static inline float tt_erfcf(float x) { return (float)tt_erfc32((double)x); }
 
-/* The exact GELU, x (1 + erf(x / sqrt 2)) / 2, written x cdf(x) with cdf(x) = erfc(-x / sqrt 2) / 2:
- * no cancellation in 1 + erf for x << 0 (eager's float64 form loses it there), and its slope
- * d/dx = cdf(x) + x exp(-x*x / 2) / sqrt(2 pi). The cdf is a double (for float x too: computed
- * in double, each result rounded once) that a kernel computing both the GELU and its slope of
- * one x computes once (fuse.py `_gelu_steps` writes them as gelu_cdf and the two below). */
+/* ---------------------------------------------------------------- the exact GELU
+ * x (1 + erf(x / sqrt 2)) / 2, written x cdf(x) with cdf(x) = erfc(-x / sqrt 2) / 2: no
+ * cancellation in 1 + erf for x << 0 (eager's float64 form loses it there), and its slope
+ * d/dx = cdf(x) + x exp(-x*x / 2) / sqrt(2 pi). The cdf is a double that a kernel computing
+ * both the GELU and its slope of one x computes once (GeluCdf; fuse.py writes them as
+ * gelu_cdf and the two below).
+ *
+ * float x (tt_gelu_cdf32) is computed in float, 8 lanes to an AVX2 vector, with one piece
+ * over the whole line (no per-lane table pick): for a = |x| <= TT_GELU32_AMAX,
+ *   cdf(-a) = exp(-a*a / 2) w g(t) / 2,   w = 1 / (a + K),  t from v = (a - K) w,
+ * g = erfcx(a / sqrt 2) (a + K) a near-constant polynomial (0.64 .. 2: its Horner sum in float
+ * loses little), cdf(a) = 1 - cdf(-a). exp(-a*a/2) takes a*a as an exact float pair (Dekker's
+ * split: no FMA, which the AVX2 clone lacks), so the far tail keeps its digits (x = -14:
+ * cdf 1e-45, which 1 + erf loses entirely). The division and the last products are done in
+ * double (so only the polynomials' own errors remain). Measured against float64 math.erfc over
+ * every 64th float32 and a dense sweep (tests/tinytensor/compiler/test_tt_erf.py):
+ * gelu <= 1.8 ulp, slope <= 1.6 ulp (of its larger term near its zero, x ~ -0.75). */
 #define TT_INV_SQRT_2 0x1.6a09e667f3bcdp-1
 #define TT_INV_SQRT_2PI 0x1.9884533d43651p-2
+
+/* x*x = h + *l exactly, for |x| < 2^60: Dekker's split of x in its top 12 bits and the rest */
+static inline float tt_sq_pairf(float x, float *l) {
+    float s = x * 4097.0f, xh = s - (s - x), xl = x - xh, h = x * x;
+    *l = ((xh * xh - h) + 2.0f * xh * xl) + xl * xl;
+    return h;
+}
+
+/* exp(-(h + l)) for an exact pair h + l, 0 <= h <= 112, as a double within ~1e-8 relative:
+ * n = round(-h / ln2), r = -h - n ln2 - l (|r| <= ln2/2; the first difference exact, as n has
+ * 8 bits and ln2_hi 16), exp(r) by Taylor to r^7, its last two steps and 2^n in double */
+static inline double tt_exp_neg_pairf(float h, float l) {
+    float n = h * -0x1.715476p+0f + 0x1.8p23f;
+    n = n - 0x1.8p23f;
+    float r = (tt_negf(h) - n * 0x1.62e4p-1f) - (n * 0x1.7f7d1cp-20f + l);
+    float q = 0.5f + r * (0x1.555556p-3f + r * (0x1.555556p-5f + r * (0x1.111112p-7f
+              + r * (0x1.6c16c2p-10f + r * 0x1.a01a02p-13f))));
+    double rd = r;
+    return (1.0 + rd * (1.0 + rd * (double)q)) * tt_pow2((double)n);
+}
+
+/* cdf(x) for a float x, as a double (its error ~1 ulp of float); 0 past -AMAX (x cdf(x) is 0
+ * in float there), nan for nan */
+static inline double tt_gelu_cdff(float x) {
+    float a = fabsf(x);
+    float ac = a > TT_GELU32_AMAX ? TT_GELU32_AMAX : a;
+    float l, h = tt_sq_pairf(ac, &l);
+    double w = 1.0 / ((double)ac + (double)TT_GELU32_K);
+    float t = ((ac - TT_GELU32_K) * (float)w - TT_GELU32_MID) * TT_GELU32_SCALE;
+    float p = TT_GELU32_P[0];
+#pragma GCC unroll 16
+    for (int i = 1; i < TT_GELU32_N; i++)
+        p = TT_GELU32_P[i] + t * p;
+    double g = TT_GELU32_C0 + (double)t * (double)p;            /* its last step in double */
+    double q = (g * 0.5) * w * tt_exp_neg_pairf(h * 0.5f, l * 0.5f);
+    q = a > TT_GELU32_AMAX ? 0.0 : q;
+    return x < 0.0f ? q : 1.0 - q;
+}
+
 static inline double tt_gelu_cdf(double x) { return tt_erfc(tt_neg(x * TT_INV_SQRT_2)) * 0.5; }
-static inline double tt_gelu_cdf32(double x) { return tt_erfc32(tt_neg(x * TT_INV_SQRT_2)) * 0.5; }
+static inline double tt_gelu_cdf32(double x) { return tt_gelu_cdff((float)x); }
 static inline float tt_gelu_erf_cdff(float x, double cdf) { return (float)((double)x * cdf); }
 static inline double tt_gelu_erf_cdf(double x, double cdf) { return x * cdf; }
 
 /* the cdf rounded to float first: eager's forward keeps that float for its backward
- * (kernels/c_rows.py), so a kernel that computes the cdf afresh gets the same bits */
+ * (kernels/c_rows.py), so a kernel that computes the cdf afresh gets the same bits. The pdf's
+ * exp as the cdf's (an exact x*x); |x| clamped at AMAX, where x pdf(x) is far below float */
 static inline float tt_gelu_erf_slope_cdff(float x, double cdf) {
-    double xd = x, c = (double)(float)cdf, h = xd * xd * -0.5;
-    h = h < -700.0 ? -700.0 : h;                    /* tt_exp32's range; exp(-700) x is 0 in float */
-    return (float)(c + xd * (tt_exp32(h) * TT_INV_SQRT_2PI));
+    float a = fabsf(x);
+    a = a > TT_GELU32_AMAX ? TT_GELU32_AMAX : a;
+    float l, h = tt_sq_pairf(a, &l);
+    double pdf = tt_exp_neg_pairf(h * 0.5f, l * 0.5f) * TT_INV_SQRT_2PI;
+    return (float)((double)(float)cdf + (double)copysignf(a, x) * pdf);
 }
 
 static inline double tt_gelu_erf_slope_cdf(double x, double cdf) {
     return cdf + x * (tt_exp(x * x * -0.5) * TT_INV_SQRT_2PI);
 }
 
-static inline float tt_gelu_erff(float x) { return tt_gelu_erf_cdff(x, tt_gelu_cdf32((double)x)); }
+static inline float tt_gelu_erff(float x) { return tt_gelu_erf_cdff(x, tt_gelu_cdff(x)); }
 static inline double tt_gelu_erf(double x) { return tt_gelu_erf_cdf(x, tt_gelu_cdf(x)); }
-static inline float tt_gelu_erf_slopef(float x) { return tt_gelu_erf_slope_cdff(x, tt_gelu_cdf32((double)x)); }
+static inline float tt_gelu_erf_slopef(float x) { return tt_gelu_erf_slope_cdff(x, tt_gelu_cdff(x)); }
 static inline double tt_gelu_erf_slope(double x) { return tt_gelu_erf_slope_cdf(x, tt_gelu_cdf(x)); }
 
 #endif
