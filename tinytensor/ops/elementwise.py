@@ -893,8 +893,8 @@ class Gelu(Function):
                 t *= x * 0.5
                 return t
             return Gelu._tanh_form(x, xp.tanh).astype(x.dtype, copy=False)
-        if ctx.records:   # the cdf too, which the backward then reads instead of an erfc
-            got = _c_rows.elementwise("gelu_erf_cdf", x)
+        if ctx.records:   # the slope too, from the same cdf and exp: the backward is g * slope
+            got = _c_rows.elementwise("gelu_erf_slope", x)
             if got is not None:
                 ctx.save_for_backward(x, got[1])
                 return got[0]
@@ -926,8 +926,9 @@ class Gelu(Function):
             return g * slope
         if ctx.attrs["approximate"] == "none":
             saved = ctx.saved_arrays
-            got = (_c_rows.elementwise("gelu_erf_backward_cdf", x, saved[1], g) if len(saved) == 2
-                   else _c_rows.elementwise("gelu_erf_backward", x, g))
+            if len(saved) == 2:   # the forward's C kernel's slope
+                return g * saved[1]
+            got = _c_rows.elementwise("gelu_erf_backward", x, g)
             if got is not None:
                 return got
         if xp is np and ctx.attrs["approximate"] == "none":
