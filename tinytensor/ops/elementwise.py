@@ -907,7 +907,10 @@ class Gelu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g * Gelu._slope(ctx.saved_tensor(0), ctx.attrs["approximate"], tanh, erf, exp)
+        # the slope as one op (a tape, a captured program and double backward see one
+        # function of x, whose rule the compiler reads), its formula `_slope`
+        x = ctx.saved_tensor(0)
+        return g * (GeluErfSlope.apply(x) if ctx.attrs["approximate"] == "none" else GeluTanhSlope.apply(x))
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -1014,25 +1017,37 @@ def gelu(x, approximate="none"):
     return Gelu.apply(float_operand(x, "gelu"), approximate=approximate)
 
 
-# The exact GELU's parts that the compiler computes (never made by eager code): its slope as
-# one op (compiler/passes/gelu.py recognizes `Gelu._slope`'s captured ops), and the float64
-# cdf that a kernel computing both gelu(x) and its slope shares (`decompose`). None is
-# differentiated again (compiled programs are not): no backward.
+# The GELU's slope as one op each (Gelu.backward records it), and the exact GELU's parts a
+# kernel computes: the float64 cdf that gelu(x) and its slope of one x share (`decompose`).
 def _gelu_c(fname, suffix32="f"):
     """The C of tt_math.h's `fname`, of its float flavour for float32 (`suffix32`)."""
     return lambda a, ins, t, C: (f"{fname}{suffix32 if ins.inputs[0].dtype.name == 'float32' else ''}"
                                  f"({', '.join(a)})")
 
 
+def _tanh_array(x, xp):
+    """tanh of an array (of array module xp) as the Tanh op computes it."""
+    got = _c.elementwise("tanh", tanh, [x])
+    return got[0] if got else xp.tanh(x)
+
+
+def _gelu_pdf(x):
+    """exp(-x*x / 2) / sqrt(2 pi), for Tensors and arrays alike."""
+    return (x * x * -0.5).exp() * _INV_SQRT_2PI
+
+
 class GeluErfSlope(Function):
     """d gelu(x) / dx of the exact GELU, as eager's backward computes it (in float64:
-    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf, within an ulp."""
+    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf. Its own derivative,
+    gelu''(x) = pdf(x) (2 - x*x), makes the GELU twice differentiable."""
     compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
                         evaluates=("erfc_gelu", "exp_gelu"))
     name = "gelu_erf_slope"
+    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
     def forward(ctx, x):
+        ctx.save_for_backward(x)
         xp = _xp(x)
         if xp is np and x.ndim:
             return gelu_exact_slope(x)
@@ -1040,9 +1055,44 @@ class GeluErfSlope(Function):
         return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
     @staticmethod
+    def backward(ctx, g):
+        x = ctx.saved_tensor(0)
+        return g * (_gelu_pdf(x) * (2.0 - x * x))
+
+    @staticmethod
     def decompose(x):
         """In a kernel: cdf(x) + x pdf(x) with the cdf shared with a gelu(x) beside it."""
         return GeluSlopeFromCdf.apply(x, GeluCdf.apply(x))
+
+
+class GeluTanhSlope(Function):
+    """d gelu(x) / dx of the tanh GELU (`Gelu._slope`, its tanh that of the forward's very
+    expression): in a kernel its steps, so a gelu(x) beside it shares the tanh."""
+    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
+                        evaluates=("tanh_gelu",))
+    name = "gelu_tanh_slope"
+    jvp = staticmethod(elementwise_jvp)
+
+    @staticmethod
+    def forward(ctx, x):
+        # `decompose`'s ops on arrays, its tanh Tanh's (a C kernel where there is one): a
+        # kernel computing the steps, and the interpreter, get these bits
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        return xp.asarray(Gelu._slope(x, "tanh", lambda a: _tanh_array(a, xp), None, None)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        # u = sqrt(2/pi) (x + c x^3), t = tanh(u), slope = (1 + t) / 2 + x (1 - t t) u' / 2:
+        # its derivative is (1 - t t) (u' - x t u'^2 + x u'' / 2), u'' = sqrt(2/pi) 6 c x
+        x = ctx.saved_tensor(0)
+        t = tanh(Gelu._tanh_arg(x))
+        du = (1.0 + x * x * (3 * _GELU_CUBE)) * _SQRT_2_OVER_PI
+        return g * ((1.0 - t * t) * (du - x * t * du * du + x * x * (3 * _GELU_CUBE * _SQRT_2_OVER_PI)))
+
+    @staticmethod
+    def decompose(x):
+        return Gelu._slope(x, "tanh", tanh, erf, exp)
 
 
 class GeluCdf(Function):
