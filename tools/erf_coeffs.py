@@ -154,10 +154,7 @@ def c_block(pieces=None):
         for k in order:
             coeffs = list(table[k][2])[::-1]
             # a shorter piece starts at its index (the designator): the leading ones stay 0
-            lines.append(f"    {{ /* {k} */ [{n - len(coeffs)}] =")
-            for i in range(0, len(coeffs), 3):
-                lines.append("        " + ", ".join(float(c).hex() for c in coeffs[i:i + 3]) + ",")
-            lines.append("    },")
+            lines.append(f"    {{ /* {k} */ [{n - len(coeffs)}] = " + ", ".join(float(c).hex() for c in coeffs) + "},")
         lines.append("};")
     mid, half, coeffs = pieces["float32_v"]["gelu"]
     lines.append("/* float32_v: the float GELU's g(t) = C0 + t P(t), t = (v - MID) * SCALE, "
@@ -169,10 +166,7 @@ def c_block(pieces=None):
     lines.append(f"#define TT_GELU32_C0 {float(coeffs[0]).hex()}")
     lines.append(f"#define TT_GELU32_N {len(coeffs) - 1}")
     lines.append(f"static const float TT_GELU32_P[{len(coeffs) - 1}] = {{")
-    rest = [float(np.float32(c)).hex() + "f" for c in list(coeffs[1:])[::-1]]
-    for i in range(0, len(rest), 4):
-        lines.append("    " + ", ".join(rest[i:i + 4]) + ",")
-    lines.append("};")
+    lines[-1] += " " + ", ".join(float(np.float32(c)).hex() + "f" for c in list(coeffs[1:])[::-1]) + "};"
     lines.append(C_END)
     return "\n".join(lines)
 

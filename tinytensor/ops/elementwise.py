@@ -1031,23 +1031,35 @@ def _tanh_array(x, xp):
     return got[0] if got else xp.tanh(x)
 
 
-def _gelu_pdf(x):
-    """exp(-x*x / 2) / sqrt(2 pi), for Tensors and arrays alike."""
-    return (x * x * -0.5).exp() * _INV_SQRT_2PI
-
-
-class GeluErfSlope(Function):
-    """d gelu(x) / dx of the exact GELU, as eager's backward computes it (in float64:
-    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf. Its own derivative,
-    gelu''(x) = pdf(x) (2 - x*x), makes the GELU twice differentiable."""
-    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
-                        evaluates=("erfc_gelu", "exp_gelu"))
-    name = "gelu_erf_slope"
+class _GeluSlope(Function):
+    """A GELU's slope as one op (Gelu.backward records it): one function of x to the compiler
+    (its rule names what it evaluates, shared with a gelu(x) beside it in a kernel, where it is
+    written as its `decompose` steps), and differentiable again (`_derivative`: the GELU's
+    second derivative), in forward mode too."""
     jvp = staticmethod(elementwise_jvp)
 
-    @staticmethod
-    def forward(ctx, x):
+    @classmethod
+    def forward(cls, ctx, x):
         ctx.save_for_backward(x)
+        return cls._value(x)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * cls._derivative(ctx.saved_tensor(0))
+
+
+def _slope_rule(*evaluates):
+    return Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True, evaluates=evaluates)
+
+
+class GeluErfSlope(_GeluSlope):
+    """d gelu(x) / dx of the exact GELU, as eager's NumPy backward computes it (in float64:
+    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf."""
+    compile_rule = _slope_rule("erfc_gelu", "exp_gelu")
+    name = "gelu_erf_slope"
+
+    @staticmethod
+    def _value(x):
         xp = _xp(x)
         if xp is np and x.ndim:
             return gelu_exact_slope(x)
@@ -1055,9 +1067,9 @@ class GeluErfSlope(Function):
         return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
     @staticmethod
-    def backward(ctx, g):
-        x = ctx.saved_tensor(0)
-        return g * (_gelu_pdf(x) * (2.0 - x * x))
+    def _derivative(x):
+        """gelu''(x) = pdf(x) (2 - x*x)"""
+        return (x * x * -0.5).exp() * _INV_SQRT_2PI * (2.0 - x * x)
 
     @staticmethod
     def decompose(x):
@@ -1065,30 +1077,25 @@ class GeluErfSlope(Function):
         return GeluSlopeFromCdf.apply(x, GeluCdf.apply(x))
 
 
-class GeluTanhSlope(Function):
-    """d gelu(x) / dx of the tanh GELU (`Gelu._slope`, its tanh that of the forward's very
-    expression): in a kernel its steps, so a gelu(x) beside it shares the tanh."""
-    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
-                        evaluates=("tanh_gelu",))
+class GeluTanhSlope(_GeluSlope):
+    """d gelu(x) / dx of the tanh GELU (`Gelu._slope`: its tanh the forward's very expression's)."""
+    compile_rule = _slope_rule("tanh_gelu")
     name = "gelu_tanh_slope"
-    jvp = staticmethod(elementwise_jvp)
 
     @staticmethod
-    def forward(ctx, x):
-        # `decompose`'s ops on arrays, its tanh Tanh's (a C kernel where there is one): a
-        # kernel computing the steps, and the interpreter, get these bits
-        ctx.save_for_backward(x)
+    def _value(x):
+        # `decompose`'s ops on arrays, its tanh the Tanh op's (a C kernel where there is one):
+        # a kernel computing the steps, and the interpreter, get these bits
         xp = _xp(x)
-        return xp.asarray(Gelu._slope(x, "tanh", lambda a: _tanh_array(a, xp), None, None)).astype(x.dtype, copy=False)
+        return xp.asarray(Gelu._slope(x, "tanh", lambda a: _tanh_array(a, xp), None, None)).astype(x.dtype)
 
     @staticmethod
-    def backward(ctx, g):
+    def _derivative(x):
         # u = sqrt(2/pi) (x + c x^3), t = tanh(u), slope = (1 + t) / 2 + x (1 - t t) u' / 2:
         # its derivative is (1 - t t) (u' - x t u'^2 + x u'' / 2), u'' = sqrt(2/pi) 6 c x
-        x = ctx.saved_tensor(0)
         t = tanh(Gelu._tanh_arg(x))
         du = (1.0 + x * x * (3 * _GELU_CUBE)) * _SQRT_2_OVER_PI
-        return g * ((1.0 - t * t) * (du - x * t * du * du + x * x * (3 * _GELU_CUBE * _SQRT_2_OVER_PI)))
+        return (1.0 - t * t) * (du - x * t * du * du + x * x * (3 * _GELU_CUBE * _SQRT_2_OVER_PI))
 
     @staticmethod
     def decompose(x):

@@ -211,57 +211,19 @@ static inline double tt_log(double x) {
 static const double TT_ERF64_MID[5] = {0x1.0000000000000p-3, 0x1.8000000000000p-1, 0x1.8000000000000p+0, 0x1.8000000000000p+1, 0x1.0000000000000p-5};
 static const double TT_ERF64_SCALE[5] = {0x1.0000000000000p+3, 0x1.0000000000000p+2, 0x1.0000000000000p+1, 0x1.0000000000000p+0, 0x1.0000000000000p+5};
 static const double TT_ERF64_POLY[5][18] = {
-    { /* small */ [9] =
-        0x1.8b4b60851826bp-44, -0x1.c0bb73b49d962p-38, 0x1.c5c56ebdde4c3p-32,
-        -0x1.934038e557f46p-26, 0x1.35219bf052861p-20, -0x1.8f7e682ca9335p-15,
-        0x1.a6db683de1274p-10, -0x1.658407f4c04bbp-5, 0x1.15446b34ed348p+0,
-    },
-    { /* cx1 */ [5] =
-        0x1.6b481d24254f5p-39, -0x1.08c556c4d7d5ap-35, 0x1.6b8481db1275ap-32,
-        -0x1.ebee7119c9363p-29, 0x1.3f81a121243b6p-25, -0x1.8c9801ff0806fp-22,
-        0x1.d43a7c5eca247p-19, -0x1.054d6813ee7cbp-15, 0x1.1192f5bd6f5fcp-12,
-        -0x1.09e77d40eadb7p-9, 0x1.d90093ae10908p-7, -0x1.78cdd551ee4e9p-4,
-        0x1.038d54ea3d834p-1,
-    },
-    { /* cx2 */ [3] =
-        0x1.819707b18baa5p-37, -0x1.5818fa3c2a0d8p-34, 0x1.14cff905c6c52p-31,
-        -0x1.d2f0c117c2611p-29, 0x1.7f9d3bddcd27cp-26, -0x1.30c470595520dp-23,
-        0x1.d45090b3f934fp-21, -0x1.5b0ab45af7dfbp-18, 0x1.ee705e882dd0ep-16,
-        -0x1.513ed7737c5d3p-13, 0x1.b65944f34010bp-11, -0x1.0dc51d29337d3p-8,
-        0x1.37ea271bc54f2p-6, -0x1.4f1988444cb5ap-4, 0x1.494daffa2ad68p-2,
-    },
-    { /* cx3 */ [0] =
-        -0x1.1b460bea38f20p-37, 0x1.58427bcf142c4p-35, -0x1.4c55e1e29e94cp-33,
-        0x1.8478bbaf9ab7bp-31, -0x1.c7b1b854f2367p-29, 0x1.018c624816f09p-26,
-        -0x1.1d774cff47edfp-24, 0x1.3696cb37dcf88p-22, -0x1.4b146c6ed27e6p-20,
-        0x1.595f27c2c7c6dp-18, -0x1.6025101d28a94p-16, 0x1.5e7392ddcfa64p-14,
-        -0x1.53dec9d0b9a9cp-12, 0x1.409cc2ed7c676p-10, -0x1.259061ba854c1p-8,
-        0x1.043fe1a98be88p-6, -0x1.bd6ae4d14b16fp-5, 0x1.6e9827d229d2dp-3,
-    },
-    { /* tail */ [5] =
-        0x1.22c1eea0a9b93p-40, -0x1.4c72d1bf9ecd3p-38, 0x1.5898b57b25303p-36,
-        -0x1.c90d9682e974bp-34, 0x1.49bd12903345fp-31, -0x1.01deb0ab668e3p-28,
-        0x1.c070b1672ffcfp-26, -0x1.bb48265839bc6p-23, 0x1.00fd05e0612bdp-19,
-        -0x1.6ec49a0d3f50bp-16, 0x1.5dcd442df6328p-12, -0x1.088ffc939719bp-7,
-        0x1.1c8c55ad08099p-1,
-    },
+    { /* small */ [9] = 0x1.8b4b60851826bp-44, -0x1.c0bb73b49d962p-38, 0x1.c5c56ebdde4c3p-32, -0x1.934038e557f46p-26, 0x1.35219bf052861p-20, -0x1.8f7e682ca9335p-15, 0x1.a6db683de1274p-10, -0x1.658407f4c04bbp-5, 0x1.15446b34ed348p+0},
+    { /* cx1 */ [5] = 0x1.6b481d24254f5p-39, -0x1.08c556c4d7d5ap-35, 0x1.6b8481db1275ap-32, -0x1.ebee7119c9363p-29, 0x1.3f81a121243b6p-25, -0x1.8c9801ff0806fp-22, 0x1.d43a7c5eca247p-19, -0x1.054d6813ee7cbp-15, 0x1.1192f5bd6f5fcp-12, -0x1.09e77d40eadb7p-9, 0x1.d90093ae10908p-7, -0x1.78cdd551ee4e9p-4, 0x1.038d54ea3d834p-1},
+    { /* cx2 */ [3] = 0x1.819707b18baa5p-37, -0x1.5818fa3c2a0d8p-34, 0x1.14cff905c6c52p-31, -0x1.d2f0c117c2611p-29, 0x1.7f9d3bddcd27cp-26, -0x1.30c470595520dp-23, 0x1.d45090b3f934fp-21, -0x1.5b0ab45af7dfbp-18, 0x1.ee705e882dd0ep-16, -0x1.513ed7737c5d3p-13, 0x1.b65944f34010bp-11, -0x1.0dc51d29337d3p-8, 0x1.37ea271bc54f2p-6, -0x1.4f1988444cb5ap-4, 0x1.494daffa2ad68p-2},
+    { /* cx3 */ [0] = -0x1.1b460bea38f20p-37, 0x1.58427bcf142c4p-35, -0x1.4c55e1e29e94cp-33, 0x1.8478bbaf9ab7bp-31, -0x1.c7b1b854f2367p-29, 0x1.018c624816f09p-26, -0x1.1d774cff47edfp-24, 0x1.3696cb37dcf88p-22, -0x1.4b146c6ed27e6p-20, 0x1.595f27c2c7c6dp-18, -0x1.6025101d28a94p-16, 0x1.5e7392ddcfa64p-14, -0x1.53dec9d0b9a9cp-12, 0x1.409cc2ed7c676p-10, -0x1.259061ba854c1p-8, 0x1.043fe1a98be88p-6, -0x1.bd6ae4d14b16fp-5, 0x1.6e9827d229d2dp-3},
+    { /* tail */ [5] = 0x1.22c1eea0a9b93p-40, -0x1.4c72d1bf9ecd3p-38, 0x1.5898b57b25303p-36, -0x1.c90d9682e974bp-34, 0x1.49bd12903345fp-31, -0x1.01deb0ab668e3p-28, 0x1.c070b1672ffcfp-26, -0x1.bb48265839bc6p-23, 0x1.00fd05e0612bdp-19, -0x1.6ec49a0d3f50bp-16, 0x1.5dcd442df6328p-12, -0x1.088ffc939719bp-7, 0x1.1c8c55ad08099p-1},
 };
 /* float32_c: pieces small, large; t = (v - MID) * SCALE */
 #define TT_ERF32_N 12
 static const double TT_ERF32_MID[2] = {0x1.0000000000000p-1, 0x1.8618618618619p-3};
 static const double TT_ERF32_SCALE[2] = {0x1.0000000000000p+1, 0x1.e8ba2e8ba2e8bp+0};
 static const double TT_ERF32_POLY[2][12] = {
-    { /* small */ [4] =
-        -0x1.445f47d33d87bp-24, 0x1.4a9da0f178cf0p-20, -0x1.2638790e9e1c6p-16,
-        0x1.c827dc5bc9b59p-13, -0x1.2b902beb7bf5ep-9, 0x1.4543691d8f268p-6,
-        -0x1.1fd1629207160p-3, 0x1.ee51eb2384786p-1,
-    },
-    { /* large */ [0] =
-        -0x1.f050c0c9b9801p-26, -0x1.56f246e4a6e4fp-24, 0x1.e1e917c97d435p-22,
-        0x1.07a2d89b384e6p-19, -0x1.ed2438bc1b959p-18, -0x1.5bbff0f99ebebp-15,
-        0x1.b89c078c30b7fp-13, 0x1.7f2ed1239fdecp-11, -0x1.5b5a7bdd5451cp-7,
-        0x1.bc990baded7c0p-5, -0x1.7092c7dbfb927p-3, 0x1.754252f276313p-3,
-    },
+    { /* small */ [4] = -0x1.445f47d33d87bp-24, 0x1.4a9da0f178cf0p-20, -0x1.2638790e9e1c6p-16, 0x1.c827dc5bc9b59p-13, -0x1.2b902beb7bf5ep-9, 0x1.4543691d8f268p-6, -0x1.1fd1629207160p-3, 0x1.ee51eb2384786p-1},
+    { /* large */ [0] = -0x1.f050c0c9b9801p-26, -0x1.56f246e4a6e4fp-24, 0x1.e1e917c97d435p-22, 0x1.07a2d89b384e6p-19, -0x1.ed2438bc1b959p-18, -0x1.5bbff0f99ebebp-15, 0x1.b89c078c30b7fp-13, 0x1.7f2ed1239fdecp-11, -0x1.5b5a7bdd5451cp-7, 0x1.bc990baded7c0p-5, -0x1.7092c7dbfb927p-3, 0x1.754252f276313p-3},
 };
 /* float32_v: the float GELU's g(t) = C0 + t P(t), t = (v - MID) * SCALE, v = (a - K) / (a + K); P highest first */
 #define TT_GELU32_K 2.0f
@@ -270,11 +232,7 @@ static const double TT_ERF32_POLY[2][12] = {
 #define TT_GELU32_SCALE 0x1.227a660000000p+0f
 #define TT_GELU32_C0 0x1.6c96d36ab9438p+0
 #define TT_GELU32_N 12
-static const float TT_GELU32_P[12] = {
-    -0x1.37c5aa0000000p-17f, -0x1.0d90100000000p-15f, -0x1.081a380000000p-17f, 0x1.597ca40000000p-13f,
-    0x1.b63f860000000p-12f, 0x1.aec9f40000000p-14f, -0x1.1c019e0000000p-9f, -0x1.68b07a0000000p-8f,
-    0x1.e62a300000000p-9f, 0x1.9474520000000p-5f, 0x1.91d9580000000p-6f, -0x1.2fd99a0000000p-1f,
-};
+static const float TT_GELU32_P[12] = { -0x1.37c5aa0000000p-17f, -0x1.0d90100000000p-15f, -0x1.081a380000000p-17f, 0x1.597ca40000000p-13f, 0x1.b63f860000000p-12f, 0x1.aec9f40000000p-14f, -0x1.1c019e0000000p-9f, -0x1.68b07a0000000p-8f, 0x1.e62a300000000p-9f, 0x1.9474520000000p-5f, 0x1.91d9580000000p-6f, -0x1.2fd99a0000000p-1f};
 /* END generated */
 
 /* v's piece among the 5 of double by a's edges: the selected entry of table T */
