@@ -59,14 +59,26 @@ _K = 2.0
 PIECES_FOR["float32_c"] = PIECES_FOR["float32"][:1] + [
     ("large", lambda v: _erfcx(_K * (1 + v) / (1 - v)), ((1.0 - _K) / (1.0 + _K), (12.0 - _K) / (12.0 + _K)))]
 TARGET["float32_c"] = TARGET["float32"]
-# the float GELU's cdf (tt_math.h `tt_gelu_cdff`, float arithmetic with a double finish): one
-# piece over the whole line, g(v) = erfcx(a / sqrt 2) (a + K) with v = (a - K) / (a + K) for a = |x|
-# in [0, GELU_AMAX] (past it x cdf(x) is 0 in float). g is near-constant (0.64 .. 2), so its float
-# Horner sum loses little; cdf(-a) = exp(-a*a/2) g w / 2 with w = 1 / (a + K) from the same division
-GELU_K, GELU_AMAX = 2.0, 14.85
-PIECES_FOR["float32_v"] = [
-    ("gelu", lambda v: _erfcx(GELU_K * (1 + v) / (1 - v) / mp.sqrt(2)) * (GELU_K * (1 + v) / (1 - v) + GELU_K),
-     (-1.0, (GELU_AMAX - GELU_K) / (GELU_AMAX + GELU_K)))]
+# C kernels' float32 computed in float (tt_math.h `tt_gelu_cdff`, `tt_erff`: float arithmetic
+# with a double finish), one piece per function over its whole range, so no lane picks among
+# tables: g(v) = erfcx(a s) (a + K) with v = (a - K) / (a + K) for a = |x| (s = 1/sqrt 2 for the
+# GELU's cdf(-a) = exp(-a*a/2) g w / 2, s = 1 for erfc(a) = exp(-a*a) g w, w = 1 / (a + K)), a
+# near-constant (0.6 .. 2) whose float Horner sum loses little, up to AMAX (past it x cdf(x) is 0
+# in float, and erf(a) is 1); erf below 1/2 as a (erf(a) / a) of a*a
+V_K = {"gelu": 2.0, "erfc": 3.0}
+V_AMAX = {"gelu": 14.85, "erfc": 4.0}
+
+
+def _v_piece(name, s2, lo_a):
+    """The piece of function `name`: erfcx(a s) (a + K) of v, s*s = s2, a in [lo_a, AMAX]."""
+    k, amax = V_K[name], V_AMAX[name]
+    a = lambda v: k * (1 + v) / (1 - v)
+    return (name, lambda v: _erfcx(a(v) * mp.sqrt(mp.mpf(s2))) * (a(v) + k),
+            ((lo_a - k) / (lo_a + k), (amax - k) / (amax + k)))
+
+
+PIECES_FOR["float32_v"] = [_v_piece("gelu", 0.5, 0.0), _v_piece("erfc", 1.0, 0.5),
+                           ("erf_small", _erf_over_a, (0.0, 0.25))]
 TARGET["float32_v"] = 3e-9
 
 
@@ -156,17 +168,19 @@ def c_block(pieces=None):
             # a shorter piece starts at its index (the designator): the leading ones stay 0
             lines.append(f"    {{ /* {k} */ [{n - len(coeffs)}] = " + ", ".join(float(c).hex() for c in coeffs) + "},")
         lines.append("};")
-    mid, half, coeffs = pieces["float32_v"]["gelu"]
-    lines.append("/* float32_v: the float GELU's g(t) = C0 + t P(t), t = (v - MID) * SCALE, "
-                 "v = (a - K) / (a + K); P highest first */")
-    lines.append(f"#define TT_GELU32_K {GELU_K!r}f")
-    lines.append(f"#define TT_GELU32_AMAX {GELU_AMAX!r}f")
-    lines.append(f"#define TT_GELU32_MID {float(np.float32(mid)).hex()}f")
-    lines.append(f"#define TT_GELU32_SCALE {float(np.float32(1.0 / half)).hex()}f")
-    lines.append(f"#define TT_GELU32_C0 {float(coeffs[0]).hex()}")
-    lines.append(f"#define TT_GELU32_N {len(coeffs) - 1}")
-    lines.append(f"static const float TT_GELU32_P[{len(coeffs) - 1}] = {{")
-    lines[-1] += " " + ", ".join(float(np.float32(c)).hex() + "f" for c in list(coeffs[1:])[::-1]) + "};"
+    lines.append("/* float32_v: g(t) = C0 + t P(t) (tt_vpoly), t = (v - MID) * SCALE, v = (a - K) / (a + K) "
+                 "(erf_small: v = a*a); P highest first */")
+    for k, (mid, half, coeffs) in pieces["float32_v"].items():
+        name = "TT_V_" + k.upper()
+        if k in V_K:
+            lines.append(f"#define {name}_K {V_K[k]!r}f")
+            lines.append(f"#define {name}_AMAX {V_AMAX[k]!r}f")
+        lines.append(f"#define {name}_MID {float(mid).hex()}")
+        lines.append(f"#define {name}_SCALE {(1.0 / half).hex()}")
+        lines.append(f"#define {name}_C0 {float(coeffs[0]).hex()}")
+        lines.append(f"#define {name}_N {len(coeffs) - 1}")
+        lines.append(f"static const float {name}_P[{len(coeffs) - 1}] = {{ "
+                     + ", ".join(float(np.float32(c)).hex() + "f" for c in list(coeffs[1:])[::-1]) + "};")
     lines.append(C_END)
     return "\n".join(lines)
 
