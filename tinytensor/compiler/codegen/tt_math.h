@@ -358,7 +358,7 @@ static inline double tt_vpoly(double t, const float *p, int n, double c0) {
 /* erf of a float in float arithmetic (8 lanes to an AVX2 vector), one piece each side of
  * 1/2 computed for every lane and selected: a (erf(a) / a)(a*a) below, 1 - erfc(a) above with
  * erfc(a) = exp(-a*a) w g (float32_v's erfc piece, a*a an exact pair), 1 from a = 4 on. Measured
- * against float64 math.erf over a stratified float32 sample (test_tt_erf.py): <= 1 ulp. */
+ * against float64 over every 7th float32 of |x| < 16: <= 0.83 ulp. */
 static inline float tt_erff(float x) {
     float a = fabsf(x);
     float ac = a > TT_V_ERFC_AMAX ? TT_V_ERFC_AMAX : a;
@@ -388,9 +388,9 @@ static inline float tt_erfcf(float x) { return (float)tt_erfc32((double)x); }
  * split: no FMA, which the AVX2 clone lacks), so the far tail keeps its digits (x = -14:
  * cdf 1e-45, which 1 + erf loses entirely). w, t, the polynomial's last step and the products
  * are double (a float t alone costs ~1 ulp: g's slope in t is not small). Measured against
- * float64 over ~1M float32 of |x| < 16 spread over every binade (test_tt_erf.py holds a sample
- * of them): gelu <= 1.26 ulp, slope <= 1.25 ulp (of its larger term near its zero,
- * x ~ -0.75), erf <= 0.77 ulp. */
+ * float64 over every 7th float32 of |x| < 16 (3.1e8 values; test_tt_erf.py holds a sample):
+ * gelu <= 1.32 ulp, slope <= 1.31 ulp (of its larger term near its zero, x ~ -0.75), erf
+ * <= 0.83 ulp. */
 #define TT_INV_SQRT_2 0x1.6a09e667f3bcdp-1
 #define TT_INV_SQRT_2PI 0x1.9884533d43651p-2
 
