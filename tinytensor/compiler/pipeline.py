@@ -15,7 +15,7 @@ row having its planned peak.
 from typing import Callable, NamedTuple
 
 from .. import symbolic
-from .passes import columns, cse, dce, fold, fuse, gelu, pads, plan, remat, simplify
+from .passes import columns, cse, dce, fold, fuse, pads, plan, remat, simplify
 
 
 class Stage(NamedTuple):
@@ -35,7 +35,7 @@ def _fuse_with_columns(program):
 
 
 # remat last: cse would merge the recomputed values back into the kept ones
-COMMON = tuple(_stage(m) for m in (dce, cse, fold, simplify, pads, gelu, dce, remat))
+COMMON = tuple(_stage(m) for m in (dce, cse, fold, simplify, pads, dce, remat))
 FUSE = _stage(fuse)
 FUSE_C = Stage("fuse", _fuse_with_columns)
 PLAN = _stage(plan, rewrites=False)   # the arena the C runner lays intermediates in

@@ -320,27 +320,26 @@ def _call(lib, arrays, sizes, work, name):
 
 # kind -> (inputs, {C type: (C binding, output expressions)}): the functions the codegen
 # emits for the exact GELU, its slope and erf, so compiled and eager agree. The exact
-# GELU's forward also returns its cdf (rounded to x's dtype), which its backward reads
-# instead of computing erfc again: tt_gelu_erf_slope_cdff rounds the cdf to float itself,
-# so a compiled step, which computes the cdf afresh, gets the same bits.
+# GELU's forward, when a backward is to come, also returns its slope, which the backward
+# multiplies by g: one sweep computes both from one cdf and one exp(-x*x/2) (the two
+# functions' identical steps, inlined side by side, are computed once). The slope is
+# tt_gelu_erf_slope_cdf[f] of that cdf, as a compiled step computes it afresh: the same bits.
 _KINDS = {
     "gelu_erf": (1, {"float": ("", ("tt_gelu_erff(x1)",)), "double": ("", ("tt_gelu_erf(x1)",))}),
-    "gelu_erf_cdf": (1, {"float": ("const double c = tt_gelu_cdf32((double)x1);",
-                                   ("tt_gelu_erf_cdff(x1, c)", "(float)c")),
-                         "double": ("const double c = tt_gelu_cdf(x1);", ("tt_gelu_erf_cdf(x1, c)", "c"))}),
+    "gelu_erf_slope": (1, {"float": ("const double c = tt_gelu_cdf32((double)x1);",
+                                     ("tt_gelu_erf_cdff(x1, c)", "tt_gelu_erf_slope_cdff(x1, c)")),
+                           "double": ("const double c = tt_gelu_cdf(x1);",
+                                      ("tt_gelu_erf_cdf(x1, c)", "tt_gelu_erf_slope_cdf(x1, c)"))}),
     "gelu_erf_backward": (2, {"float": ("", ("x2 * tt_gelu_erf_slopef(x1)",)),
                               "double": ("", ("x2 * tt_gelu_erf_slope(x1)",))}),
-    "gelu_erf_backward_cdf": (3, {"float": ("", ("x3 * tt_gelu_erf_slope_cdff(x1, x2)",)),
-                                  "double": ("", ("x3 * tt_gelu_erf_slope_cdf(x1, x2)",))}),
     "erf": (1, {"float": ("", ("tt_erff(x1)",)), "double": ("", ("tt_erf(x1)",))}),
 }
 
 
 def elementwise(kind, *arrays):
-    """A kernel of _KINDS on arrays of one shape: the exact GELU ("gelu_erf"; "gelu_erf_cdf":
-    and its cdf), its backward g * slope ("gelu_erf_backward" on (x, g);
-    "gelu_erf_backward_cdf" on (x, cdf, g)) or erf: the result (a tuple where there are
-    several), or None."""
+    """A kernel of _KINDS on arrays of one shape: the exact GELU ("gelu_erf"; "gelu_erf_slope":
+    and its slope), its backward g * slope ("gelu_erf_backward" on (x, g)) or erf: the result
+    (a tuple where there are several), or None."""
     a = arrays[0]
     if not c_eager.enabled() or not c_eager.takes(*arrays) or any(b.shape != a.shape for b in arrays):
         return None

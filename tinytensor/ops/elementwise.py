@@ -890,8 +890,8 @@ class Gelu(Function):
                 t *= x * 0.5
                 return t
             return Gelu._tanh_form(x, xp.tanh).astype(x.dtype, copy=False)
-        if ctx.records:   # the cdf too, which the backward then reads instead of an erfc
-            got = _c_rows.elementwise("gelu_erf_cdf", x)
+        if ctx.records:   # the slope too, from the same cdf and exp: the backward is g * slope
+            got = _c_rows.elementwise("gelu_erf_slope", x)
             if got is not None:
                 ctx.save_for_backward(x, got[1])
                 return got[0]
@@ -904,7 +904,10 @@ class Gelu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g * Gelu._slope(ctx.saved_tensor(0), ctx.attrs["approximate"], tanh, erf, exp)
+        # the slope as one op (a tape, a captured program and double backward see one
+        # function of x, whose rule the compiler reads), its formula `_slope`
+        x = ctx.saved_tensor(0)
+        return g * (GeluErfSlope.apply(x) if ctx.attrs["approximate"] == "none" else GeluTanhSlope.apply(x))
 
     @staticmethod
     def backward_arrays(ctx, g):
@@ -923,8 +926,9 @@ class Gelu(Function):
             return g * slope
         if ctx.attrs["approximate"] == "none":
             saved = ctx.saved_arrays
-            got = (_c_rows.elementwise("gelu_erf_backward_cdf", x, saved[1], g) if len(saved) == 2
-                   else _c_rows.elementwise("gelu_erf_backward", x, g))
+            if len(saved) == 2:   # the forward's C kernel's slope
+                return g * saved[1]
+            got = _c_rows.elementwise("gelu_erf_backward", x, g)
             if got is not None:
                 return got
         if xp is np and ctx.attrs["approximate"] == "none":
@@ -1010,25 +1014,49 @@ def gelu(x, approximate="none"):
     return Gelu.apply(float_operand(x, "gelu"), approximate=approximate)
 
 
-# The exact GELU's parts that the compiler computes (never made by eager code): its slope as
-# one op (compiler/passes/gelu.py recognizes `Gelu._slope`'s captured ops), and the float64
-# cdf that a kernel computing both gelu(x) and its slope shares (`decompose`). None is
-# differentiated again (compiled programs are not): no backward.
+# The GELU's slope as one op each (Gelu.backward records it), and the exact GELU's parts a
+# kernel computes: the float64 cdf that gelu(x) and its slope of one x share (`decompose`).
 def _gelu_c(fname, suffix32="f"):
     """The C of tt_math.h's `fname`, of its float flavour for float32 (`suffix32`)."""
     return lambda a, ins, t, C: (f"{fname}{suffix32 if ins.inputs[0].dtype.name == 'float32' else ''}"
                                  f"({', '.join(a)})")
 
 
-class GeluErfSlope(Function):
-    """d gelu(x) / dx of the exact GELU, as eager's backward computes it (in float64:
-    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf, within an ulp."""
-    compile_rule = Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True,
-                        evaluates=("erfc_gelu", "exp_gelu"))
+def _tanh_array(x, xp):
+    """tanh of an array (of array module xp) as the Tanh op computes it."""
+    got = _c.elementwise("tanh", tanh, [x])
+    return got[0] if got else xp.tanh(x)
+
+
+class _GeluSlope(Function):
+    """A GELU's slope as one op (Gelu.backward records it): one function of x to the compiler
+    (its rule names what it evaluates, shared with a gelu(x) beside it in a kernel, where it is
+    written as its `decompose` steps), and differentiable again (`_derivative`: the GELU's
+    second derivative), in forward mode too."""
+    jvp = staticmethod(elementwise_jvp)
+
+    @classmethod
+    def forward(cls, ctx, x):
+        ctx.save_for_backward(x)
+        return cls._value(x)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return g * cls._derivative(ctx.saved_tensor(0))
+
+
+def _slope_rule(*evaluates):
+    return Rule(fuses=FLOAT, alone=True, transcendental=True, in_kernel=True, evaluates=evaluates)
+
+
+class GeluErfSlope(_GeluSlope):
+    """d gelu(x) / dx of the exact GELU, as eager's NumPy backward computes it (in float64:
+    `gelu_exact_slope`); C: tt_gelu_erf_slope[f], erfc(-x c1) / 2 + x pdf."""
+    compile_rule = _slope_rule("erfc_gelu", "exp_gelu")
     name = "gelu_erf_slope"
 
     @staticmethod
-    def forward(ctx, x):
+    def _value(x):
         xp = _xp(x)
         if xp is np and x.ndim:
             return gelu_exact_slope(x)
@@ -1036,9 +1064,39 @@ class GeluErfSlope(Function):
         return (cdf + x * (xp.exp(x * x * -0.5) * _INV_SQRT_2PI)).astype(x.dtype, copy=False)
 
     @staticmethod
+    def _derivative(x):
+        """gelu''(x) = pdf(x) (2 - x*x)"""
+        return (x * x * -0.5).exp() * _INV_SQRT_2PI * (2.0 - x * x)
+
+    @staticmethod
     def decompose(x):
         """In a kernel: cdf(x) + x pdf(x) with the cdf shared with a gelu(x) beside it."""
         return GeluSlopeFromCdf.apply(x, GeluCdf.apply(x))
+
+
+class GeluTanhSlope(_GeluSlope):
+    """d gelu(x) / dx of the tanh GELU (`Gelu._slope`: its tanh the forward's very expression's)."""
+    compile_rule = _slope_rule("tanh_gelu")
+    name = "gelu_tanh_slope"
+
+    @staticmethod
+    def _value(x):
+        # `decompose`'s ops on arrays, its tanh the Tanh op's (a C kernel where there is one):
+        # a kernel computing the steps, and the interpreter, get these bits
+        xp = _xp(x)
+        return xp.asarray(Gelu._slope(x, "tanh", lambda a: _tanh_array(a, xp), None, None)).astype(x.dtype)
+
+    @staticmethod
+    def _derivative(x):
+        # u = sqrt(2/pi) (x + c x^3), t = tanh(u), slope = (1 + t) / 2 + x (1 - t t) u' / 2:
+        # its derivative is (1 - t t) (u' - x t u'^2 + x u'' / 2), u'' = sqrt(2/pi) 6 c x
+        t = tanh(Gelu._tanh_arg(x))
+        du = (1.0 + x * x * (3 * _GELU_CUBE)) * _SQRT_2_OVER_PI
+        return (1.0 - t * t) * (du - x * t * du * du + x * x * (3 * _GELU_CUBE * _SQRT_2_OVER_PI))
+
+    @staticmethod
+    def decompose(x):
+        return Gelu._slope(x, "tanh", tanh, erf, exp)
 
 
 class GeluCdf(Function):

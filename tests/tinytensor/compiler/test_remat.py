@@ -6,7 +6,7 @@ from tinytensor import nn
 import tinytensor as tt
 import tinytensor.functional as F
 from tinytensor.compiler import pipeline
-from tinytensor.compiler.passes import cse, dce, fold, fuse, gelu, plan, remat, simplify
+from tinytensor.compiler.passes import cse, dce, fold, fuse, plan, remat, simplify
 
 from .helpers import assert_bitwise, captured, gpt, interpreted, lm_step
 
@@ -111,7 +111,7 @@ class _SigmoidBlock(_Block):
         return self.proj(self.fc(self.ln(x)).sigmoid())
 
 
-def _program_of(block, passes=(dce, cse, fold, simplify, gelu, dce)):
+def _program_of(block, passes=(dce, cse, fold, simplify, dce)):
     tt.manual_seed(0)
     m = nn.Sequential(block(), block())
     program, outs, arrays = captured(_block_step, (m, tt.randn(4, 64, 64)))

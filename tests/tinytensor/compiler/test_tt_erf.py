@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from tinytensor.compiler import cache_disk
 from tinytensor.compiler.codegen import toolchain
@@ -67,27 +68,60 @@ def sweep32():
 
 @pytest.mark.parametrize("name", ["tt_erff", "tt_erfcf"])
 def test_float_erf_within_one_ulp_of_the_float64_value(lib, name):
-    x = sweep32()
+    # tt_erff in float arithmetic (0.83 ulp over every 7th float32: tt_math.h), tt_erfcf in double (0.51)
+    x = np.concatenate([sweep32(), stratified32()])
     got = call(lib, name, x)
-    want = np.array([FUNCS[name][1](float(v)) for v in x])
+    t = torch.from_numpy(x.astype(np.float64))
+    want = (torch.special.erf(t) if name == "tt_erff" else torch.special.erfc(t)).numpy()
     err = ulps(got, want, np.float32)
     assert err.max() <= 1.0, (name, float(x[err.argmax()]), float(err.max()))
 
 
+def stratified32(step=1031, top=16.0):
+    """Every `step`-th float32 of |x| < top by bit pattern, both signs (~2M values at the
+    default step: every binade from the subnormals up, evenly within each), and every float
+    within 64 of the ends of the GELU's clamp and 0."""
+    n = int(np.float32(top).view(np.int32))
+    pos = np.arange(0, n, step, dtype=np.int32).view(np.float32)
+    amax = np.float32(14.85).view(np.int32)
+    near = np.arange(amax - 64, amax + 64, dtype=np.int32).view(np.float32)
+    x = np.concatenate([pos, near, np.arange(0, 64, dtype=np.int32).view(np.float32)])
+    return np.concatenate([x, -x])
+
+
+def _gelu_refs(x):
+    """gelu, its slope and the cdf in float64 (torch's erfc, within an ulp of float64)."""
+    t = torch.from_numpy(x.astype(np.float64))
+    cdf = 0.5 * torch.special.erfc(-t / math.sqrt(2.0))
+    pdf = torch.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
+    return {"tt_gelu_erff": (t * cdf).numpy(), "tt_gelu_erf_slopef": (cdf + t * pdf).numpy()}, cdf.numpy()
+
+
 @pytest.mark.parametrize("name", ["tt_gelu_erff", "tt_gelu_erf_slopef"])
-def test_float_exact_gelu_and_its_slope_within_one_ulp(lib, name):
-    # down to x = -14, where gelu is ~1e-44: no cancellation in erfc's form (1 + erf would
-    # lose every digit below x ~ -5.5 in float, and ~8 digits at x = -7 in double)
-    x = np.concatenate([np.linspace(-14, 14, 40001, dtype=np.float32), np.geomspace(1e-45, 1, 2000).astype(np.float32)])
-    x = np.concatenate([x, -x])
+def test_float_exact_gelu_and_its_slope_within_two_ulp(lib, name):
+    # float arithmetic (tt_math.h `tt_gelu_cdff`), down to x = -14.85, where gelu is ~1e-45: no
+    # cancellation in erfc's form (1 + erf would lose every digit below x ~ -5.5 in float, and
+    # ~8 digits at x = -7 in double). Every 7th float32: gelu 1.32 ulp, slope 1.31 (tt_math.h)
+    x = np.concatenate([stratified32(), np.linspace(-16, 16, 20001, dtype=np.float32)])
     got = call(lib, name, x)
-    want = np.array([FUNCS[name][1](float(v)) for v in x])
+    refs, cdf = _gelu_refs(x)
+    want = refs[name]
     # the slope crosses 0 at x ~ -0.75, where cdf and x pdf cancel: there its error is
     # counted in ulp of cdf, the sum's larger term (its condition), elsewhere of the value
-    scale = np.maximum(np.abs(want), 0.5 * np.array([math.erfc(-float(v) / math.sqrt(2.0)) for v in x])
-                       if name.startswith("tt_gelu_erf_slope") else 0.0)
-    err = ulps(np.where(np.isfinite(want), got, 0) - want + scale, scale, np.float32)
-    assert err.max() <= 1.0, (name, float(x[err.argmax()]), float(err.max()))
+    scale = np.maximum(np.abs(want), cdf) if name.startswith("tt_gelu_erf_slope") else np.abs(want)
+    err = ulps(got - want + scale, scale, np.float32)
+    assert err.max() <= 2.0, (name, float(x[err.argmax()]), float(err.max()))
+    assert err.max() > 0.5   # the sample reaches values that are not exactly rounded: the test can tell
+
+
+def test_float_exact_gelu_far_out_and_special_values(lib):
+    x = np.array([-np.inf, -1e30, -15.0, -14.9, 15.0, 1e30, np.inf, np.nan, 0.0, -0.0], np.float32)
+    y, s = call(lib, "tt_gelu_erff", x), call(lib, "tt_gelu_erf_slopef", x)
+    np.testing.assert_array_equal(y[1:7], x[1:7] * np.array([0, 0, 0, 1, 1, 1], np.float32))
+    np.testing.assert_array_equal(s[:7], [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    assert np.isnan(y[7]) and np.isnan(s[7]) and np.isnan(y[0])   # -inf * 0, as eager's x cdf(x)
+    np.testing.assert_array_equal(y[8:], [0.0, -0.0])
+    np.testing.assert_array_equal(np.signbit(y[8:]), [False, True])
 
 
 @pytest.mark.parametrize("name, bound", [("tt_erf", 2), ("tt_erfc", 5)])

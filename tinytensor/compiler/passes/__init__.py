@@ -8,8 +8,6 @@ same outputs (checked by the interpreter in tests), never mutating its input.
               reshape/permute/expand/cast
     pads      sums of zero-padded adjacent slices (the backward of splitting one array
               into parts: q/k/v) -> one cat
-    gelu      the exact GELU's captured slope (cdf + x pdf, with erf and exp) -> one
-              gelu_erf_slope op: eager's float64 slope, one erfc in a C kernel
     remat     recompute cheap elementwise values (gelu, a norm's affine part) in the
               backward instead of keeping them from the forward (last: cse would undo it)
     lower     ops whose rule says `lower` (softmax, the norms) -> the ops of their
@@ -49,11 +47,6 @@ def finish(program, instrs, canon, consts=None):
     consts = program.consts if consts is None else consts
     return program.replace(instrs=instrs, outputs=outputs,
                            consts={v: a for v, a in consts.items() if v.id in used})
-
-
-def const_value(program, v):
-    """The array of `v` if it is a constant, else None."""
-    return program.consts.get(v) if v.kind == "const" else None
 
 
 def freeze(x):

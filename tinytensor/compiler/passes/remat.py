@@ -16,17 +16,17 @@ the result, so the clone usually joins a backward kernel.
 Cost model: a pass of arithmetic is cheap, a transcendental function (erf, exp, log, tanh,
 sigmoid, pow...) is not: the exact GELU's erf is ~30x an add. So a value whose recompute
 evaluates one is redone only where the backward evaluates the same function of the same
-input anyway (`evaluations` gives the keys): gelu(x), whose slope in the backward computes
-erfc(-x/sqrt 2) (gelu_erf_slope) or the tanh of its forward; silu(x), whose backward
-computes sigmoid(x). In one kernel those are one evaluation (fuse._shared for the tanh
-GELU's steps, the C compiler's common subexpressions for erfc and sigmoid), so remat adds
-no transcendental work; `transcendentals(program)` counts it, and the tests hold the count.
+input anyway (`evaluations` gives the keys, from each op's rule `evaluates`): gelu(x), whose
+slope op in the backward (gelu_erf_slope, gelu_tanh_slope: Gelu.backward records one)
+computes erfc(-x/sqrt 2) or the tanh of its forward; silu(x), whose backward computes
+sigmoid(x). In one kernel those are one evaluation (fuse._shared for the tanh GELU's steps,
+the C compiler's common subexpressions for erfc and sigmoid), so remat adds no
+transcendental work; `transcendentals(program)` counts it, and the tests hold the count.
 """
 import dataclasses
 import math
 
 from ...core.rules import rule_of
-from ...ops import elementwise as E
 from ..ir import Value, nbytes
 from . import finish, freeze, is_random
 
@@ -42,10 +42,10 @@ def _transcendental(ins):
     return bool(t(ins.attrs) if callable(t) else t)
 
 
-def evaluations(ins, made=None):
+def evaluations(ins):
     """The transcendental evaluations one element of `ins` makes, as keys: two instructions
     with a common key compute that function of the same input (one evaluation in a shared
-    kernel). `made` (value id -> instruction) lets a tanh be seen as the tanh GELU's."""
+    kernel)."""
     fn = ins.fn
     if not ins.inputs or not _transcendental(ins):
         return []
@@ -53,26 +53,7 @@ def evaluations(ins, made=None):
     shared = rule_of(fn).evaluates   # the functions of x it evaluates, named to be shared
     if shared is not None:
         return [(name, x) for name in (shared(ins.attrs) if callable(shared) else shared)]
-    if fn is E.Tanh and made is not None:
-        gelu_x = _tanh_gelu_input(ins, made)
-        if gelu_x is not None:
-            return [("tanh_gelu", gelu_x)]
     return [(fn, freeze(ins.attrs), tuple(v.id for v in ins.inputs))]
-
-
-def _tanh_gelu_input(ins, made):
-    """x when `ins` is tanh(c * (x + ...)), the tanh GELU slope's (ops/elementwise.py)."""
-    scaled = made.get(ins.inputs[0].id)
-    if scaled is None or scaled.fn is not E.Mul:
-        return None
-    for v in scaled.inputs:
-        add = made.get(v.id)
-        if add is not None and add.fn is E.Add:
-            cube = [a for a in add.inputs if a.id in made and made[a.id].fn is E.Mul]
-            rest = [a for a in add.inputs if a not in cube]
-            if len(cube) == 1 and len(rest) == 1:
-                return rest[0].id
-    return None
 
 
 def transcendentals(program):
@@ -81,10 +62,9 @@ def transcendentals(program):
     total = 0
     for ins in program.instrs:
         body = ins.attrs["body"].instrs if ins.op == "fused" else [ins]
-        made = {v.id: i for i in body for v in i.outputs}
         keys = {}
         for i in body:
-            for key in evaluations(i, made):
+            for key in evaluations(i):
                 keys.setdefault(key if ins.op == "fused" else (key, id(i)), math.prod(i.outputs[0].shape))
         total += sum(keys.values())
     return total
@@ -111,13 +91,13 @@ def _cheap(ins):
             and not ins.attr_inputs and not is_random(ins))
 
 
-def _partnered(program, redo, first, made):
+def _partnered(program, redo, first):
     """Whether every transcendental evaluation of the instructions `redo` is one that a
     backward instruction from `first` on makes anyway (the same function of the same input)."""
-    needed = {key for k in redo for key in evaluations(program.instrs[k], made)}
+    needed = {key for k in redo for key in evaluations(program.instrs[k])}
     if not needed:
         return True
-    have = {key for ins in program.instrs[first:] if ins.role != "forward" for key in evaluations(ins, made)}
+    have = {key for ins in program.instrs[first:] if ins.role != "forward" for key in evaluations(ins)}
     return needed <= have
 
 
@@ -133,7 +113,6 @@ def candidates(program, depth=3, min_bytes=MIN_BYTES):
             last[v.id] = k
         for v in ins.outputs:
             made[v.id] = k
-    instr_of = {v.id: ins for ins in instrs for v in ins.outputs}
     held = {v.id for v in program.outputs} | {v.id for v in program.inputs}
     held |= {v.id for v in program.consts}
     chosen, redone = {}, set()
@@ -171,7 +150,7 @@ def candidates(program, depth=3, min_bytes=MIN_BYTES):
         need = producers(k, first, 1)
         if need is None:
             continue  # an input would have to live longer
-        if not _partnered(program, need + [k], first, instr_of):
+        if not _partnered(program, need + [k], first):
             continue  # it would evaluate an erf, exp, tanh... that the backward does not
         chosen[k] = (sorted(need) + [k] + views, first)
         redone.update(values)
