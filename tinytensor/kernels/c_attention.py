@@ -164,16 +164,26 @@ def _heads(x):
     return np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:])
 
 
-def forward(q, k, v, mask, scale, causal, groups):
-    """(out, stats) of the flash path's forward, or None."""
+def _prepared(q, k, v, mask, groups, backward):
+    """(the loaded forward or backward kernel, q/k/v as (heads, rows, dim), their sizes
+    (H, L, S, E, F)), or None where the C path does not take these inputs."""
     if not _takes(q, k, v, mask, groups):
         return None
-    lib = c_rows._load("attn_fwd", q.dtype.char, lambda name, ct: _source(name, ct, False))
+    lib = c_rows._load("attn_bwd" if backward else "attn_fwd", q.dtype.char,
+                       lambda name, ct: _source(name, ct, backward))
     if lib is None:
         return None
     qh, kh, vh = _heads(q), _heads(k), _heads(v)
-    H, L, E = qh.shape
-    S, F = vh.shape[-2:]
+    (H, L, E), (S, F) = qh.shape, vh.shape[-2:]
+    return lib, (qh, kh, vh), (H, L, S, E, F)
+
+
+def forward(q, k, v, mask, scale, causal, groups):
+    """(out, stats) of the flash path's forward, or None."""
+    got = _prepared(q, k, v, mask, groups, False)
+    if got is None:
+        return None
+    lib, (qh, kh, vh), (H, L, S, E, F) = got
     out = np.empty((H, L, F), q.dtype)
     stats = np.empty((H, L, 2), q.dtype)
     c_rows._call(lib, [out, stats, qh, kh, vh, np.array([scale], q.dtype)],
@@ -183,15 +193,12 @@ def forward(q, k, v, mask, scale, causal, groups):
 
 def backward(q, k, v, out, stats, g, mask, scale, causal, groups):
     """(dq, dk, dv) of the flash path's backward, or None."""
-    if not _takes(q, k, v, mask, groups) or g.dtype != q.dtype or out.dtype != q.dtype \
-            or stats.dtype != q.dtype:
+    if g.dtype != q.dtype or out.dtype != q.dtype or stats.dtype != q.dtype:
         return None
-    lib = c_rows._load("attn_bwd", q.dtype.char, lambda name, ct: _source(name, ct, True))
-    if lib is None:
+    got = _prepared(q, k, v, mask, groups, True)
+    if got is None:
         return None
-    qh, kh, vh = _heads(q), _heads(k), _heads(v)
-    H, L, E = qh.shape
-    S, F = vh.shape[-2:]
+    lib, (qh, kh, vh), (H, L, S, E, F) = got
     dq, dk, dv = np.empty(qh.shape, q.dtype), np.empty(kh.shape, q.dtype), np.empty(vh.shape, q.dtype)
     c_rows._call(lib, [dq, dk, dv, qh, kh, vh, _heads(out), _heads(stats), _heads(g),
                        np.array([scale], q.dtype)],
