@@ -1,6 +1,7 @@
 """tools/ as a package: thin programs whose --help is clean and complete, helpers in
 tools.lib that are importable from anywhere and are not programs themselves."""
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -13,13 +14,17 @@ TOOLS = ROOT / "tools"
 PROGRAMS = [("train.py",), ("graph.py",), ("train_mlp.py",), ("bench.py",),
             ("bench.py", "kernels"), ("bench.py", "train"), ("bench.py", "ops"), ("bench.py", "func"),
             ("generate.py",), ("embed.py",), ("fuzz_compile.py",)]
+# this checkout's tinytensor, not whichever one is installed (a worktree's tests would
+# otherwise run the programs against the main checkout's editable install)
+CHECKOUT = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=" ".join)
 def test_help_exits_0_and_prints_a_complete_usage(program):
     # run as README shows it: `python tools/<program> ...` from the repository root
     res = subprocess.run([sys.executable, f"tools/{program[0]}", *program[1:], "--help"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+                         cwd=ROOT, env=CHECKOUT, capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     text = res.stdout
@@ -40,7 +45,7 @@ def test_bench_kernels_gpu_without_a_gpu_says_nothing_was_measured():
     import tinytensor as tt
     if tt.cuda_is_available():
         pytest.skip("a CUDA device is present")
-    res = subprocess.run([sys.executable, "tools/bench.py", "kernels", "--gpu"], cwd=ROOT,
+    res = subprocess.run([sys.executable, "tools/bench.py", "kernels", "--gpu"], cwd=ROOT, env=CHECKOUT,
                          capture_output=True, text=True, timeout=30)
     assert res.returncode != 0
     assert "nothing was measured" in res.stderr and "device 'cuda' is not available" in res.stderr
