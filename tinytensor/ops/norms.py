@@ -93,9 +93,31 @@ def _steps(x, dims, eps, rms):
 
 
 # ---------------------------------------------------------------- the reference ops
-class _NormCore(Function):
-    """The backward both reference norms share. forward saves (x, xhat) and sets ctx.rstd
-    (1/std, or 1/rms) and ctx.rms (True: no mean subtracted)."""
+class LayerNormCore(Function):
+    """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops. RMSNormCore
+    is this op with `rms` set (no mean subtracted), as FusedRMSNorm is FusedNorm's.
+    forward saves (x, xhat) and sets ctx.rstd (1/std, or 1/rms) and ctx.rms."""
+    compile_rule = Rule(lower=True, flops=_norm_flops(5))
+    name = "layer_norm"
+    rms = False
+
+    @classmethod
+    def decompose(cls, x, dims, eps):
+        """What tt.compile computes for this op (`_steps`), bit for bit the forward's."""
+        return _steps(x, dims, eps, cls.rms)[0]
+
+    @classmethod
+    def forward(cls, ctx, x, dims, eps):
+        """xc = x - mean (layer norm) or x (rms norm), scaled by 1 / sqrt(mean(xc^2) + eps)
+        over `dims`. Sums read C-contiguous arrays (summand): the order tt.compile's kernels
+        add in. Saves x and the output itself (backward differentiates through it)."""
+        rms, xp = cls.rms, _xp(x)
+        xc = x if rms else x - summand(x).mean(axis=dims, keepdims=True)
+        rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
+        out = (xc * rstd).astype(x.dtype, copy=False)
+        ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), rms
+        ctx.save_for_backward(x, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -119,47 +141,11 @@ class _NormCore(Function):
         return (gx - xh * (g * xh).mean(axis=dims, keepdims=True)) * ctx.rstd
 
 
-class LayerNormCore(_NormCore):
-    """(x - mean) / sqrt(var + eps) over `dims`; the affine part is separate ops."""
-    compile_rule = Rule(lower=True, flops=_norm_flops(5))
-    name = "layer_norm"
-
-    @staticmethod
-    def decompose(x, dims, eps):
-        """What tt.compile computes for this op (`_steps`), bit for bit the forward's."""
-        return _steps(x, dims, eps, False)[0]
-
-    @staticmethod
-    def forward(ctx, x, dims, eps):
-        return _norm_forward(ctx, x, dims, eps, False)
-
-
-class RMSNormCore(_NormCore):
+class RMSNormCore(LayerNormCore):
     """x / sqrt(mean(x^2) + eps) over `dims`."""
     compile_rule = Rule(lower=True, flops=_norm_flops(3))
     name = "rms_norm"
-
-    @staticmethod
-    def decompose(x, dims, eps):
-        return _steps(x, dims, eps, True)[0]
-
-    @staticmethod
-    def forward(ctx, x, dims, eps):
-        return _norm_forward(ctx, x, dims, eps, True)
-
-
-def _norm_forward(ctx, x, dims, eps, rms):
-    """Both cores' forward: xc = x - mean (layer norm) or x (rms norm), scaled by
-    1 / sqrt(mean(xc^2) + eps) over `dims`. Sums read C-contiguous arrays (summand): the
-    order tt.compile's kernels add in. Saves x and the output itself (backward
-    differentiates through it) and the scale as ctx.rstd."""
-    xp = _xp(x)
-    xc = x if rms else x - summand(x).mean(axis=dims, keepdims=True)
-    rstd = 1.0 / xp.sqrt(summand(xc * xc).mean(axis=dims, keepdims=True) + eps)
-    out = (xc * rstd).astype(x.dtype, copy=False)
-    ctx.rstd, ctx.rms = rstd.astype(x.dtype, copy=False), rms
-    ctx.save_for_backward(x, out)
-    return out
+    rms = True
 
 
 # ---------------------------------------------------------------- the fused ops
