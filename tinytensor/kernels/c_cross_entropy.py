@@ -14,22 +14,16 @@ Rows with a nan put nan everywhere their NumPy twin does (the max propagates it)
 import numpy as np
 
 from . import c_eager
-from .c_rows import _call, _clones, _load
-
-_SUFFIX = {"float": "f", "double": ""}
+from .c_rows import SUFFIX, _call, _clones, _load, vector_types
 
 
 def _forward_source(name, ct):
     """n = (rows, C); b = loss (rows), stats (2, rows), x (rows, C), safe targets (int64),
     valid (uint8), consts (double: 1 - eps, eps / C, C as the reference's wsum, eps > 0)."""
-    f = _SUFFIX[ct]
-    lanes, it = (8, "int32_t") if ct == "float" else (4, "int64_t")
+    f = SUFFIX[ct]
     return f"""
 #include <string.h>
-typedef {ct} {name}_v __attribute__((vector_size(32)));
-typedef {it} {name}_i __attribute__((vector_size(32)));
-#define {name}_L {lanes}
-{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+{vector_types(name, ct)}{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
     {ct} *restrict loss = ({ct} *)b[0];
     {ct} *restrict stats = ({ct} *)b[1];
     const {ct} *restrict x = (const {ct} *)b[2];
@@ -84,7 +78,7 @@ def _backward_source(name, ct):
     """n = (rows, C); b = dx (rows, C), x, stats (2, rows), safe targets (int64), valid
     (uint8), k (the row's upstream coefficient), hard ((1 - eps) per row), consts (double:
     eps / C * wsum, eps / C, eps > 0)."""
-    f = _SUFFIX[ct]
+    f = SUFFIX[ct]
     return f"""
 {_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
     {ct} *restrict dx = ({ct} *)b[0];

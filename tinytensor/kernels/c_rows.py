@@ -298,6 +298,18 @@ def _clones():
     return c_eager._toolchain[0].clones()
 
 
+SUFFIX = {"float": "f", "double": ""}   # tt_math.h's name suffix per C type (tt_expf, tt_exp)
+
+
+def vector_types(name, ct):
+    """C typedefs of 32-byte vectors of `ct` and of same-width ints (`name`_v, `name`_i) and
+    their lane count `name`_L: the hand-written row kernels' (c_softmax, c_cross_entropy)."""
+    lanes, it = (8, "int32_t") if ct == "float" else (4, "int64_t")
+    return (f"typedef {ct} {name}_v __attribute__((vector_size(32)));\n"
+            f"typedef {it} {name}_i __attribute__((vector_size(32)));\n"
+            f"#define {name}_L {lanes}\n")
+
+
 def _load(kind, char, source_fn):
     key = (kind, char)
     got = _libs.get(key, False)

@@ -13,23 +13,17 @@ still gives eager's bits (tests/tinytensor/test_eager_kernels.py checks both).
 import numpy as np
 
 from . import c_eager
-from .c_rows import _call, _clones, _load
-
-_SUFFIX = {"float": "f", "double": ""}
+from .c_rows import SUFFIX, _call, _clones, _load, vector_types
 
 
 def _source(name, ct):
     """n = (rows, C); b = out (rows, C), x (rows, C)."""
-    f = _SUFFIX[ct]
-    lanes, it, nan = (8, "int32_t", "tt_f32((int)0x7fc00000u)") if ct == "float" else \
-        (4, "int64_t", "tt_f64((long long)0x7ff8000000000000ull)")
+    f = SUFFIX[ct]
+    nan = "tt_f32((int)0x7fc00000u)" if ct == "float" else "tt_f64((long long)0x7ff8000000000000ull)"
     return f"""
 #include <string.h>
 {c_eager._toolchain[0].pairwise()}
-typedef {ct} {name}_v __attribute__((vector_size(32)));
-typedef {it} {name}_i __attribute__((vector_size(32)));
-#define {name}_L {lanes}
-{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+{vector_types(name, ct)}{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
     {ct} *restrict out = ({ct} *)b[0];
     const {ct} *restrict x = (const {ct} *)b[1];
     const int64_t rows = n[0], C = n[1];
