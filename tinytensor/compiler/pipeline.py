@@ -34,8 +34,10 @@ def _fuse_with_columns(program):
     return columns.run(fuse.run(program))
 
 
-# remat last: cse would merge the recomputed values back into the kept ones
-COMMON = tuple(_stage(m) for m in (dce, cse, fold, simplify, pads, dce, remat))
+# remat last but for dce: cse would merge the recomputed values back into the kept ones, and
+# a forward value whose every reader now reads its recomputation is dead (a gradient of a
+# loss whose own value is not returned: nothing else read it)
+COMMON = tuple(_stage(m) for m in (dce, cse, fold, simplify, pads, dce, remat, dce))
 FUSE = _stage(fuse)
 FUSE_C = Stage("fuse", _fuse_with_columns)
 PLAN = _stage(plan, rewrites=False)   # the arena the C runner lays intermediates in

@@ -24,8 +24,8 @@ def set_threads(n):
 
 def median_n(fns, repeat, inner=1, settle=0, gap=0.0):
     """Median seconds per call of several functions, timed round-robin so that all see the
-    same machine state (another process, turbo, caches). settle: untimed calls at the start of each function's turn; gap: seconds slept before
-    them. A library's last call can leave its threads spinning for the next one's (OpenBLAS's
+    same machine state (another process, turbo, caches). settle: untimed calls at the start
+    of each function's turn; gap: seconds slept before them. A library's last call can leave its threads spinning for the next one's (OpenBLAS's
     workers spin ~0.1 s after a matmul, torch's OpenMP workers ~10 ms after a parallel
     region: measured, a 2-thread eager silu 5.1 -> 9.1 ms right after a torch op): a gap lets
     those spinners stop, and settling times every library as a training loop of its own

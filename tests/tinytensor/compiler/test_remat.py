@@ -148,3 +148,22 @@ def test_an_exact_gelu_step_counts_each_erf_once_per_element_and_pass():
     assert remat.transcendentals(program) == 2 * 3 * n
     # and fused, the slope's kernel shares nothing with the forward's (they are far apart)
     assert remat.transcendentals(fuse.run(program)) == 2 * 3 * n
+
+
+def test_a_value_remat_moved_every_reader_of_is_dropped_not_left_to_fuse():
+    """Only the gradients are returned, so the forward GELUs' one reader was the backward;
+    remat recomputes them there, and the originals must go (a kernel with no outputs crashed
+    the C backend's column pass). One tensor passed for both arguments, NaN included."""
+    def step(x, y):
+        a = F.gelu(x) * F.gelu(y, approximate="tanh")
+        return a.sum() + F.layer_norm(x, (x.shape[-1],)).sum() + F.softmax(y, -1).sum()
+
+    grads = tt.func.grad(step, argnums=(0, 1))
+    compiled = tt.compile(grads, backend="c")
+    rng = np.random.default_rng(0)
+    for scale in (1.0, 6.0):
+        a = (rng.standard_normal((64, 300)) * scale).astype(np.float32)
+        a[3, 4] = np.nan
+        x = tt.tensor(a)
+        for got, want in zip(compiled(x, x), grads(x, x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
