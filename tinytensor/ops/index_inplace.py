@@ -17,25 +17,27 @@ def _tensors(*xs):
     return tuple(x for x in xs if isinstance(x, Tensor))
 
 
+def _at_index(x, name, op, dim, index, operand, *args, **kwargs):
+    """x.name(dim, index, operand, ...): op(x, dim, index, operand, ...) in place, index the
+    key tensor (the ops of this family that take that one argument order)."""
+    return apply_inplace(x, name, lambda t, s: op(t, dim, index, s, *args, **kwargs), operand,
+                         _key_tensors=_tensors(index))
+
+
 def index_add_(x, dim, index, source, alpha=1):
-    return apply_inplace(x, "index_add_", lambda t, s: index_add(t, dim, index, s, alpha=alpha),
-                         source, _key_tensors=_tensors(index))
+    return _at_index(x, "index_add_", index_add, dim, index, source, alpha=alpha)
 
 
 def index_copy_(x, dim, index, source):
-    return apply_inplace(x, "index_copy_", lambda t, s: index_copy(t, dim, index, s), source,
-                         _key_tensors=_tensors(index))
+    return _at_index(x, "index_copy_", index_copy, dim, index, source)
 
 
 def index_fill_(x, dim, index, value):
-    return apply_inplace(x, "index_fill_", lambda t, v: index_fill(t, dim, index, v), value,
-                         _key_tensors=_tensors(index))
+    return _at_index(x, "index_fill_", index_fill, dim, index, value)
 
 
 def index_reduce_(x, dim, index, source, reduce, include_self=True):
-    return apply_inplace(x, "index_reduce_",
-                         lambda t, s: index_reduce(t, dim, index, s, reduce, include_self=include_self),
-                         source, _key_tensors=_tensors(index))
+    return _at_index(x, "index_reduce_", index_reduce, dim, index, source, reduce, include_self=include_self)
 
 
 def index_put_(x, indices, values, accumulate=False):
@@ -64,11 +66,8 @@ def scatter_(x, dim, index, src=None, value=None, reduce=None):
 
 
 def scatter_add_(x, dim, index, src):
-    return apply_inplace(x, "scatter_add_", lambda t, s: scatter_add(t, dim, index, s), src,
-                         _key_tensors=_tensors(index))
+    return _at_index(x, "scatter_add_", scatter_add, dim, index, src)
 
 
 def scatter_reduce_(x, dim, index, src, reduce, include_self=True):
-    return apply_inplace(x, "scatter_reduce_",
-                         lambda t, s: scatter_reduce(t, dim, index, s, reduce, include_self=include_self),
-                         src, _key_tensors=_tensors(index))
+    return _at_index(x, "scatter_reduce_", scatter_reduce, dim, index, src, reduce, include_self=include_self)
