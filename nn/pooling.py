@@ -22,6 +22,9 @@ class _Window(Module):
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
 
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
 
 class _MaxPool(_Window):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
@@ -35,8 +38,7 @@ class _MaxPool(_Window):
                           self.ceil_mode, self.return_indices, self.n, f"max_pool{self.n}d")
 
     def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+        return f"{super().extra_repr()}, dilation={self.dilation}, ceil_mode={self.ceil_mode}"
 
 
 MaxPool1d, MaxPool2d, MaxPool3d = per_dim(_MaxPool, "MaxPool")
@@ -52,9 +54,6 @@ class _AvgPool(_Window):
     def forward(self, input):
         return P.avg_pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                           self.count_include_pad, self.divisor_override, self.n, f"avg_pool{self.n}d")
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AvgPool1d(_AvgPool):
@@ -110,9 +109,6 @@ class _MaxUnpool(_Window):
     def forward(self, input, indices, output_size=None):
         return P.max_unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size,
                             self.n, f"max_unpool{self.n}d")
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 MaxUnpool1d, MaxUnpool2d, MaxUnpool3d = per_dim(_MaxUnpool, "MaxUnpool")

@@ -117,6 +117,15 @@ def test_reprs_match_torch():
         assert repr(getattr(nn, name)(*args, **kw)).split("  #")[0] == repr(getattr(torch.nn, name)(*args, **kw))
 
 
+
+@pytest.mark.parametrize("name", ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool2d", "AvgPool3d"])
+def test_pooling_reprs_match_torch(name):
+    # the window's part (kernel_size, stride, padding) is written once, in nn.pooling._Window.
+    # AvgPool1d and MaxUnpoolNd are left out: torch stores their window as tuples, (2,), we as given
+    for args, kw in [((2,), {}), ((3, 1, 1), {})] + ([((3,), {"dilation": 2, "ceil_mode": True})]
+                                                     if name.startswith("Max") else []):
+        assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw))
+
 def test_padding_modes_other_than_zeros_are_refused_clearly():
     with pytest.raises(NotImplementedError, match="Conv2d: padding_mode='reflect' is not supported yet"):
         nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
