@@ -28,51 +28,53 @@ from tinytensor.tools.lib import bench_rnn
 from tinytensor.tools.lib import bench_func
 from tinytensor.tools.lib.timing import median_n, set_threads
 
-SUITES = {None: (__doc__, 15), "kernels": (bench_kernels.__doc__, 5), "train": (bench_train.__doc__, 7),
-          "dist": (bench_dist.__doc__, 5), "compile": (bench_compile.__doc__, 15)}
-SUITES["conv"] = (bench_conv.__doc__, 7)
-SUITES["ops"] = (bench_ops.__doc__, 7)
-SUITES["rnn"] = (bench_rnn.__doc__, 7)
-SUITES["func"] = (bench_func.__doc__, 5)
+# suite: (its --help text, the default of --repeat, the default of --rounds: None where the
+# suite measures in one round)
+SUITES = {None: (__doc__, 15, None), "kernels": (bench_kernels.__doc__, 5, None),
+          "train": (bench_train.__doc__, 7, None), "dist": (bench_dist.__doc__, 5, None),
+          "compile": (bench_compile.__doc__, 15, None), "conv": (bench_conv.__doc__, 7, 3),
+          "ops": (bench_ops.__doc__, 7, None), "rnn": (bench_rnn.__doc__, 7, None),
+          "func": (bench_func.__doc__, 5, 5)}
 
 
 def parser(suite=None):
-    doc, repeat = SUITES[suite]
+    doc, repeat, rounds = SUITES[suite]
     ap = argparse.ArgumentParser(prog="bench.py" + (f" {suite}" if suite else ""), description=doc,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    # the options every suite reads, then each suite's own
     ap.add_argument("--threads", type=int, default=2,
                     help="threads for NumPy's BLAS and for torch (default: %(default)s)")
     ap.add_argument("--repeat", type=int, default=repeat,
                     help="timed runs per case; the median is reported (default: %(default)s)")
+    if rounds is not None:
+        ap.add_argument("--rounds", type=int, default=rounds,
+                        help=("with --resnet: " if suite == "conv" else "")
+                        + "separate measurements, for the ratio's range (default: %(default)s)")
+    if suite != "kernels":  # kernels prints its own report (and JSON under $OUT)
+        ap.add_argument("--markdown", action="store_true",
+                        help="print a Markdown table instead of one line per case")
     if suite == "kernels":
         ap.add_argument("--gpu", action="store_true",
                         help="only the CUDA benchmarks; fails without a usable CUDA device")
         ap.add_argument("--quick", action="store_true",
                         help="a smaller CUDA attention sweep (T = 512, 2048, 8192)")
         ap.epilog = "With $OUT set, the numbers also go to $OUT/bench_kernels.json."
-    else:
-        if suite == "train":
-            ap.add_argument("--model", choices=("gpt2", "nanogpt"), default="gpt2",
-                            help="gpt2: models.GPT against transformers' GPT-2; nanogpt: a nanoGPT "
-                                 "iteration, eager and compiled, against torch (default: %(default)s)")
-        if suite == "conv":
-            ap.add_argument("--resnet", action="store_true",
-                            help="time a ResNet-18 training step (models.resnet) against torch instead")
-            ap.add_argument("--compiled", action="store_true", help="with --resnet: tt.compile's step too")
-            ap.add_argument("--batch", type=int, default=8, help="with --resnet: batch size (default: %(default)s)")
-            ap.add_argument("--size", type=int, default=64, help="with --resnet: image side (default: %(default)s)")
-            ap.add_argument("--rounds", type=int, default=3,
-                            help="with --resnet: separate measurements, for the ratio's range (default: %(default)s)")
-        if suite == "func":
-            ap.add_argument("--rounds", type=int, default=5,
-                            help="separate measurements, for the ratio's range (default: %(default)s)")
-            ap.add_argument("--tiny", action="store_true",
-                            help="tiny models (a smoke test of the suite, not a measurement)")
-        if suite == "ops":
-            ap.add_argument("--only", default="",
-                            help="comma-separated substrings: time only the cases whose name has one")
-        ap.add_argument("--markdown", action="store_true",
-                        help="print a Markdown table instead of one line per case")
+    elif suite == "train":
+        ap.add_argument("--model", choices=("gpt2", "nanogpt"), default="gpt2",
+                        help="gpt2: models.GPT against transformers' GPT-2; nanogpt: a nanoGPT "
+                             "iteration, eager and compiled, against torch (default: %(default)s)")
+    elif suite == "conv":
+        ap.add_argument("--resnet", action="store_true",
+                        help="time a ResNet-18 training step (models.resnet) against torch instead")
+        ap.add_argument("--compiled", action="store_true", help="with --resnet: tt.compile's step too")
+        ap.add_argument("--batch", type=int, default=8, help="with --resnet: batch size (default: %(default)s)")
+        ap.add_argument("--size", type=int, default=64, help="with --resnet: image side (default: %(default)s)")
+    elif suite == "func":
+        ap.add_argument("--tiny", action="store_true",
+                        help="tiny models (a smoke test of the suite, not a measurement)")
+    elif suite == "ops":
+        ap.add_argument("--only", default="",
+                        help="comma-separated substrings: time only the cases whose name has one")
     return ap
 
 
