@@ -20,7 +20,7 @@ import argparse
 import math
 import os
 
-from tinytensor.tools.lib import memory, model_zoo
+from tinytensor.tools.lib import memory, model_zoo, options
 from tinytensor.tools.lib.training import run
 
 # per-kind defaults for flags left unset: text models, and the small seq2seq task
@@ -50,7 +50,7 @@ def parser():
     ap.add_argument("--data", default=None,
                     help="a text file to train on, as bytes (default: Python's stdlib source); "
                          "text models only")
-    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
+    options.add_device(ap)
     per_model = {"steps": "training steps", "batch_size": "sequences per step",
                  "context": "tokens per sequence; the encoder-decoders use it as their position-table "
                             "size, 16 at least",
@@ -91,8 +91,7 @@ def parser():
                     help="fp32, or mixed precision: forward and loss under tt.autocast in "
                          "bfloat16 or float16 (weights stay float32); fp16 also scales the loss "
                          "with nn.GradScaler (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=0,
-                    help="seed for initialisation, data and sampling (default: %(default)s)")
+    options.add_seed(ap, "initialisation, data and sampling")
     return ap
 
 

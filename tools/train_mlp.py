@@ -13,6 +13,7 @@ import numpy as np
 
 import tinytensor as tt
 import tinytensor.functional as F
+from tinytensor.tools.lib import options
 from tinytensor.tools.lib.progress import progress
 
 
@@ -69,9 +70,8 @@ def parser():
     ap.add_argument("--lr", type=float, default=0.01, help="learning rate (default: %(default)s)")
     ap.add_argument("--classes", type=int, default=3,
                     help="spiral arms, one class each (default: %(default)s)")
-    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=0,
-                    help="seed for the points and the initial weights (default: %(default)s)")
+    options.add_device(ap)
+    options.add_seed(ap, "the points and the initial weights")
     return ap
 
 

@@ -6,6 +6,7 @@
     corpus        the default corpus (Python's standard library source), byte tokens
     plot          a loss curve, or a matrix as a heat map, as a standalone SVG
     progress      a dependency-free progress bar
+    options       the command-line options train.py and train_mlp.py share (--device, --seed)
     graph_models  the models tools/graph.py draws, traced under tt.record()
     timing        thread setup and interleaved medians for the benchmarks
     bench_engine  per-op and large-op benchmarks against torch (tools/bench.py)
