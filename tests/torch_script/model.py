@@ -1,8 +1,10 @@
 """A small GPT in the shape of nanoGPT's model.py (token + position embeddings, pre-norm
 blocks of causal self-attention and a GELU MLP, a tied output head), written for
-tinytensor's torch-compatibility test. Only torch names are used."""
+tinytensor's torch-compatibility test, and setup_precision, the device and dtype setup that
+train.py and sample.py share. Only torch names are used."""
 import inspect
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -189,3 +191,19 @@ class GPT(nn.Module):
             idx_next = torch.multinomial(probs, num_samples=1)
             idx = torch.cat((idx, idx_next), dim=1)
         return idx
+
+
+def setup_precision(device, dtype):
+    """What train.py and sample.py both run the model under, from their `device` and `dtype`
+    settings: TF32 matmuls allowed on CUDA, float64 made the default dtype (a reference run:
+    the whole model in float64), and returned (device_type, the context the model runs in:
+    autocast for bfloat16 and float16, else none)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    device_type = 'cuda' if 'cuda' in device else 'cpu'
+    ptdtype = {'float64': torch.float64, 'float32': torch.float32, 'bfloat16': torch.bfloat16,
+               'float16': torch.float16}[dtype]
+    if dtype == 'float64':
+        torch.set_default_dtype(torch.float64)
+    use_amp = dtype in ('bfloat16', 'float16')
+    return device_type, torch.amp.autocast(device_type=device_type, dtype=ptdtype) if use_amp else nullcontext()

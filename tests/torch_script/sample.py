@@ -1,11 +1,10 @@
 """Sample from a model trained by train.py, in the shape of nanoGPT's sample.py."""
 import os
 import pickle
-from contextlib import nullcontext
 
 import torch
 
-from model import GPTConfig, GPT
+from model import GPTConfig, GPT, setup_precision
 
 out_dir = 'out'
 data_dir = os.path.join('data', 'chars')
@@ -22,15 +21,7 @@ exec(open('configurator.py').read())
 
 torch.manual_seed(seed)
 torch.cuda.manual_seed(seed)
-torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True
-device_type = 'cuda' if 'cuda' in device else 'cpu'
-ptdtype = {'float64': torch.float64, 'float32': torch.float32, 'bfloat16': torch.bfloat16,
-           'float16': torch.float16}[dtype]
-if dtype == 'float64':
-    torch.set_default_dtype(torch.float64)
-use_amp = dtype in ('bfloat16', 'float16')
-ctx = torch.amp.autocast(device_type=device_type, dtype=ptdtype) if use_amp else nullcontext()
+device_type, ctx = setup_precision(device, dtype)
 
 checkpoint = torch.load(os.path.join(out_dir, 'ckpt.pt'), map_location=device)
 model = GPT(GPTConfig(**checkpoint['model_args']))

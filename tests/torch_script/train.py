@@ -8,7 +8,6 @@ gradient accumulation, a cosine learning-rate schedule, checkpoints and resuming
 import math
 import os
 import time
-from contextlib import nullcontext
 
 import numpy as np
 import torch
@@ -16,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.distributed import init_process_group, destroy_process_group
 from torch.utils.data import DataLoader, Dataset
 
-from model import GPTConfig, GPT
+from model import GPTConfig, GPT, setup_precision
 
 # ---------------------------------------------------------------------- defaults
 out_dir = 'out'
@@ -77,15 +76,7 @@ print(f"tokens per iteration: {tokens_per_iter:,}")
 if master_process:
     os.makedirs(out_dir, exist_ok=True)
 torch.manual_seed(seed + seed_offset)
-torch.backends.cuda.matmul.allow_tf32 = True
-torch.backends.cudnn.allow_tf32 = True
-device_type = 'cuda' if 'cuda' in device else 'cpu'
-ptdtype = {'float64': torch.float64, 'float32': torch.float32, 'bfloat16': torch.bfloat16,
-           'float16': torch.float16}[dtype]
-if dtype == 'float64':
-    torch.set_default_dtype(torch.float64)  # a reference run: the whole model in float64
-use_amp = dtype in ('bfloat16', 'float16')
-ctx = torch.amp.autocast(device_type=device_type, dtype=ptdtype) if use_amp else nullcontext()
+device_type, ctx = setup_precision(device, dtype)
 
 
 # ---------------------------------------------------------------------- data
