@@ -213,10 +213,18 @@ _KERNEL = re.compile(r"template\s*<([^>]*)>\s*__global__\s+void\s+(?:__launch_bo
                      r"(\w+)\s*\(([^)]*)\)")
 
 
+# an object-like macro, its body over any continued lines: a parameter list shared by kernels
+_DEFINE = re.compile(r"^#define[ \t]+(\w+)[ \t]+((?:.*\\\n)*.*)$", re.M)
+
+
 def kernel_signature(source, kernel):
-    """(template parameter names, launch-bound expression, [(C type, name)]) of a kernel."""
-    for tmpl, bound, name, params in _KERNEL.findall(_cuda.source(source)):
+    """(template parameter names, launch-bound expression, [(C type, name)]) of a kernel; a
+    parameter list written as one macro (attention.cu's FLASH_FWD_PARAMS) is read from its #define."""
+    src = _cuda.source(source)
+    macros = {name: body.replace("\\\n", " ") for name, body in _DEFINE.findall(src)}
+    for tmpl, bound, name, params in _KERNEL.findall(src):
         if name == kernel:
+            params = macros.get(params.strip(), params)
             names = [t.split()[-1] for t in tmpl.split(",")]
             out = []
             for p in params.split(","):

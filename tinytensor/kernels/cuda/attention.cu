@@ -15,6 +15,20 @@
 
 #define LOG2E 1.4426950408889634f
 
+// The parameters of the two forward kernels, and of the two backward kernels: the
+// dispatcher (cuda_attention.py) launches the tensor-core kernel or the SIMT one with the
+// same arguments. (test_kernels_hardening reads a kernel's parameters through these.)
+#define FLASH_FWD_PARAMS                                                                        \
+  const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, T* __restrict__ o, \
+      float2* __restrict__ stats, const float* __restrict__ bias, int has_bias, int H, int G,   \
+      int L, int S, int d, float scale_log2, int causal
+#define FLASH_BWD_PARAMS                                                                           \
+  const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,                       \
+      const T* __restrict__ dout, const float2* __restrict__ stats, const float* __restrict__ dd,  \
+      float* __restrict__ dq, float* __restrict__ dk, float* __restrict__ dv,                      \
+      const float* __restrict__ bias, int has_bias, int H, int G, int L, int S, int d,             \
+      float scale_log2, float scale, int causal
+
 // x of one score, rounded the same way (no FMA contraction) in every kernel: the backward's
 // (x - m) - ls is exact only for the very x the forward took m and ls over
 __device__ __forceinline__ float score_log2(float s, float scale_log2, int has_bias, float kbias) {
@@ -59,6 +73,14 @@ __device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, un
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// c[0], c[1] (columns 0-7, 8-15) += a * b, b a 16x16 tile as ldsm_x4 or ldsm_x4_t loads a
+// B operand: registers b[0], b[1] hold its first 8 columns, b[2], b[3] the next 8
+template <class T>
+__device__ __forceinline__ void mma_n16(float (*c)[4], const unsigned* a, const unsigned* b) {
+  mma(c[0], a, b[0], b[1], T());
+  mma(c[1], a, b[2], b[3], T());
+}
+
 // two floats -> one register of two 16-bit values, `lo` in the low half (the lower column)
 __device__ __forceinline__ unsigned pack2(float lo, float hi, half16) {
   unsigned r;
@@ -86,11 +108,7 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int r0, int n) {
 
 // ---------------------------------------------------------------- tensor-core forward
 template <class T, int D>
-__global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, const T* __restrict__ k,
-                                                    const T* __restrict__ v, T* __restrict__ o,
-                                                    float2* __restrict__ stats, const float* __restrict__ bias,
-                                                    int has_bias, int H, int G, int L, int S, int d,
-                                                    float scale_log2, int causal) {
+__global__ void __launch_bounds__(128) flash_fwd_mma(FLASH_FWD_PARAMS) {
   constexpr int BR = 64, BC = 64, DS = D + 8;  // +8: conflict-free ldmatrix rows
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
@@ -131,8 +149,7 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
       for (int np = 0; np < BC / 16; ++np) {
         unsigned b[4];
         ldsm_x4(b, sK + (np * 16 + (lane & 7) + (lane >> 4) * 8) * DS + kk * 16 + ((lane >> 3) & 1) * 8);
-        mma(sf[2 * np], qf[kk], b[0], b[1], T());
-        mma(sf[2 * np + 1], qf[kk], b[2], b[3], T());
+        mma_n16<T>(sf + 2 * np, qf[kk], b);
       }
     }
     // scale, mask, and the online softmax update of each of the thread's two rows
@@ -183,8 +200,7 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
       for (int dp = 0; dp < D / 16; ++dp) {
         unsigned b[4];
         ldsm_x4_t(b, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * DS + dp * 16 + (lane >> 4) * 8);
-        mma(of[2 * dp], pa, b[0], b[1], T());
-        mma(of[2 * dp + 1], pa, b[2], b[3], T());
+        mma_n16<T>(of + 2 * dp, pa, b);
       }
     }
   }
@@ -208,13 +224,7 @@ __global__ void __launch_bounds__(128) flash_fwd_mma(const T* __restrict__ q, co
 // One block per 64 keys (16 per warp); loops over query tiles of BQ rows. dK and dV
 // accumulate in registers; dQ is added to a float32 buffer with atomics.
 template <class T, int D, int BQ>
-__global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, const T* __restrict__ k,
-                                                    const T* __restrict__ v, const T* __restrict__ dout,
-                                                    const float2* __restrict__ stats, const float* __restrict__ dd,
-                                                    float* __restrict__ dq, float* __restrict__ dk,
-                                                    float* __restrict__ dv, const float* __restrict__ bias,
-                                                    int has_bias, int H, int G, int L, int S, int d,
-                                                    float scale_log2, float scale, int causal) {
+__global__ void __launch_bounds__(128) flash_bwd_mma(FLASH_BWD_PARAMS) {
   constexpr int BC = 64, DS = D + 8, PS = BQ + 8;
   constexpr int MT = BQ / 16, NT = (D / 8) * MT / 4;  // dQ: m-tiles, n-tiles per warp
   extern __shared__ __align__(16) unsigned char smem[];
@@ -270,11 +280,9 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
         const int brow_ = (np * 16 + (lane & 7) + (lane >> 4) * 8) * DS + kk * 16 + ((lane >> 3) & 1) * 8;
         unsigned b[4];
         ldsm_x4(b, sQ + brow_);
-        mma(st[2 * np], ka, b[0], b[1], T());
-        mma(st[2 * np + 1], ka, b[2], b[3], T());
+        mma_n16<T>(st + 2 * np, ka, b);
         ldsm_x4(b, sO + brow_);
-        mma(dpt[2 * np], va, b[0], b[1], T());
-        mma(dpt[2 * np + 1], va, b[2], b[3], T());
+        mma_n16<T>(dpt + 2 * np, va, b);
       }
     }
     // P^T = exp2((x - m) - ls), dS^T = P^T * (dP^T - rowsum(dO * O))
@@ -305,11 +313,9 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
         const int brow_ = (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * DS + dp * 16 + (lane >> 4) * 8;
         unsigned b[4];
         ldsm_x4_t(b, sO + brow_);
-        mma(dvf[2 * dp], pa, b[0], b[1], T());
-        mma(dvf[2 * dp + 1], pa, b[2], b[3], T());
+        mma_n16<T>(dvf + 2 * dp, pa, b);
         ldsm_x4_t(b, sQ + brow_);
-        mma(dkf[2 * dp], sa, b[0], b[1], T());
-        mma(dkf[2 * dp + 1], sa, b[2], b[3], T());
+        mma_n16<T>(dkf + 2 * dp, sa, b);
       }
       // dS^T to shared memory for dQ (rows: this warp's keys; columns: queries)
       T* srow = sS + (warp * 16 + g) * PS + kk * 16 + t4 * 2;
@@ -333,8 +339,7 @@ __global__ void __launch_bounds__(128) flash_bwd_mma(const T* __restrict__ q, co
         for (int j = 0; j < NT / 2; ++j) {
           unsigned b[4];
           ldsm_x4_t(b, sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * DS + (n0 + 2 * j) * 8 + (lane >> 4) * 8);
-          mma(dqf[2 * j], a, b[0], b[1], T());
-          mma(dqf[2 * j + 1], a, b[2], b[3], T());
+          mma_n16<T>(dqf + 2 * j, a, b);
         }
       }
 #pragma unroll
@@ -374,11 +379,7 @@ __device__ __forceinline__ void load_tile_f(float* dst, const T* src, int r0, in
 // One block per 32 queries (8 per warp); a lane owns one key of each 32-key tile for the
 // scores and columns lane, lane + 32, ... of the output.
 template <class T, int D>
-__global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, const T* __restrict__ k,
-                                                     const T* __restrict__ v, T* __restrict__ o,
-                                                     float2* __restrict__ stats, const float* __restrict__ bias,
-                                                     int has_bias, int H, int G, int L, int S, int d,
-                                                     float scale_log2, int causal) {
+__global__ void __launch_bounds__(128) flash_fwd_simt(FLASH_FWD_PARAMS) {
   constexpr int DP = D + 1, R = 8, C = D / 32;
   extern __shared__ __align__(16) unsigned char smem[];
   float* sQ = reinterpret_cast<float*>(smem);
@@ -452,13 +453,7 @@ __global__ void __launch_bounds__(128) flash_fwd_simt(const T* __restrict__ q, c
 // 8 queries (P and dS to shared memory). Phase 2: a warp owns 8 keys, a lane columns
 // (dK, dV in registers). Phase 3: a warp owns 8 queries, a lane columns (dQ by atomics).
 template <class T, int D>
-__global__ void __launch_bounds__(128) flash_bwd_simt(const T* __restrict__ q, const T* __restrict__ k,
-                                                     const T* __restrict__ v, const T* __restrict__ dout,
-                                                     const float2* __restrict__ stats, const float* __restrict__ dd,
-                                                     float* __restrict__ dq, float* __restrict__ dk,
-                                                     float* __restrict__ dv, const float* __restrict__ bias,
-                                                     int has_bias, int H, int G, int L, int S, int d,
-                                                     float scale_log2, float scale, int causal) {
+__global__ void __launch_bounds__(128) flash_bwd_simt(FLASH_BWD_PARAMS) {
   constexpr int DP = D + 1, R = 8, C = D / 32;
   extern __shared__ __align__(16) unsigned char smem[];
   float* sK = reinterpret_cast<float*>(smem);
