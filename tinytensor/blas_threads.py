@@ -145,6 +145,16 @@ class _Blas:
             return b"USE64BITINT" in text
         return "64" in self._suf
 
+    def corename(self):
+        """The kernel set OpenBLAS picked for this CPU ("Haswell", "SkylakeX", ...), or None:
+        benchmarks print it, since a wheel built for many CPUs (DYNAMIC_ARCH) may pick an
+        older set than the CPU could run, or be told to by $OPENBLAS_CORETYPE."""
+        fn = getattr(self._lib, f"{self._pre}openblas_get_corename{self._suf}", None)
+        if fn is None:
+            return None
+        fn.argtypes, fn.restype = [], ctypes.c_char_p
+        return (fn() or b"").decode(errors="replace") or None
+
     def get(self):
         return int(self._get())
 

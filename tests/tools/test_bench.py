@@ -69,3 +69,22 @@ def test_nanogpt_round_robin_times_each_variant_after_its_own_untimed_iteration(
     rows = bench_nanogpt.time_steps(steps, 2, settle=1, gap=0.0)
     assert calls == ["a", "a", "b", "b"] * 2
     assert [r[0] for r in rows] == ["a", "b"] and all(r[2] <= r[1] <= r[3] for r in rows)
+
+
+def test_cpu_line_names_family_vector_unit_and_blas_kernels(monkeypatch, tmp_path):
+    # a VM's "model name" may say only "AMD EPYC" for CPUs generations apart: the benchmark
+    # line adds what tells them apart, read from /proc/cpuinfo
+    import builtins
+
+    from tinytensor.blas_threads import blas
+    from tinytensor.tools.lib import bench_ops
+    fake = tmp_path / "cpuinfo"
+    fake.write_text("processor\t: 0\nmodel name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\n"
+                    "flags\t\t: fpu avx2 avx512f\n\nprocessor\t: 1\nmodel name\t: other\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: real_open(
+        fake if path == "/proc/cpuinfo" else path, *a, **k))
+    line = bench_ops.cpu_model()
+    assert line.startswith("AMD EPYC (family 26 model 2, AVX-512")
+    core = blas().corename() if blas() is not None else None
+    assert core is None or (isinstance(core, str) and f"OpenBLAS {core})" in line)

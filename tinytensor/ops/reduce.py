@@ -118,9 +118,16 @@ def reduction_jvp(ctx, t):
     return Sum.apply(d * t, dims=ctx.attrs["dims"], keepdim=ctx.attrs["keepdim"])
 
 
+def _save_back(ctx, x, out):
+    """`out`, after saving what `_saved_back` reads: the input and the output."""
+    ctx.save_for_backward(x, out)
+    return out
+
+
 def _saved_back(ctx, g):
-    """For a reduction that saved (x, out) (prod, amax/amin, std, logsumexp, norm): x, the
-    reduced dims, and the output and the gradient broadcast back to x's shape."""
+    """For a reduction that saved (x, out) with `_save_back` (prod, amax/amin, std,
+    logsumexp, norm): x, the reduced dims, and the output and the gradient broadcast back to
+    x's shape."""
     x, out = ctx.saved_tensors
     dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
     return x, dims, _expand_back(out, x.shape, dims, keepdim), _expand_back(g, x.shape, dims, keepdim)
@@ -137,8 +144,7 @@ class _SavesOutput(Function):
         out = getattr(x, cls.reduce)(axis=dims, keepdims=keepdim)
         if cls.reduce in ("max", "min"):
             out = _signed_zero_extreme(x, out, dims, keepdim, cls.reduce == "max")
-        ctx.save_for_backward(x, out)
-        return out
+        return _save_back(ctx, x, out)
 
 
 def _signed_zero_extreme(x, out, dims, keepdim, is_max):
@@ -372,8 +378,7 @@ class Std(Function):
             v = (centered * centered).sum(axis=dims, keepdims=keepdim) / xp.asarray(
                 builtins.max(n - correction, 0), dtype=x.dtype)
         out = xp.sqrt(v).astype(x.dtype, copy=False)
-        ctx.save_for_backward(x, out)
-        return out
+        return _save_back(ctx, x, out)
 
     @staticmethod
     def backward(ctx, g):
@@ -412,8 +417,7 @@ class LogSumExp(Function):
             out = xp.log(xp.exp(x - m).sum(axis=dims, keepdims=True)) + m
         if not keepdim:
             out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
-        ctx.save_for_backward(x, out)
-        return out
+        return _save_back(ctx, x, out)
 
     @staticmethod
     def backward(ctx, g):
@@ -450,8 +454,7 @@ class Norm(Function):
             with np.errstate(divide="ignore"):  # p < 0: a zero entry makes the norm 0, as torch
                 out = ((a ** p).sum(axis=dims, keepdims=keepdim)) ** (1.0 / p)
         out = xp.asarray(out).astype(x.dtype, copy=False)
-        ctx.save_for_backward(x, out)
-        return out
+        return _save_back(ctx, x, out)
 
     @staticmethod
     def backward(ctx, g):

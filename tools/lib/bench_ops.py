@@ -83,13 +83,29 @@ def _step(fn, lib, F, ins, grad):
 
 
 def cpu_model():
-    """The CPU's marketing name (lscpu's "Model name"), else what platform knows."""
+    """The CPU as a benchmark line must name it: lscpu's "Model name" (a VM may say only
+    "AMD EPYC", which spans several generations), with the family and model numbers, the
+    widest vector unit, and the kernel set OpenBLAS runs (numbers of NumPy's matmuls
+    depend on it: $OPENBLAS_CORETYPE can hold a newer CPU to an older set)."""
     import platform
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = info.get("model name") or platform.processor() or platform.machine()
+    details = []
+    if "cpu family" in info:
+        details.append(f"family {info['cpu family']} model {info.get('model', '?')}")
+    flags = set(info.get("flags", "").split())
+    if flags:
+        details.append("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2")
+    from tinytensor.blas_threads import blas
+    b = blas()
+    core = b.corename() if b is not None else None
+    if core:
+        details.append(f"OpenBLAS {core}")
+    return f"{name} ({', '.join(details)})" if details else name
