@@ -13,14 +13,18 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Avg
 
 class _Window(Module):
     """A pooling layer's window: kernel_size, stride (torch's default: the window moves by
-    its own size) and padding, as given."""
+    its own size) and padding, as given, or as n-tuples where torch's layer keeps them so
+    (`tuples`: AvgPool1d and MaxUnpoolNd), so that attributes and repr read as torch's."""
     n = 2
+    tuples = False
 
     def __init__(self, kernel_size, stride, padding):
         super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        stride = stride if stride is not None else kernel_size
+        if self.tuples:
+            kernel_size, stride, padding = (v if isinstance(v, tuple) else (v,) * self.n
+                                            for v in (kernel_size, stride, padding))
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -58,6 +62,7 @@ class _AvgPool(_Window):
 
 class AvgPool1d(_AvgPool):
     n = 1
+    tuples = True
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
@@ -103,6 +108,8 @@ AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = per_dim(_AdaptiveMaxPo
 
 
 class _MaxUnpool(_Window):
+    tuples = True
+
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__(kernel_size, stride, padding)
 

@@ -118,13 +118,16 @@ def test_reprs_match_torch():
 
 
 
-@pytest.mark.parametrize("name", ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool2d", "AvgPool3d"])
+@pytest.mark.parametrize("name", ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d",
+                                  "AvgPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"])
 def test_pooling_reprs_match_torch(name):
-    # the window's part (kernel_size, stride, padding) is written once, in nn.pooling._Window.
-    # AvgPool1d and MaxUnpoolNd are left out: torch stores their window as tuples, (2,), we as given
+    # the window's part (kernel_size, stride, padding) is written once, in nn.pooling._Window;
+    # torch keeps AvgPool1d's and MaxUnpoolNd's window as tuples, (2,), and so do we
     for args, kw in [((2,), {}), ((3, 1, 1), {})] + ([((3,), {"dilation": 2, "ceil_mode": True})]
-                                                     if name.startswith("Max") else []):
-        assert repr(getattr(nn, name)(*args, **kw)) == repr(getattr(torch.nn, name)(*args, **kw))
+                                                     if name.startswith("MaxPool") else []):
+        ours, theirs = getattr(nn, name)(*args, **kw), getattr(torch.nn, name)(*args, **kw)
+        assert repr(ours) == repr(theirs)
+        assert (ours.kernel_size, ours.stride, ours.padding) == (theirs.kernel_size, theirs.stride, theirs.padding)
 
 def test_padding_modes_other_than_zeros_are_refused_clearly():
     with pytest.raises(NotImplementedError, match="Conv2d: padding_mode='reflect' is not supported yet"):
