@@ -82,8 +82,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     suite = argv[0] if argv[:1] and not argv[0].startswith("-") else None
     if suite is not None and suite not in SUITES:
-        parser().error(f"unknown suite {suite!r}; choose kernels, train, dist, "
-                      "compile, conv, ops, rnn or func (or none: the engine)")
+        named = [name for name in SUITES if name]
+        parser().error(f"unknown suite {suite!r}; choose {', '.join(named[:-1])} or {named[-1]} "
+                       "(or none: the engine)")
     args = parser(suite).parse_args(argv[1:] if suite else argv)
     if args.threads < 1 or args.repeat < 1 or getattr(args, "rounds", 1) < 1:
         parser(suite).error("--threads, --repeat and --rounds must be at least 1")

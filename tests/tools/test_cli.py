@@ -41,6 +41,14 @@ def test_help_exits_0_and_prints_a_complete_usage(program):
             assert described, f"{' '.join(program)}: no description for {m.group(1)!r}"
 
 
+def test_bench_names_every_suite_when_given_an_unknown_one():
+    from tinytensor.tools import bench
+    res = subprocess.run([sys.executable, "tools/bench.py", "nope"], cwd=ROOT, env=CHECKOUT,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "unknown suite 'nope'" in res.stderr
+    assert all(name in res.stderr for name in bench.SUITES if name)
+
+
 def test_bench_kernels_gpu_without_a_gpu_says_nothing_was_measured():
     import tinytensor as tt
     if tt.cuda_is_available():
