@@ -101,12 +101,12 @@ def test_the_c_path_runs_and_agrees_with_numpy_and_torch(case, dt):
 
 @needs_cc
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_topk_is_numpy_s_stable_order_ties_and_nan_included(dt):
+def test_topk_is_the_stable_order_ties_and_nan_included(dt):
     x, _ = _data(dt)
     x[1, 10:40] = 2.5           # ties: the lower index first
     x[2, :] = 0.0
     x[2, 7] = -0.0              # -0 ties with 0
-    x[3, [4, 9, 200]] = np.nan  # nan after every number, in both directions
+    x[3, [4, 9, 200]] = np.nan  # nan is the largest value, as in torch: first, or last
     x[4, :] = np.nan
     for largest in (True, False):
         before = c_eager.calls.get("topk", 0)
@@ -119,9 +119,12 @@ def test_topk_is_numpy_s_stable_order_ties_and_nan_included(dt):
             c_eager.set_enabled(prev)
         np.testing.assert_array_equal(i.numpy(), iN.numpy())
         np.testing.assert_array_equal(v.numpy(), vn.numpy())
-        xs = x[5:]   # rows without nan: torch's values (its tie order is its own)
-        tv, _ = torch.tensor(xs).topk(8, -1, largest=largest)
-        np.testing.assert_array_equal(v.numpy()[5:], tv.numpy())
+        # torch's values (its order of ties, nan among nan included, is its own)
+        tv, _ = torch.tensor(x).topk(8, -1, largest=largest)
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+        # and torch's stable sort's indices
+        _, ts = torch.tensor(x).sort(dim=-1, descending=largest, stable=True)
+        np.testing.assert_array_equal(i.numpy(), ts[:, :8].numpy())
 
 
 @needs_cc

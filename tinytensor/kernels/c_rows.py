@@ -43,14 +43,15 @@ static inline __attribute__((always_inline)) void {name}_body({params}, const in
 
 def _topk_source(name, ct, largest):
     """C of top-k over rows: n = (rows, row length, k); writes k int64 indices per row, in
-    the order of NumPy's stable argsort of -x (largest) or x: best first, ties in index
-    order, nan after every number (argsort puts nan last either way)."""
+    the order of torch.topk (and of ops/sorting.py's stable argsort): best first, ties in
+    index order, nan the largest value (first for largest=True, last for largest=False)."""
     cmp = ">" if largest else "<"
+    nan_first = "1" if largest else "0"
     return f"""
-/* whether a (at index ia) comes before b (at ib): nan last, ties by index */
+/* whether a (at index ia) comes before b (at ib): nan largest, ties by index */
 static inline int {name}_before({ct} a, int64_t ia, {ct} b, int64_t ib) {{
-    if (a != a) return b != b && ia < ib;
-    if (b != b) return 1;
+    if (a != a) return b != b ? ia < ib : {nan_first};
+    if (b != b) return !{nan_first};
     return a {cmp} b || (a == b && ia < ib);
 }}
 {_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{

@@ -27,8 +27,14 @@ class Argsort(Function):
             if got is not None:
                 return got
         if descending:
-            x = ~x if x.dtype.kind == "b" else -x
-        idx = xp.argsort(x, axis=dim, kind="stable").astype(np.int64, copy=False)
+            # largest first, ties in index order, nan the largest (torch's order): the stable
+            # ascending order of x reversed along dim, read backwards. Not argsort(-x): -x
+            # wraps unsigned ints and the most negative int, and keeps nan last
+            n = x.shape[dim]
+            flipped = xp.argsort(xp.flip(x, axis=dim), axis=dim, kind="stable")
+            idx = (n - 1) - xp.flip(flipped, axis=dim).astype(np.int64, copy=False)
+        else:
+            idx = xp.argsort(x, axis=dim, kind="stable").astype(np.int64, copy=False)
         if k is not None:
             idx = idx[(slice(None),) * dim + (slice(0, k),)]
         return idx
