@@ -479,3 +479,46 @@ def test_an_eager_matmul_after_its_inputs_change_in_place_reads_the_new_values(m
     assert c_eager.calls.get("matmul", 0) == before + 3
     for got, x in ((first, a), (second, a[::-1]), (third, a * 2.0)):
         np.testing.assert_allclose(got, x @ b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")   # torch.func's own
+def test_forward_mode_through_ops_whose_forward_ran_c_matches_torch():
+    """tt.func.jvp at C sizes (the existing jvp tests run below MIN_ELEMENTS), float64."""
+    import tinytensor.func as tfunc
+    rng = np.random.default_rng(2)
+    x, t = rng.standard_normal((136, 256)), rng.standard_normal((136, 256))
+    w = np.linspace(-1.0, 1.0, 256)
+    cases = {"gelu_erf_slope": (F.gelu, TF.gelu),
+             "softmax": (lambda a: F.softmax(a, -1), lambda a: torch.softmax(a, -1)),
+             "log_softmax": (lambda a: F.log_softmax(a, -1), lambda a: torch.log_softmax(a, -1)),
+             "layer_norm": (lambda a: F.layer_norm(a, (256,), tt.tensor(w)), lambda a: TF.layer_norm(a, (256,), torch.tensor(w))),
+             "cumsum": (lambda a: tt.cumsum(a, -1), lambda a: torch.cumsum(a, -1))}
+    for kernel, (fn, tfn) in cases.items():
+        (y, jt), ran = _ran(tfunc.jvp, fn, (tt.tensor(x),), (tt.tensor(t),))
+        assert kernel in ran, (kernel, ran)
+        ty, tjt = torch.func.jvp(tfn, (torch.tensor(x),), (torch.tensor(t),))
+        np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-13, atol=1e-13, err_msg=kernel)
+        np.testing.assert_allclose(jt.numpy(), tjt.numpy(), rtol=1e-12, atol=1e-13, err_msg=kernel)
+
+
+@pytest.mark.parametrize("W", [2048, 2100])
+def test_max_pool2d_rows_of_more_than_1024_windows_take_the_checked_loop_with_the_same_winners(W):
+    """The C winners' fast loop keeps a row of windows in 1024-entry stack buffers (`OW <=
+    1024`): W = 2048 (1024 windows, the fast loop) and 2100 (1050, the checked loop), with a
+    nan and a run of -inf, give the NumPy path's winners, values and gradient bit for bit."""
+    rng = np.random.default_rng(W)
+    x = rng.standard_normal((1, 2, 16, W))
+    x[0, 0, 3, 100] = np.nan
+    x[0, 1, :, :50] = -np.inf
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y, i = F.max_pool2d(X, 2, stride=2, return_indices=True)
+        y.backward(tt.ones_like(y))
+        return y.detach().numpy(), i.numpy(), X.grad.numpy()
+    got, ran = _ran(run)
+    assert "max_pool2d" in ran
+    for a, b in zip(got, _numpy_path(run)):
+        assert a.tobytes() == b.tobytes()
+    _, ti = TF.max_pool2d(torch.tensor(x), 2, stride=2, return_indices=True)
+    np.testing.assert_array_equal(got[1][0, 1], ti.numpy()[0, 1])   # the channel without nan
