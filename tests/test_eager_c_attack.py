@@ -52,12 +52,6 @@ def _ran(fn, *args):
 
 
 # ---------------------------------------------------------------- breaks (xfail, strict)
-@pytest.mark.xfail(strict=True, reason=(
-    "max_pool2d C winners: a window whose every element is padding (kernel 2, dilation 5, "
-    "padding 1 on 4x4: rows -1 and 4) keeps best = -1 (kernels/c_rows.py _max_pool2d_text, "
-    "the padded loop's `int64_t best = -1` written out as is); the gather then wraps -1 to the "
-    "plane's last element: value x[3, 3] (-0.73) instead of torch's -inf, and its gradient "
-    "lands on x[3, 3]. Silent. (The NumPy path refuses with an unclear IndexError.)"))
 def test_max_pool2d_window_of_padding_only_is_not_a_silent_wrong_value():
     x = np.random.default_rng(0).standard_normal((2, 2048, 4, 4))   # past MIN_ELEMENTS
     kw = dict(kernel_size=2, dilation=5, padding=1)
