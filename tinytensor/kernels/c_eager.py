@@ -124,10 +124,11 @@ def clear():
 
 def takes(*arrays):
     """Whether arrays (the ones a kernel reads) suit the kernels: NumPy arrays of float32
-    or float64, C-contiguous, the first at least MIN_ELEMENTS long. Checked by the caller
-    before `run`, so that the common refusals cost a few attribute reads."""
+    or float64 in native byte order (a '>f4' has dtype.char 'f' too), C-contiguous, the
+    first at least MIN_ELEMENTS long. Checked by the caller before `run`, so that the
+    common refusals cost a few attribute reads."""
     a = arrays[0]
-    if type(a) is not np.ndarray or a.size < MIN_ELEMENTS or a.dtype.char not in "fd":
+    if type(a) is not np.ndarray or a.size < MIN_ELEMENTS or a.dtype.char not in "fd" or not a.dtype.isnative:
         return False
     return all(type(b) is np.ndarray and b.dtype == a.dtype and b.flags.c_contiguous for b in arrays)
 
