@@ -84,10 +84,6 @@ _HUGE_ROW = textwrap.dedent("""
     ("F.layer_norm(tt.tensor(x), (n,))", "compiler/codegen/rows.py:303-305, the generated row kernel's "
                                          "`lo[n / 32 + 2], len[...]; leaf[...]`"),
 ])
-@pytest.mark.xfail(strict=True, reason=(
-    "a row of >= ~13.4M float32 (11.2M float64) elements crashes the process (SIGSEGV): the row "
-    "kernels keep NumPy's pairwise leaves in stack arrays of (C/32+2) * 20 bytes per row, past "
-    "the 8 MiB stack of the main thread and of the pool's workers; the NumPy path computes it"))
 def test_a_very_long_row_does_not_crash_the_row_kernels(op, where):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TINYTENSOR_EAGER_KERNELS", None)
