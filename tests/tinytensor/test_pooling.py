@@ -1,6 +1,8 @@
 """Pooling against PyTorch: values, indices, gradients and double backward in float64 over
 a grid of kernel / stride / padding / dilation / ceil_mode / count_include_pad; a float32
 pass; ties and -inf; the error messages."""
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -162,6 +164,35 @@ ERRORS = [
 @pytest.mark.parametrize("fn,kind,words", ERRORS)
 def test_errors(fn, kind, words):
     assert_raises_saying(fn, kind, words)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_max_pool_refuses_exactly_the_windows_of_padding_only(n):
+    """A dilation wider than the input can put a window wholly in the padding: torch gives
+    -inf there (and an index outside the input), we refuse naming it; every other geometry
+    of a small grid gives torch's values and indices."""
+    rng = np.random.default_rng(n)
+    refused = 0
+    for s, k, d, p, st, ceil in itertools.product((1, 2, 4), (2, 3), (1, 3, 5), (0, 1, 2), (1, 2), (False, True)):
+        if p > (d * (k - 1) + 1) // 2:
+            continue
+        x = rng.standard_normal((1, 2) + (s,) * n)
+        kw = dict(kernel_size=k, stride=st, padding=p, dilation=d, ceil_mode=ceil, return_indices=True)
+        try:
+            ty, ti = getattr(torch.nn.functional, f"max_pool{n}d")(torch.tensor(x), **kw)
+        except RuntimeError:
+            continue
+        try:
+            y, i = getattr(tt.functional, f"max_pool{n}d")(tt.tensor(x), **kw)
+        except ValueError as e:
+            if "covers only padding" not in str(e):
+                continue   # an output size torch allows and we refuse: another matter
+            assert np.isneginf(ty.numpy()).any(), (s, k, d, p, st, ceil)
+            refused += 1
+            continue
+        np.testing.assert_array_equal(y.numpy(), ty.numpy())
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    assert refused > 0
 
 
 def test_max_pool2d_of_an_empty_batch_is_empty_as_torch():

@@ -30,7 +30,8 @@ MAX_JOBS = 256              # shapes remembered (a job is a small ctypes struct)
 
 def matmul(a, b):
     """a @ b of two float NumPy arrays of at least 2 dims and one dtype, or None."""
-    if a.ndim < 2 or b.ndim < 2 or a.dtype is not b.dtype and a.dtype != b.dtype or a.dtype.char not in "fd":
+    if a.ndim < 2 or b.ndim < 2 or a.dtype is not b.dtype and a.dtype != b.dtype or a.dtype.char not in "fd" \
+            or not a.dtype.isnative:
         return None
     count = _threads.default_threads()
     if count <= 1:

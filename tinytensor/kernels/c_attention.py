@@ -19,9 +19,13 @@ dK += dS q*scale. Sums run in the input's dtype, in another order than BLAS's: r
 agree with the NumPy path to rounding, not bitwise.
 
 `forward` / `backward` return None where the NumPy path must run: one thread, no C compiler, not
-float32/float64, a mask, grouped-query heads, a head's keys and values over MAX_BLOCK
-elements (they are kept transposed on the stack), or fewer than MIN_WORK multiply-adds
-(the call's fixed cost).
+float32/float64 of native byte order, a mask, grouped-query heads, a head's keys and values
+over MAX_BLOCK elements (they are kept transposed on the stack), or fewer than MIN_WORK
+multiply-adds (the call's fixed cost); `backward` also where q, k, v, out, stats or g holds an
+inf or nan: its loops stop at the causal edge, where the NumPy path's block products (and
+torch's) multiply the masked zeros by every key, value and gradient row of the block, and
+0 * nan = nan (the check: ~35 us, ~5% of nanoGPT's backward; finite inputs whose products
+overflow are not caught).
 """
 import numpy as np
 
@@ -151,7 +155,7 @@ def _threads():
 def _takes(q, k, v, mask, groups):
     if mask is not None or groups != 1 or not c_eager.enabled() or _threads() < MIN_THREADS:
         return False
-    if q.dtype.char not in "fd" or k.dtype != q.dtype or v.dtype != q.dtype:
+    if q.dtype.char not in "fd" or not q.dtype.isnative or k.dtype != q.dtype or v.dtype != q.dtype:
         return False
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
         return False
@@ -195,6 +199,8 @@ def backward(q, k, v, out, stats, g, mask, scale, causal, groups):
     """(dq, dk, dv) of the flash path's backward, or None."""
     if g.dtype != q.dtype or out.dtype != q.dtype or stats.dtype != q.dtype:
         return None
+    if not all(np.isfinite(a).all() for a in (q, k, v, out, stats, g)):
+        return None   # the NumPy path's nan pattern (module docstring)
     got = _prepared(q, k, v, mask, groups, True)
     if got is None:
         return None

@@ -32,7 +32,8 @@ The NumPy code of each op stays the reference and the fallback: it runs when
 - while a kernel is being built (its capture records the op itself). While tt.compile
   captures a step the kernels run as in eager, so the capture's values are eager's; a
   kernel first needed there is captured apart from the step (its tape, its guards).
-- the layout is not the kernel's (each caller checks: C-contiguous, the reduced dim last).
+- the layout is not the kernel's (each caller checks: C-contiguous, the reduced dim last);
+- a row is longer than MAX_ROW elements (`run`, on arrays laid out in rows).
 """
 import os
 import threading
@@ -41,6 +42,10 @@ import numpy as np
 
 ENV = "TINYTENSOR_EAGER_KERNELS"
 MIN_ELEMENTS = 1 << 15   # below this NumPy's few passes cost less than the call
+# a row kernel keeps its row's pairwise-sum leaves on the stack, (n / 32 + 2) * 24 bytes
+# (codegen/rows.py, kernels/c_softmax.py): 0.75 MiB here, well inside the 8 MiB of the main
+# thread and the pool's workers (codegen/c_pool.c); a 14M-element row overflowed it
+MAX_ROW = 1 << 20
 SAMPLE = {"r": 37, "n": 53}   # capture sizes per layout letter: distinct primes, so no two dims share a symbol
 
 def _env_on(value):
@@ -78,7 +83,7 @@ def run(name, fn, arrays, layout, attrs=()):
     tinytensor ops returning a tensor or a tuple of them; `layout` names each array's dims
     by letter ("rn": rows and row length; arrays sharing a letter share that size);
     `attrs`: everything else the kernel depends on (eps, the dim), part of its key."""
-    if not enabled():
+    if not enabled() or any(len(f) > 1 and a.shape[-1] > MAX_ROW for a, f in zip(arrays, layout)):
         return None
     key = (name, tuple(a.dtype.str for a in arrays), tuple(layout), attrs)
     k = _kernels.get(key, False)
@@ -124,10 +129,11 @@ def clear():
 
 def takes(*arrays):
     """Whether arrays (the ones a kernel reads) suit the kernels: NumPy arrays of float32
-    or float64, C-contiguous, the first at least MIN_ELEMENTS long. Checked by the caller
-    before `run`, so that the common refusals cost a few attribute reads."""
+    or float64 in native byte order (a '>f4' has dtype.char 'f' too), C-contiguous, the
+    first at least MIN_ELEMENTS long. Checked by the caller before `run`, so that the
+    common refusals cost a few attribute reads."""
     a = arrays[0]
-    if type(a) is not np.ndarray or a.size < MIN_ELEMENTS or a.dtype.char not in "fd":
+    if type(a) is not np.ndarray or a.size < MIN_ELEMENTS or a.dtype.char not in "fd" or not a.dtype.isnative:
         return False
     return all(type(b) is np.ndarray and b.dtype == a.dtype and b.flags.c_contiguous for b in arrays)
 

@@ -11,8 +11,13 @@ fused multiply-adds, the flags' -ffp-contract=off; sqrt and division correctly r
 both), so the results are bitwise the NumPy path's: the tests hold them so.
 
 `adam(...)` returns False where NumPy must compute: no C compiler, amsgrad or maximize
-(left to NumPy), not float32/float64 NumPy arrays of one dtype and shape, a parameter or
-state that is not C-contiguous.
+(left to NumPy), not float32/float64 NumPy arrays of one dtype, shape and native byte order,
+a parameter or state that is not C-contiguous, a gradient sharing memory with p, m or v
+other than being p's own array (the NumPy step's in-place updates then change what it reads
+next; g = p itself, as `w.grad = w.detach()` gives, is computed here as NumPy does: decayed),
+or a hyperparameter NumPy does not round to the parameter's dtype (NEP 50: an np.float64 lr
+on float32 parameters makes the NumPy step compute in float64 and round once, where this
+kernel computes in float32).
 """
 import numpy as np
 
@@ -24,17 +29,19 @@ _SCALARS = 8
 
 
 def _source(name, ct):
-    """buffers p, m, v (updated in place), g, scalars; n = (elements, decoupled, l2)."""
+    """buffers p, m, v (updated in place), g, scalars; n = (elements, decoupled, l2, same):
+    same = 1 where g is p's own array, never read then (NumPy's `p *= decay` decays it)."""
     return f"""
 {c_rows._clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
     {ct} *restrict p = ({ct} *)b[0], *restrict m = ({ct} *)b[1], *restrict v = ({ct} *)b[2];
     const {ct} *restrict g = (const {ct} *)b[3], *restrict c = (const {ct} *)b[4];
     const {ct} decay = c[0], wd = c[1], a1 = c[2], b2 = c[3], a2 = c[4], step = c[5], bc2 = c[6], eps = c[7];
-    const int64_t decoupled = n[1], l2 = n[2];
+    const int64_t decoupled = n[1], l2 = n[2], same = n[3];
     const int64_t lo = tt_part_start(n[0], part, parts, 16), hi = tt_part_start(n[0], part + 1, parts, 16);
     for (int64_t i = lo; i < hi; i++) {{
-        {ct} pi = p[i], gi = g[i];
+        {ct} pi = p[i];
         if (decoupled) pi = pi * decay;
+        {ct} gi = same ? pi : g[i];
         if (l2) gi = gi + wd * pi;
         const {ct} mi = m[i] + a1 * (gi - m[i]);
         const {ct} vi = v[i] * b2 + a2 * (gi * gi);
@@ -56,14 +63,34 @@ def adam(p, g, m, v, *, lr, betas, eps, wd, decoupled, step, amsgrad=False, maxi
     if any(type(a) is not np.ndarray or a.dtype != p.dtype or a.shape != p.shape
            or not a.flags.c_contiguous or not a.flags.writeable for a in arrays):
         return False
-    if p.dtype.char not in "fd" or type(g) is not np.ndarray or g.dtype != p.dtype or g.shape != p.shape:
+    if p.dtype.char not in "fd" or not p.dtype.isnative or type(g) is not np.ndarray \
+            or g.dtype != p.dtype or g.shape != p.shape:
+        return False
+    same = g.ctypes.data == p.ctypes.data and g.strides == p.strides
+    if (not same and np.may_share_memory(g, p)) or np.may_share_memory(g, m) or np.may_share_memory(g, v) \
+            or np.may_share_memory(p, m) or np.may_share_memory(p, v) or np.may_share_memory(m, v):
+        return False   # bounds only (no exact solve): a false alarm just runs NumPy's step
+    beta1, beta2 = betas
+    # each scalar as the NumPy step computes it (the same expressions, the same types)
+    values = [1.0 - lr * wd, wd, 1.0 - beta1, beta2, 1.0 - beta2,
+              lr / (1.0 - beta1 ** step), (1.0 - beta2 ** step) ** 0.5, eps]
+    if not all(_rounds_to(s, p.dtype) for s in values):
         return False
     lib = c_rows._load("adam", p.dtype.char, _source)
     if lib is None:
         return False
-    beta1, beta2 = betas
-    scalars = np.array([1.0 - lr * wd, wd, 1.0 - beta1, beta2, 1.0 - beta2,
-                        lr / (1.0 - beta1 ** step), (1.0 - beta2 ** step) ** 0.5, eps], p.dtype)
-    c_rows._call(lib, [p, m, v, np.ascontiguousarray(g), scalars],
-                 [p.size, int(bool(wd) and decoupled), int(bool(wd) and not decoupled)], p.size, "adam")
+    scalars = np.array(values, p.dtype)
+    c_rows._call(lib, [p, m, v, p if same else np.ascontiguousarray(g), scalars],
+                 [p.size, int(bool(wd) and decoupled), int(bool(wd) and not decoupled), int(same)],
+                 p.size, "adam")
     return True
+
+
+def _rounds_to(s, dtype):
+    """Whether NumPy, combining scalar s with an array of `dtype`, computes in `dtype` (s
+    rounded to it first, as this kernel does): a Python float or int (weak, NEP 50) or a
+    NumPy scalar no wider than dtype. An np.float64 with float32 computes in float64."""
+    try:
+        return np.result_type(s, dtype) == dtype
+    except (TypeError, ValueError):   # not a number NumPy knows: leave it to the NumPy step
+        return False

@@ -67,7 +67,7 @@ def _source(name, ct):
 
 def forward(x2):
     """softmax over the rows of x2 (rows, C), or None (the generated kernel or NumPy)."""
-    if not c_eager.enabled() or x2.ndim != 2 or x2.shape[1] == 0 or not c_eager.takes(x2):
+    if not c_eager.enabled() or x2.ndim != 2 or not 0 < x2.shape[1] <= c_eager.MAX_ROW or not c_eager.takes(x2):
         return None
     lib = _load("softmax_rows", x2.dtype.char, _source)
     if lib is None:

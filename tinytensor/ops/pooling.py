@@ -115,9 +115,25 @@ def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=F
     x, added = batched(input, n, op)
     kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, dilation,
                                                     ceil_mode, op, _effective_half)
+    _refuse_padding_only_windows(x.shape[2:], kernel, stride, dilation, pads, out, op)
     idx = MaxPoolIndex.apply(x, kernel=kernel, stride=stride, dilation=dilation, pads=pads, out=out)
     res = _take(x, idx, out, return_indices)
     return tuple(_unbatch(r, added) for r in res) if return_indices else _unbatch(res, added)
+
+
+def _refuse_padding_only_windows(spatial, kernel, stride, dilation, pads, out, op):
+    """Refuse a window whose every element is padding (a dilation wider than the input can
+    step over it): it has no element to name, so no index, value or gradient to give (torch
+    gives -inf and an index outside the input). A window is padding only where it is so
+    along one spatial dim; along a dim, its first tap at or past element 0 is ceil(-start / d)."""
+    for dim, (s, k, st, d, (lo, _), o) in enumerate(zip(spatial, kernel, stride, dilation, pads, out)):
+        start = np.arange(o) * st - lo
+        first = np.maximum(0, -(start // d))
+        real = (first < k) & (start + first * d < s)
+        if not real.all():
+            raise _error(f"{op}: window {int(np.argmin(real))} along spatial dim {dim} covers only "
+                         f"padding (input size {s}, kernel_size={k}, stride={st}, padding={lo}, "
+                         f"dilation={d}): it has no input element to take the maximum of")
 
 
 class MaxPoolIndex(Function):

@@ -50,6 +50,14 @@ def test_small_matmuls_and_other_dtypes_stay_numpys(two_threads):
     assert eager_gemm.matmul(x, x) is not None
 
 
+def test_a_big_endian_matmul_stays_numpys(two_threads):
+    """'>f8' has dtype.char 'd' too: the gemm job would read its bytes as native doubles."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal((256, 256)).astype(">f8") for _ in range(2))
+    assert eager_gemm.matmul(a, b) is None
+    np.testing.assert_allclose((tt.tensor(a) @ tt.tensor(b)).numpy(), a.astype(np.float64) @ b, rtol=0, atol=1e-12)
+
+
 def test_gradients_through_pool_matmuls_match_torch(two_threads):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(8)
