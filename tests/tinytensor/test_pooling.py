@@ -173,7 +173,7 @@ def test_max_pool_refuses_exactly_the_windows_of_padding_only(n):
     of a small grid gives torch's values and indices."""
     rng = np.random.default_rng(n)
     refused = 0
-    for s, k, d, p, st, ceil in itertools.product((1, 2, 4), (2, 3), (1, 3, 5), (0, 1, 2), (1, 2), (False, True)):
+    for s, k, d, p, st, ceil in itertools.product((1, 2, 4), (2, 3), (1, 3, 5), (0, 1, 2), (1, 2, 3), (False, True)):
         if p > (d * (k - 1) + 1) // 2:
             continue
         x = rng.standard_normal((1, 2) + (s,) * n)
@@ -185,14 +185,35 @@ def test_max_pool_refuses_exactly_the_windows_of_padding_only(n):
         try:
             y, i = getattr(tt.functional, f"max_pool{n}d")(tt.tensor(x), **kw)
         except ValueError as e:
-            if "covers only padding" not in str(e):
-                continue   # an output size torch allows and we refuse: another matter
+            # torch computes this geometry: refusing it is a defect (ceil_mode's last window
+            # was dropped with a negative span), unless the window covers only padding
+            assert "covers only padding" in str(e), (s, k, d, p, st, ceil, str(e))
             assert np.isneginf(ty.numpy()).any(), (s, k, d, p, st, ceil)
             refused += 1
             continue
         np.testing.assert_array_equal(y.numpy(), ty.numpy())
         np.testing.assert_array_equal(i.numpy(), ti.numpy())
     assert refused > 0
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_avg_pool_output_sizes_and_values_follow_torch_in_ceil_mode(n):
+    # a window longer than the input still counts once in ceil_mode (torch floors a negative
+    # span); the output-size rule is the one max_pool shares
+    rng = np.random.default_rng(n)
+    for s, k, p, st, ceil in itertools.product((1, 2, 3, 5), (1, 2, 3), (0, 1), (1, 2, 3), (False, True)):
+        if p > k // 2:
+            continue
+        x = rng.standard_normal((1, 2) + (s,) * n)
+        kw = dict(kernel_size=k, stride=st, padding=p, ceil_mode=ceil)
+        try:
+            ty = getattr(torch.nn.functional, f"avg_pool{n}d")(torch.tensor(x), **kw)
+        except RuntimeError:
+            with pytest.raises(ValueError, match="Output size is too small"):
+                getattr(tt.functional, f"avg_pool{n}d")(tt.tensor(x), **kw)
+            continue
+        y = getattr(tt.functional, f"avg_pool{n}d")(tt.tensor(x), **kw)
+        np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-12, atol=1e-15)
 
 
 def test_max_pool2d_of_an_empty_batch_is_empty_as_torch():

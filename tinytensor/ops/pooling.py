@@ -63,7 +63,8 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limi
     out = []
     for s, k, st, p, d in zip(spatial, kernel, stride, padding, dilation):
         span = s + 2 * p - d * (k - 1) - 1
-        o = (span + (st - 1 if ceil_mode else 0)) // st + 1 if span >= 0 else 0
+        # torch's rule, flooring division included: with ceil_mode a span of -1 still has a window
+        o = (span + (st - 1 if ceil_mode else 0)) // st + 1
         if ceil_mode and o > 0 and (o - 1) * st >= s + p:  # the last window must start inside
             o -= 1
         out.append(o)
