@@ -1058,3 +1058,42 @@ def test_reshape_that_copies_does_not_share_the_version_counter():
     v.view(3, 4).detach().add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         z.backward()
+
+
+def test_grad_mode_is_per_thread_as_in_torch():
+    # one thread evaluating under no_grad must not stop another thread's recording: with one
+    # process-wide switch the training thread's ops went unrecorded at random, and its
+    # gradients were missing or its backward refused
+    import threading
+    w = tt.tensor(np.arange(1.0, 7.0).reshape(2, 3), requires_grad=True)
+    stop, errors, grads = threading.Event(), [], []
+
+    def evaluate():
+        while not stop.is_set():
+            with tt.no_grad():
+                (w * 2.0).sum()
+
+    def train():
+        try:
+            for _ in range(300):
+                w.grad = None
+                (w * w).sum().backward()
+                grads.append(w.grad.numpy().copy())
+        except Exception as e:   # the failure this test is about, reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=evaluate) for _ in range(2)] + [threading.Thread(target=train)]
+    for t in threads:
+        t.start()
+    threads[-1].join()
+    stop.set()
+    for t in threads[:-1]:
+        t.join()
+    assert not errors, errors[0]
+    assert len(grads) == 300 and all(np.array_equal(g, 2 * w.detach().numpy()) for g in grads)
+    with tt.no_grad():   # and a mode set in one thread is that thread's only
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(tt.is_grad_enabled()))
+        t.start()
+        t.join()
+        assert seen == [True] and not tt.is_grad_enabled()

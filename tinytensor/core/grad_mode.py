@@ -1,7 +1,8 @@
-"""Grad modes, module scope and anomaly mode: the global state every op consults."""
+"""Grad modes, module scope and anomaly mode: the state every op consults, one per thread."""
 import contextlib
 import functools
 import inspect
+import threading
 
 import numpy as np
 
@@ -10,11 +11,12 @@ from ..messages import plain
 from .hooks import NO_CAPTURE, for_capture
 
 
-class _State:
+class _State(threading.local):
+    """Per thread, as torch's grad mode is: a thread that runs `no_grad` (a data loader's,
+    an evaluation's) leaves another thread's recording alone. The class attributes are each
+    new thread's starting values; the lists are made per thread in __init__."""
     grad_enabled = True
-    scope = []            # module path parts pushed by nn.Module.__call__
     scope_path = ""
-    tapes = []            # active record() tapes
     anomaly = False
     order = 0             # derivative order of the backward being recorded (0: forward)
     transform = ()        # what the ops running now compute for tt.func: ("batched",), ("tangent",), ... (viz labels)
@@ -23,6 +25,10 @@ class _State:
     autocast = None       # the policy of the innermost enabled tt.autocast (amp.py), or None
     hooks = NO_CAPTURE    # what a capture in progress answers (core/hooks.py): ask this
     _capture = None
+
+    def __init__(self):
+        self.scope = []   # module path parts pushed by nn.Module.__call__
+        self.tapes = []   # active record() tapes
 
     @property
     def capture(self):
