@@ -45,8 +45,8 @@ def gelu_exact(a):
     def body(x, out, coeffs, precise):
         _chunk(x * _INV_SQRT_2, out, coeffs, precise, False)
         out += 1.0
+        out *= 0.5   # halved before the product (exact either way): x * 2 overflows past 9e307
         out *= x
-        out *= 0.5
     return _chunked(a, body)
 
 
