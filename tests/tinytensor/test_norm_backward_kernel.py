@@ -143,3 +143,17 @@ def test_refuses_what_it_does_not_take():
     assert c_norm.backward(g.astype(np.float64), x, w, mu, rs, False) is None    # mixed dtypes
     assert c_norm.backward(g, x, w, mu.astype(np.float64), rs, False) is None    # stats' dtype
     assert c_norm.backward(g[:8], x[:8], w, mu[:8], rs[:8], False) is None       # small: NumPy's
+
+
+def test_a_broadcast_gradient_takes_the_kernel():
+    """A .sum() loss hands the norm a broadcast (non-contiguous) gradient: laid out, not refused
+    (the NumPy path ran before)."""
+    x, _, w, b = _data(300, 256, np.float64)
+    before = c_eager.calls.get("layer_norm_backward", 0)
+    X, W = tt.tensor(x, requires_grad=True), tt.tensor(w, requires_grad=True)
+    F.layer_norm(X, (256,), W, tt.tensor(b)).sum().backward()
+    assert c_eager.calls.get("layer_norm_backward", 0) == before + 1
+    T, TW = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    TF.layer_norm(T, (256,), TW, torch.tensor(b)).sum().backward()
+    np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(W.grad.numpy(), TW.grad.numpy(), rtol=0, atol=1e-10)
