@@ -208,6 +208,13 @@ class Toolchain:
         return rows.PAIRWISE
 
     @staticmethod
+    def max_lanes(dtype):
+        """The lanes of NumPy's SIMD max over a row of `dtype` (0: its first nan as it is),
+        which decide the nan a row's max returns (codegen/rows.py `numpy_max_lanes`)."""
+        from .codegen import rows
+        return rows.numpy_max_lanes(dtype)
+
+    @staticmethod
     def compile_part(name, source):
         from . import cache_disk
         from .codegen import toolchain

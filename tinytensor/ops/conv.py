@@ -26,6 +26,7 @@ from ..core.function import Function
 from ..amp import cast_inputs
 from ..core.tensor import Tensor
 from ..dtypes import BF16_NP
+from ..kernels import c_conv as _c_conv, c_eager as _c_eager
 from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
@@ -82,18 +83,26 @@ def windows(xpad, kernel, stride, dilation, out):
 
 
 def _im2col(x, kernel, stride, pads, dilation):
-    """(N, C, *kernel, *out) columns, contiguous, and out."""
+    """(N, C, *kernel, *out) columns, contiguous, and out. 2-d float32/float64 inputs run
+    kernels/c_conv.py's threaded C copy, the same bytes."""
     n = len(kernel)
-    xpad = _pad(x, pads)
     out = out_size(x.shape[2:], kernel, stride, pads, dilation)
+    col = _c_conv.im2col(x, kernel, stride, pads, dilation, out) if isinstance(x, np.ndarray) else None
+    if col is not None:
+        return col, out
+    xpad = _pad(x, pads)
     win = windows(xpad, kernel, stride, dilation, out)
     perm = (0, 1) + tuple(range(2 + n, 2 + 2 * n)) + tuple(range(2, 2 + n))
     return _xp(x).ascontiguousarray(win.transpose(perm)), out
 
 
 def _col2im(col, spatial, kernel, stride, pads, dilation):
-    """The adjoint of _im2col: add each column entry back where it was read from."""
+    """The adjoint of _im2col: add each column entry back where it was read from (2-d
+    float32/float64: kernels/c_conv.py, the same additions in the same order)."""
     n = len(kernel)
+    x = _c_conv.col2im(col, spatial, kernel, stride, pads, dilation) if isinstance(col, np.ndarray) else None
+    if x is not None:
+        return x
     N, C, out = col.shape[0], col.shape[1], col.shape[2 + n:]
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(spatial, pads))
     xpad = _xp(col).zeros((N, C) + padded, dtype=col.dtype)
@@ -107,9 +116,16 @@ def _col2im(col, spatial, kernel, stride, pads, dilation):
 def _matmul(a, b):
     """a @ b, in float32 for bfloat16 (NumPy would widen ml_dtypes values anyway) and NumPy
     float16 (no BLAS: a scalar loop); torch accumulates in float32 too. The callers round the
-    result back to the input dtype."""
+    result back to the input dtype. At 2+ threads a big one runs as the C pool's gemm job
+    (compiler/eager_gemm.py): OpenBLAS's own worker would spin on into the im2col/col2im
+    kernels that share its core (a 3x3 conv's step, (8,64,32,32) f32, 2 threads, Zen 5:
+    median 18.4 -> 15.4 ms)."""
     if a.dtype == BF16_NP or (a.dtype == np.float16 and isinstance(a, np.ndarray)):
         a, b = a.astype(np.float32), b.astype(np.float32)
+    if isinstance(a, np.ndarray):
+        got = _c_eager.matmul(a, b)
+        if got is not None:
+            return got
     return _xp(a).matmul(a, b)
 
 

@@ -16,7 +16,7 @@ from ..core.function import Function
 from ..core.primitives import summand
 from ..core.rules import Rule
 from ..dtypes import finfo, float32, promote
-from ..kernels import c_eager as _c_eager, cuda_norm, fusion as _fusion
+from ..kernels import c_eager as _c_eager, c_norm as _c_norm, cuda_norm, fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from ..messages import plain
 from .elementwise import float_operand, rsqrt
@@ -149,11 +149,11 @@ class RMSNormCore(LayerNormCore):
 
 
 # ---------------------------------------------------------------- the fused ops
-# The eager C kernels (kernels/c_eager.py) are generated from these decompositions, which
-# are what tt.compile computes for the op: the forward as the reference op lowered by the
-# compiler (the op's `decompose`, `_steps`: np.mean's sum / n, then * w + b), the
-# backward as the op's `backward` in tinytensor ops (mean as sum * (1/n)), so an eager
-# call and a compiled one give the same bits.
+# The eager forward's C kernel (kernels/c_eager.py) is generated from this decomposition,
+# what tt.compile computes for the op (the reference op lowered by the compiler: its
+# `decompose`, `_steps`: np.mean's sum / n, then * w + b), so an eager call and a compiled
+# one give the same bits. The eager backward is kernels/c_norm.py's hand-written row pass
+# (the NumPy path's arithmetic from the saved stats, within a few ulp of it).
 def _forward_decomposition(rms, has_w, has_b, eps):
     def fn(x, *params):   # x: (rows, n)
         y, mu, rs = _steps(x, (1,), eps, rms)
@@ -164,15 +164,6 @@ def _forward_decomposition(rms, has_w, has_b, eps):
         if has_b:
             y = y + params[-1]
         return y, mu, rs
-    return fn
-
-
-def _backward_decomposition(rms, has_w, eps):
-    def fn(x, *rest):   # x, g: (rows, n); the weight (n,) between them when there is one
-        g = rest[-1]
-        xh, rs = _normalized(x, (1,), eps, rms)
-        gx = _dx(g * rest[0] if has_w else g, xh, rs, (1,), rms)
-        return gx, sum_(g * xh, dim=0), sum_(g, dim=0)
     return fn
 
 
@@ -188,16 +179,6 @@ def _c_forward(x2, w, b, eps, rms):
         return None
     y, mu, rs = got
     return y, mu.reshape(-1), rs.reshape(-1)
-
-
-def _c_backward(g2, x2, w, eps, rms):
-    """(gx, gw, gb) from the C kernel, or None."""
-    params = [w] if w is not None else []
-    if not _c_eager.takes(x2, *params, g2):
-        return None
-    fn = _backward_decomposition(rms, w is not None, eps)
-    return _c_eager.run(("rms_norm" if rms else "layer_norm") + "_backward", fn, [x2, *params, g2],
-                        ("rn",) + ("n",) * len(params) + ("rn",), (eps, w is not None))
 
 
 def _cpu_forward(x2, w, b, eps, rms):
@@ -335,7 +316,7 @@ class FusedNorm(Function):
         pshape = x.shape[x.ndim - a["nd"]:]
         n = math.prod(pshape)
         w = saved[1].reshape(n) if a["has_weight"] else None
-        got = _c_backward(g.reshape(-1, n), x.reshape(-1, n), w, a["eps"], a["rms"]) if is_cpu(x) else None
+        got = _c_norm.backward(g.reshape(-1, n), x.reshape(-1, n), w, mu, rstd, a["rms"]) if is_cpu(x) else None
         if got is not None:
             gx, gw, gb = got
         else:

@@ -17,7 +17,7 @@ from ..core.rules import Rule, per_input as _per_input
 from ..core.return_types import named_tuple
 from ..core.tensor import Tensor
 from ..core.forward_ad import linear_jvp
-from ..kernels import c_rows as _c_rows
+from ..kernels import c_reduce as _c_reduce, c_rows as _c_rows
 from .elementwise import (absolute, cast, clone, div, eq, exp, float_operand, isnan,
                           maximum, minimum, mul, sign, where)
 from .indexing import gather
@@ -68,6 +68,10 @@ class Sum(Function):
         x = summand(x)   # added in the order of the indices, whatever x's layout
         if x.dtype == np.float16 or x.dtype == BF16_NP:  # like torch: accumulate in float32
             return x.sum(axis=dims, keepdims=keepdim, dtype=np.float32).astype(x.dtype)
+        if x.ndim and len(dims) == x.ndim and type(x) is np.ndarray:
+            s = _c_reduce.sum_all(x)   # NumPy's pairwise sum, on the C pool's threads
+            if s is not None:
+                return np.reshape(s, (1,) * x.ndim) if keepdim else s
         return x.sum(axis=dims, keepdims=keepdim)
 
     @staticmethod

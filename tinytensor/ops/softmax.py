@@ -149,7 +149,7 @@ def _cpu_forward(x, log):
     float32/float64 inputs run the op's C kernel instead (kernels/c_eager.py)."""
     n = x.shape[-1]
     if _c_eager.takes(x):
-        got = None if log else _c_softmax.forward(x.reshape(-1, n))   # exp once per element
+        got = _c_softmax.forward(x.reshape(-1, n), log)   # exp once per element
         if got is not None:
             return got.reshape(x.shape)
         fn = _forward_op(log)
