@@ -200,12 +200,7 @@ def test_adamw_with_numpy_float64_hyperparameters_gives_the_numpy_step_s_bits(kw
     assert "adam" in _ran(run, True)[1]   # and only for those: with Python floats it runs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernels/c_softmax.py's nan rule (`m = (C >= 2 && j <= (C - 1) / 8 * 8) ? nan : row[j]`) "
-    "does not reproduce the generated row kernel's nan for a negative nan: a row of 9 float32 "
-    "with -nan at 4 gives +nan (0x7fc00000) where the generated kernel (tt.compile's replay) "
-    "gives -nan (0xffc00000): c_softmax's promise of the generated kernel's bytes, nan "
-    "payloads included (tests/tinytensor/test_eager_kernels.py), fails; values are nan either way"))
+# both passes take NumPy's max's lanes from codegen/rows.numpy_max_lanes (c_softmax had 8 written in)
 def test_softmax_row_pass_gives_the_generated_kernel_s_bytes_for_a_negative_nan():
     import importlib
     from tinytensor.kernels import c_softmax
