@@ -1,6 +1,6 @@
 """kernels/c_copy.py, a strided array laid out C-contiguous on the C pool (the copy a reshape
-of a transposed array makes): every element's bytes, for transposes, flips, slices and
-permutations, and reshape's view-or-copy rule unchanged."""
+of a transposed array makes, at two threads or more): every element's bytes, for
+transposes, flips, slices and permutations, and reshape's view-or-copy rule unchanged."""
 import numpy as np
 import pytest
 
@@ -14,6 +14,19 @@ try:
 except cache_disk.CompilerNotFound:
     HAVE_CC = False
 pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+
+
+@pytest.fixture(autouse=True)
+def two_threads():
+    """The kernel runs at two threads or more (on one, NumPy's copy is as fast)."""
+    from tinytensor.compiler.codegen import threads
+    blas = threads.blas()
+    if blas is None or (__import__("os").cpu_count() or 1) < 2:
+        pytest.skip("needs OpenBLAS (whose thread count the kernels follow) and two cores")
+    before = blas.get()
+    blas.set(2)
+    yield
+    blas.set(before)
 
 VIEWS = [lambda a: a.transpose(0, 2, 1), lambda a: a.transpose(2, 1, 0), lambda a: a[:, ::2, ::-1],
          lambda a: a.transpose(1, 0, 2), lambda a: a[::-1].transpose(0, 2, 1),
@@ -33,6 +46,12 @@ def test_the_copy_is_every_element_s_bytes(dt):
         c = c_copy.contiguous(v)
         assert c is not None and c.flags.c_contiguous and c.shape == v.shape, k
         assert c.tobytes() == np.ascontiguousarray(v).tobytes(), k
+
+
+def test_on_one_thread_numpy_copies():
+    from tinytensor.compiler.codegen import threads
+    threads.blas().set(1)
+    assert c_copy.contiguous(np.zeros((300, 400), np.float32).T) is None
 
 
 def test_reshape_copies_through_the_kernel_only_where_numpy_would_copy():

@@ -5,7 +5,10 @@ Why: NumPy makes it on one thread, element by element along the output's last di
 for a transpose of the last two dims reads one element per cache line (x (64, 128, 256)
 float32 transposed (1, 2): 2.3 ms at 1 thread on Zen 5, torch 2.0 ms at 1 thread and 1.07
 at 2). Here the output's last two dims go in TILE x TILE tiles, so both the reads and the
-writes of a tile stay in L1, and the parts are ranges of tiles.
+writes of a tile stay in L1, and the parts are ranges of tiles. On one thread NumPy copies
+(as the pool runs as many threads as OpenBLAS, c_attention.py's rule): in a transpose +
+reshape step there the C copy was no faster (fwd+bwd median 5.95 vs 5.54 ms; at 2 threads
+4.68 vs 5.54 ms, Zen 5).
 
 Bits: a copy of each element's bytes (as an unsigned integer of its size), so every value
 (nan payloads, -0.0) comes through unchanged.
@@ -13,6 +16,7 @@ Bits: a copy of each element's bytes (as an unsigned integer of its size), so ev
 import numpy as np
 
 from . import c_eager
+from ..blas_threads import blas
 from .c_rows import _call, _clones, _load
 
 TILE = 16
@@ -72,9 +76,12 @@ def _collapsed(shape, strides):
 
 def contiguous(a):
     """a C-contiguous copy of the NumPy array `a`, or None (NumPy copies): a strided float
-    array of at least MIN_ELEMENTS elements."""
+    array of at least MIN_ELEMENTS elements, two threads or more."""
     if type(a) is not np.ndarray or a.flags.c_contiguous or a.dtype.char not in "fd" \
             or a.size < c_eager.MIN_ELEMENTS or not c_eager.enabled():
+        return None
+    b = blas()
+    if b is None or b.get() < 2:
         return None
     item = a.itemsize
     if any(t % item for t in a.strides):
