@@ -28,3 +28,6 @@
 #define tt_f64(i) __longlong_as_double(i)
 #define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
 #define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
+/* tt_math.h's sigmoid as its one expression (CUDA's compiler merges the two exps) */
+#define tt_sigmoidf(x) (((x) >= 0 ? 1.0f : expf(-fabsf(x))) / (1.0f + expf(-fabsf(x))))
+#define tt_sigmoid(x) (((x) >= 0 ? 1.0 : exp(-fabs(x))) / (1.0 + exp(-fabs(x))))
