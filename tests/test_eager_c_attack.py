@@ -128,10 +128,6 @@ def _gelu_grad(x):
     return X.grad.numpy()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the exact GELU's float32 C slope (kernels/c_rows.py _KINDS['gelu_erf_slope'] float, "
-    "tt_math.h tt_gelu_erf_slope_cdff) is 1 at +inf and -0.0 at -inf where the NumPy path, "
-    "torch and the float64 C slope give nan (cdf + x * pdf = 1 + inf * 0)"))
 def test_float32_exact_gelu_gradient_at_infinity_is_the_numpy_path_s():
     x = np.random.default_rng(0).standard_normal(40000).astype(np.float32)
     x[:2] = [np.inf, -np.inf]
@@ -141,7 +137,10 @@ def test_float32_exact_gelu_gradient_at_infinity_is_the_numpy_path_s():
     T = torch.tensor(x[:2].astype(np.float64), requires_grad=True)
     TF.gelu(T).backward(torch.ones(2, dtype=torch.float64))
     assert np.isnan(want[:2]).all() and np.isnan(T.grad.numpy()).all()
-    assert np.array_equal(got, want, equal_nan=True)
+    assert np.isnan(got[:2]).all()
+    # elsewhere within the float kernel's stated bound of the NumPy path (float64 inside): 2 ulp
+    # of the slope's larger term, cdf or x pdf, both below 1.1 (the slope itself crosses 0)
+    np.testing.assert_allclose(got[2:], want[2:], rtol=0, atol=2 * np.spacing(np.float32(1.1)))
 
 
 def test_float64_exact_gelu_of_a_huge_value_is_the_value_on_the_numpy_path():

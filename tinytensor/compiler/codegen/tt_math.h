@@ -440,13 +440,15 @@ static inline double tt_gelu_erf_cdf(double x, double cdf) { return x * cdf; }
 
 /* the cdf rounded to float first: eager's forward keeps that float for its backward
  * (kernels/c_rows.py), so a kernel that computes the cdf afresh gets the same bits. The pdf's
- * exp as the cdf's (an exact x*x); |x| clamped at AMAX, where x pdf(x) is far below float */
+ * exp as the cdf's (an exact x*x); |x| clamped at AMAX, where x pdf(x) is far below float.
+ * x - x (+0, or nan at +-inf) restores what the clamp hides: cdf + x pdf at +-inf is
+ * 1 + inf * 0, nan, as in NumPy, the double kernel and torch (and a -0 sum becomes +0, as theirs) */
 static inline float tt_gelu_erf_slope_cdff(float x, double cdf) {
     float a = fabsf(x);
     a = a > TT_V_GELU_AMAX ? TT_V_GELU_AMAX : a;
     float l, h = tt_sq_pairf(a, &l);
     double pdf = tt_exp_neg_pairf(h * 0.5f, l * 0.5f) * TT_INV_SQRT_2PI;
-    return (float)((double)(float)cdf + (double)copysignf(a, x) * pdf);
+    return (float)((double)(float)cdf + (double)copysignf(a, x) * pdf + (double)(x - x));
 }
 
 static inline double tt_gelu_erf_slope_cdf(double x, double cdf) {
