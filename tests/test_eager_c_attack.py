@@ -21,34 +21,13 @@ import torch
 
 import tinytensor as tt
 from tinytensor import functional as F
-from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_attention, c_eager
+from tests.eager_c import needs_cc, numpy_path, run_noting_kernels
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+pytestmark = needs_cc
 
 TF = torch.nn.functional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _numpy_path(fn, *args):
-    """fn(*args) with the C kernels off: the reference they must match."""
-    prev = c_eager.set_enabled(False)
-    try:
-        return fn(*args)
-    finally:
-        c_eager.set_enabled(prev)
-
-
-def _ran(fn, *args):
-    """(fn(*args), the names of the C kernels that ran in it)."""
-    before = dict(c_eager.calls)
-    out = fn(*args)
-    return out, {k for k, v in c_eager.calls.items() if v != before.get(k, 0)}
 
 
 # ---------------------------------------------------------------- breaks (xfail, strict)
@@ -57,7 +36,7 @@ def test_max_pool2d_window_of_padding_only_is_not_a_silent_wrong_value():
     kw = dict(kernel_size=2, dilation=5, padding=1)
     X = tt.tensor(x, requires_grad=True)
     try:
-        (y, i), ran = _ran(lambda: F.max_pool2d(X, return_indices=True, **kw))
+        (y, i), ran = run_noting_kernels(lambda: F.max_pool2d(X, return_indices=True, **kw))
         y.backward(tt.ones_like(y))
     except (ValueError, IndexError, NotImplementedError):
         return   # a refusal is an answer: never a silent wrong one
@@ -131,9 +110,9 @@ def _gelu_grad(x):
 def test_float32_exact_gelu_gradient_at_infinity_is_the_numpy_path_s():
     x = np.random.default_rng(0).standard_normal(40000).astype(np.float32)
     x[:2] = [np.inf, -np.inf]
-    got, ran = _ran(_gelu_grad, x)
+    got, ran = run_noting_kernels(_gelu_grad, x)
     assert "gelu_erf_slope" in ran
-    want = _numpy_path(_gelu_grad, x)
+    want = numpy_path(_gelu_grad, x)
     T = torch.tensor(x[:2].astype(np.float64), requires_grad=True)
     TF.gelu(T).backward(torch.ones(2, dtype=torch.float64))
     assert np.isnan(want[:2]).all() and np.isnan(T.grad.numpy()).all()
@@ -143,13 +122,13 @@ def test_float32_exact_gelu_gradient_at_infinity_is_the_numpy_path_s():
     np.testing.assert_allclose(got[2:], want[2:], rtol=0, atol=2 * np.spacing(np.float32(1.1)))
 
 
-def test_float64_exact_gelu_of_a_huge_value_is_the_value_on_the_numpy_path():
+def test_float64_exact_gelu_of_a_huge_value_is_the_value_on_thenumpy_path():
     x = np.random.default_rng(0).standard_normal(40000)
     x[:3] = [1e308, np.finfo(np.float64).max, -1e308]
     c = F.gelu(tt.tensor(x)).numpy()
     want = TF.gelu(torch.tensor(x[:3])).numpy()
     np.testing.assert_array_equal(c[:3], want)           # the C path: torch's values
-    np.testing.assert_array_equal(_numpy_path(lambda: F.gelu(tt.tensor(x)).numpy())[:3], want)
+    np.testing.assert_array_equal(numpy_path(lambda: F.gelu(tt.tensor(x)).numpy())[:3], want)
 
 
 def test_causal_attention_with_a_nan_key_gives_the_numpy_path_s_nan_pattern(monkeypatch):
@@ -164,7 +143,7 @@ def test_causal_attention_with_a_nan_key_gives_the_numpy_path_s_nan_pattern(monk
         o = F.scaled_dot_product_attention(Q, K, V, is_causal=True)
         o.backward(tt.tensor(g))
         return [a.numpy() for a in (o.detach(), Q.grad, K.grad, V.grad)]
-    got, ran = _ran(run)
+    got, ran = run_noting_kernels(run)
     # the C backward stops at the causal edge (no 0 * nan): it steps aside for non-finite input
     assert "attention_forward" in ran and "attention_backward" not in ran
     monkeypatch.setattr(c_attention, "MIN_THREADS", 1 << 30)
@@ -191,12 +170,12 @@ def test_adamw_with_numpy_float64_hyperparameters_gives_the_numpy_step_s_bits(kw
         finally:
             c_eager.set_enabled(prev)
         return w.detach().numpy()
-    got, ran = _ran(run, True)
+    got, ran = run_noting_kernels(run, True)
     # the C step computes in float32: it must step aside for NumPy's float64 arithmetic
     assert "adam" not in ran
     assert got.tobytes() == run(False).tobytes()
     kw = {k: float(v) if k != "betas" else tuple(map(float, v)) for k, v in kw.items()}
-    assert "adam" in _ran(run, True)[1]   # and only for those: with Python floats it runs
+    assert "adam" in run_noting_kernels(run, True)[1]   # and only for those: with Python floats it runs
 
 
 # both passes take NumPy's max's lanes from codegen/rows.numpy_max_lanes (c_softmax had 8 written in)
@@ -258,7 +237,7 @@ def _fwd_bwd(fn, x, g):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(40000, 1), (4000, 9), (37, 1001), (10, 4099)])
-def test_row_kernels_on_odd_row_lengths_and_special_rows_match_the_numpy_path(shape, dt):
+def test_row_kernels_on_odd_row_lengths_and_special_rows_match_thenumpy_path(shape, dt):
     """Row lengths of 1, below a vector, odd, past a pairwise block (the existing tests use
     256), 4000/37/10 rows (not a multiple of cumsum's 8-row blocks), rows of inf, nan,
     subnormals and the largest values: the same nan and inf places, finite values within
@@ -266,9 +245,9 @@ def test_row_kernels_on_odd_row_lengths_and_special_rows_match_the_numpy_path(sh
     x, g = _special_rows(shape, dt, seed=shape[-1])
     eps = np.finfo(dt).eps
     for name, fn in _ROW_OPS.items():
-        got, ran = _ran(_fwd_bwd, fn, x, g)
+        got, ran = run_noting_kernels(_fwd_bwd, fn, x, g)
         assert name in ran, (name, ran)
-        want = _numpy_path(_fwd_bwd, fn, x, g)
+        want = numpy_path(_fwd_bwd, fn, x, g)
         for a, b in zip(got, want):
             assert a.dtype == b.dtype == dt
             assert np.array_equal(np.isnan(a), np.isnan(b)), name
@@ -312,7 +291,7 @@ def test_double_backward_through_ops_whose_forward_ran_c_matches_torch():
             (gx,) = tt.grad(y, [X], grad_outputs=[tt.tensor(g)] if y.ndim else None, create_graph=True)
             (ggx,) = tt.grad((gx * tt.tensor(u)).sum(), [X])
             return gx.detach().numpy(), ggx.numpy()
-        (gx, ggx), ran = _ran(ours)
+        (gx, ggx), ran = run_noting_kernels(ours)
         assert kernels <= ran, (name, ran)
         T = torch.tensor(x, requires_grad=True)
         ty = tfn(T)
@@ -328,7 +307,7 @@ def test_double_backward_through_c_attention_matches_torch(monkeypatch, causal):
     rng = np.random.default_rng(1)
     q, k, v, g, u = (rng.standard_normal((2, 4, 64, 32)) for _ in range(5))
     Q, K, V = (tt.tensor(a, requires_grad=True) for a in (q, k, v))
-    o, ran = _ran(lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=causal))
+    o, ran = run_noting_kernels(lambda: F.scaled_dot_product_attention(Q, K, V, is_causal=causal))
     assert "attention_forward" in ran
     gs = tt.grad(o, [Q, K, V], grad_outputs=[tt.tensor(g)], create_graph=True)
     gg = tt.grad(sum((a * tt.tensor(u)).sum() for a in gs), [Q, K, V])
@@ -455,7 +434,7 @@ def test_forward_mode_through_ops_whose_forward_ran_c_matches_torch():
              "layer_norm": (lambda a: F.layer_norm(a, (256,), tt.tensor(w)), lambda a: TF.layer_norm(a, (256,), torch.tensor(w))),
              "cumsum": (lambda a: tt.cumsum(a, -1), lambda a: torch.cumsum(a, -1))}
     for kernel, (fn, tfn) in cases.items():
-        (y, jt), ran = _ran(tfunc.jvp, fn, (tt.tensor(x),), (tt.tensor(t),))
+        (y, jt), ran = run_noting_kernels(tfunc.jvp, fn, (tt.tensor(x),), (tt.tensor(t),))
         assert kernel in ran, (kernel, ran)
         ty, tjt = torch.func.jvp(tfn, (torch.tensor(x),), (torch.tensor(t),))
         np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-13, atol=1e-13, err_msg=kernel)
@@ -477,9 +456,9 @@ def test_max_pool2d_rows_of_more_than_1024_windows_take_the_checked_loop_with_th
         y, i = F.max_pool2d(X, 2, stride=2, return_indices=True)
         y.backward(tt.ones_like(y))
         return y.detach().numpy(), i.numpy(), X.grad.numpy()
-    got, ran = _ran(run)
+    got, ran = run_noting_kernels(run)
     assert "max_pool2d" in ran
-    for a, b in zip(got, _numpy_path(run)):
+    for a, b in zip(got, numpy_path(run)):
         assert a.tobytes() == b.tobytes()
     _, ti = TF.max_pool2d(torch.tensor(x), 2, stride=2, return_indices=True)
     np.testing.assert_array_equal(got[1][0, 1], ti.numpy()[0, 1])   # the channel without nan

@@ -10,15 +10,10 @@ import torch
 
 import tinytensor as tt
 from tinytensor import functional as F
-from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager
+from tests.eager_c import needs_cc
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+pytestmark = needs_cc
 C = importlib.import_module("tinytensor.ops.conv")
 
 # (H, W, kernel, stride, padding, dilation)

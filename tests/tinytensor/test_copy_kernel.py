@@ -5,15 +5,10 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_copy, c_eager
+from tests.eager_c import needs_cc
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+pytestmark = needs_cc
 
 
 @pytest.fixture(autouse=True)

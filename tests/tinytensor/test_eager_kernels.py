@@ -9,13 +9,8 @@ import tinytensor as tt
 from tinytensor import functional as F
 from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager
+from tests.eager_c import needs_cc, numpy_path
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
 
 SHAPE = (136, 256)   # 34816 elements: just past MIN_ELEMENTS
 TF = torch.nn.functional
@@ -49,15 +44,6 @@ CASES = {
 }
 
 
-def _numpy_path(fn, *args):
-    """fn(*args) with the C kernels switched off: the NumPy reference they must match."""
-    prev = c_eager.set_enabled(False)
-    try:
-        return fn(*args)
-    finally:
-        c_eager.set_enabled(prev)
-
-
 def _fwd_bwd(fn, x, g):
     X = tt.tensor(x, requires_grad=True)
     y = fn(X)
@@ -86,7 +72,7 @@ def test_the_c_path_runs_and_agrees_with_numpy_and_torch(case, dt):
     before = {n: c_eager.calls.get(n, 0) for n in names}
     y, gx = _fwd_bwd(fn, x, g)
     assert all(c_eager.calls.get(n, 0) > before[n] for n in names), (case, c_eager.calls)
-    yn, gn = _numpy_path(_fwd_bwd, fn, x, g)
+    yn, gn = numpy_path(_fwd_bwd, fn, x, g)
     X = torch.tensor(x.astype(np.float64), requires_grad=True)
     yt = tfn(X)
     yt.backward(torch.tensor(g.astype(np.float64)))
@@ -142,7 +128,7 @@ def test_flash_attention_blocks_agree_with_numpy_and_torch(causal):
     before = (c_eager.calls.get("flash_fwd", 0), c_eager.calls.get("flash_bwd", 0))
     got = run()
     assert (c_eager.calls.get("flash_fwd", 0), c_eager.calls.get("flash_bwd", 0)) > before
-    ref = _numpy_path(run)
+    ref = numpy_path(run)
     Q, K, V = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
     o = TF.scaled_dot_product_attention(Q, K, V, is_causal=causal)
     o.backward(torch.tensor(g))
@@ -310,7 +296,7 @@ def test_max_pool2d_c_winners_gather_and_scatter_are_numpy_s_bit_for_bit(kw):
     before = c_eager.calls.get("max_pool2d", 0)
     got = run()
     assert c_eager.calls.get("max_pool2d", 0) == before + 1
-    ref = _numpy_path(run)
+    ref = numpy_path(run)
     for a, b in zip(got, ref):
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
 
@@ -376,7 +362,7 @@ def test_cross_entropy_c_rows_agree_with_numpy_and_torch(dt):
             before = (c_eager.calls.get("cross_entropy", 0), c_eager.calls.get("cross_entropy_backward", 0))
             got = _cross_entropy(x, t, g, eps, reduction)
             assert c_eager.calls["cross_entropy"] > before[0] and c_eager.calls["cross_entropy_backward"] > before[1]
-            want = _numpy_path(_cross_entropy, x, t, g, eps, reduction)
+            want = numpy_path(_cross_entropy, x, t, g, eps, reduction)
             for a, b in zip(got, want):
                 assert a.dtype == dt and np.array_equal(np.isnan(a), np.isnan(b))
                 np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.nanmax(np.abs(b))))
@@ -450,7 +436,7 @@ def test_embedding_gradient_rows_are_add_at_s_bit_for_bit():
     before = c_eager.calls.get("scatter_rows_add", 0)
     got = run()
     assert c_eager.calls.get("scatter_rows_add", 0) == before + 1
-    want = _numpy_path(run)
+    want = numpy_path(run)
     assert got.tobytes() == want.tobytes()
     T = torch.tensor(w.astype(np.float64), requires_grad=True)
     TF.embedding(torch.tensor(ids), T).backward(torch.tensor(g.astype(np.float64)))

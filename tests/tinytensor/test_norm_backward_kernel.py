@@ -7,15 +7,10 @@ import torch
 
 import tinytensor as tt
 from tinytensor import functional as F
-from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager, c_norm
+from tests.eager_c import needs_cc
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+pytestmark = needs_cc
 
 TF = torch.nn.functional
 # the kernel's sums (LANES lanes per row, ROWS-row blocks for the columns) against NumPy's

@@ -6,15 +6,10 @@ import pytest
 import torch
 
 import tinytensor as tt
-from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager
+from tests.eager_c import needs_cc
 
-try:
-    cache_disk.find_compiler()
-    HAVE_CC = True
-except cache_disk.CompilerNotFound:
-    HAVE_CC = False
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler: eager runs NumPy only")
+pytestmark = needs_cc
 
 # past MIN_ELEMENTS; sizes whose recursion ends above and at the unrolled depth, odd tails
 SHAPES = [(64, 128, 256), (1000, 37), (33333,), (7, 9, 1001), (32768,), (2, 3, 50001)]

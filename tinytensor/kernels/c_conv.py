@@ -100,28 +100,29 @@ def _sizes(planes, spatial, kernel, out, stride, pads, dilation):
     return [planes, *spatial, *kernel, *out, *stride, *(lo for lo, _ in pads), *dilation]
 
 
+def _run(kind, source, out_shape, src, sizes):
+    """Kernel `kind` from `src` into a new array of out_shape, or None (NumPy computes)."""
+    lib = _load(kind, src.dtype.char, source)
+    if lib is None:
+        return None
+    out = np.empty(out_shape, src.dtype)
+    _call(lib, [out, src], sizes, max(out.size, src.size), kind)   # the work: the columns
+    return out
+
+
 def im2col(x, kernel, stride, pads, dilation, out):
     """(N, C, kh, kw, OH, OW) columns of x (N, C, H, W), or None (NumPy lays them out)."""
     if x.ndim != 4 or len(kernel) != 2 or not c_eager.enabled() or not c_eager.takes(x):
         return None
-    lib = _load("im2col", x.dtype.char, _im2col_source)
-    if lib is None:
-        return None
     N, C = x.shape[:2]
-    col = np.empty((N, C) + tuple(kernel) + tuple(out), x.dtype)
-    _call(lib, [col, x], _sizes(N * C, x.shape[2:], kernel, out, stride, pads, dilation), col.size, "im2col")
-    return col
+    return _run("im2col", _im2col_source, (N, C) + tuple(kernel) + tuple(out), x,
+                _sizes(N * C, x.shape[2:], kernel, out, stride, pads, dilation))
 
 
 def col2im(col, spatial, kernel, stride, pads, dilation):
     """The adjoint of im2col: x (N, C, *spatial) from columns (N, C, kh, kw, OH, OW), or None."""
     if col.ndim != 6 or len(kernel) != 2 or not c_eager.enabled() or not c_eager.takes(col):
         return None
-    lib = _load("col2im", col.dtype.char, _col2im_source)
-    if lib is None:
-        return None
     N, C = col.shape[:2]
-    x = np.empty((N, C) + tuple(spatial), col.dtype)
-    _call(lib, [x, col], _sizes(N * C, spatial, kernel, col.shape[4:], stride, pads, dilation), col.size,
-          "col2im")
-    return x
+    return _run("col2im", _col2im_source, (N, C) + tuple(spatial), col,
+                _sizes(N * C, spatial, kernel, col.shape[4:], stride, pads, dilation))
