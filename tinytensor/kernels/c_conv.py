@@ -36,17 +36,22 @@ _FIRST = """static inline int64_t _tt_first(int64_t a, int64_t s, int64_t n) {
 """
 
 
+def _entry(name, ct, out, src):
+    """The C entry both kernels share: `out` (b[0]) from `src` (b[1]), over its part's planes."""
+    return f"""
+#include <string.h>
+{_FIRST}{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
+    {ct} *restrict {out} = ({ct} *)b[0];
+    const {ct} *restrict {src} = (const {ct} *)b[1];
+{_GEOMETRY}
+    for (int64_t p = lo; p < hi; p++) {{"""
+
+
 def _im2col_source(name, ct):
     """b = col (planes, kh, kw, OH, OW), x (planes, H, W). A kernel offset's block of
     outputs is zeroed whole when the windows leave the input there (one memset, not one
     per output row: GCC makes a call of each zeroing loop), then the input copied in."""
-    return f"""
-#include <string.h>
-{_FIRST}{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
-    {ct} *restrict col = ({ct} *)b[0];
-    const {ct} *restrict x = (const {ct} *)b[1];
-{_GEOMETRY}
-    for (int64_t p = lo; p < hi; p++) {{
+    return _entry(name, ct, "col", "x") + f"""
         const {ct} *restrict plane = x + p * H * W;
         for (int64_t i = 0; i < kh; i++)
           for (int64_t j = 0; j < kw; j++) {{
@@ -69,13 +74,7 @@ def _im2col_source(name, ct):
 
 def _col2im_source(name, ct):
     """b = x (planes, H, W), col (planes, kh, kw, OH, OW)."""
-    return f"""
-#include <string.h>
-{_FIRST}{_clones()}void {name}_part(void *const *b, const int64_t *n, int64_t part, int64_t parts) {{
-    {ct} *restrict x = ({ct} *)b[0];
-    const {ct} *restrict col = (const {ct} *)b[1];
-{_GEOMETRY}
-    for (int64_t p = lo; p < hi; p++) {{
+    return _entry(name, ct, "x", "col") + f"""
         {ct} *restrict plane = x + p * H * W;
         memset(plane, 0, sizeof({ct}) * H * W);
         for (int64_t i = 0; i < kh; i++)
