@@ -42,7 +42,7 @@ def _const(arr, like):
     return Tensor._make(arr, like._device, False)
 
 
-def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limit):
+def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op):
     """kernel, stride, dilation, (low, high) pads fitted to the windows, and the output size."""
     n = x.ndim - 2
     kernel = ntuple(kernel_size, n, "kernel_size", op)
@@ -54,10 +54,8 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limi
         if any(v <= 0 for v in vals):
             raise _error(f"{op}: {name} should be greater than zero, but got {name}={vals}")
     for p, k, d in zip(padding, kernel, dilation):
-        limit = pad_limit(k, d)
-        if p < 0 or p > limit:
-            what = "effective kernel size" if pad_limit is _effective_half else "kernel size"
-            raise _error(f"{op}: pad should be at most half of {what} and non-negative, but got "
+        if p < 0 or p > k // 2:   # torch's rule, dilated or not (torch 2.13 refuses above it)
+            raise _error(f"{op}: pad should be at most half of kernel size and non-negative, but got "
                          f"pad={p}, kernel_size={k} and dilation={d} (padding {padding})")
     spatial = tuple(x.shape[2:])
     out = []
@@ -75,14 +73,6 @@ def _geometry(x, kernel_size, stride, padding, dilation, ceil_mode, op, pad_limi
                      f"stride={stride}, padding={padding}, dilation={dilation})")
     pads = fit_pads(spatial, kernel, stride, tuple((p, p) for p in padding), dilation, out)
     return kernel, stride, dilation, pads, out
-
-
-def _effective_half(k, d):
-    return (d * (k - 1) + 1) // 2
-
-
-def _half(k, d):
-    return k // 2
 
 
 def _take(x, idx, out, return_indices):
@@ -115,7 +105,7 @@ def max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=F
              return_indices=False, n=2, op="max_pool"):
     x, added = batched(input, n, op)
     kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, dilation,
-                                                    ceil_mode, op, _effective_half)
+                                                    ceil_mode, op)
     _refuse_padding_only_windows(x.shape[2:], kernel, stride, dilation, pads, out, op)
     idx = MaxPoolIndex.apply(x, kernel=kernel, stride=stride, dilation=dilation, pads=pads, out=out)
     res = _take(x, idx, out, return_indices)
@@ -192,7 +182,7 @@ def avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_
              divisor_override=None, n=2, op="avg_pool"):
     x, added = batched(float_operand(input, op) if isinstance(input, Tensor) else input, n, op)
     kernel, stride, dilation, pads, out = _geometry(x, kernel_size, stride, padding, 1, ceil_mode,
-                                                    op, _half)
+                                                    op)
     N, C, spatial = x.shape[0], x.shape[1], tuple(x.shape[2:])
     xp = x._device.xp
     ones = _const(xp.ones((1, 1) + kernel, dtype=x.data.dtype), x)
