@@ -549,3 +549,37 @@ def test_max_pool2d_rows_of_more_than_1024_windows_take_the_checked_loop_with_th
         assert a.tobytes() == b.tobytes()
     _, ti = TF.max_pool2d(torch.tensor(x), 2, stride=2, return_indices=True)
     np.testing.assert_array_equal(got[1][0, 1], ti.numpy()[0, 1])   # the channel without nan
+
+
+def test_switching_the_kernels_between_forward_and_backward_keeps_the_gradients(monkeypatch):
+    """What a C forward saves (cross-entropy's stats, attention's stats, the GELU's slope, the
+    norms' mean and 1/std) must serve a NumPy backward and the reverse: the kernels switched
+    off or on between the two (as a kernel that fails to build, or c_eager.set_enabled, does)."""
+    monkeypatch.setattr(c_attention, "MIN_THREADS", 1)   # the tests run one thread
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((136, 256)).astype(np.float32)
+    w = np.linspace(-1.0, 1.0, 256).astype(np.float32)
+    t = rng.integers(0, 256, 136)
+    heads = lambda a: a.reshape(2, 4, 68, 64)   # noqa: E731
+    cases = {"gelu_erf_slope": F.gelu,
+             "log_softmax": lambda a: F.log_softmax(a, -1),
+             "layer_norm": lambda a: F.layer_norm(a, (256,), tt.tensor(w), tt.tensor(w)),
+             "cross_entropy": lambda a: F.cross_entropy(a, tt.tensor(t), label_smoothing=0.1, reduction="none"),
+             "attention_forward": lambda a: F.scaled_dot_product_attention(heads(a), heads(a), heads(a), is_causal=True)}
+    eps = np.finfo(np.float32).eps
+    for kernel, fn in cases.items():
+        grads = {}
+        for fwd, bwd in ((False, False), (True, False), (False, True), (True, True)):
+            X = tt.tensor(x, requires_grad=True)
+            prev = c_eager.set_enabled(fwd)
+            try:
+                y, ran = _ran(fn, X)
+                assert (kernel in ran) == fwd, (kernel, ran)
+                c_eager.set_enabled(bwd)
+                y.backward(tt.ones_like(y))
+            finally:
+                c_eager.set_enabled(prev)
+            grads[fwd, bwd] = X.grad.numpy()
+        ref = grads[False, False]
+        for key, got in grads.items():
+            np.testing.assert_allclose(got, ref, rtol=0, atol=64 * eps * max(1.0, np.abs(ref).max()), err_msg=f"{kernel} {key}")
