@@ -52,7 +52,8 @@ _HUGE_ROW = textwrap.dedent("""
     import numpy as np, tinytensor as tt
     from tinytensor import functional as F
     n = 14 << 20   # one row of 14M float32: the row kernels' stack arrays pass 8 MiB
-    x = np.random.default_rng(0).standard_normal((1, n)).astype(np.float32)
+    x = np.zeros((1, n), np.float32)
+    x[0, ::1000] = 1.0
     y = {op}.numpy()
     print("ok", float(y.astype(np.float64).sum()))
 """)
@@ -62,7 +63,7 @@ _HUGE_ROW = textwrap.dedent("""
     ("F.softmax(tt.tensor(x), -1)", "kernels/c_softmax.py `int64_t lo_[C / 32 + 2], len[...]; leaf[...]`"),
     ("F.layer_norm(tt.tensor(x), (n,))", "compiler/codegen/rows.py:303-305, the generated row kernel's "
                                          "`lo[n / 32 + 2], len[...]; leaf[...]`"),
-])
+], ids=["softmax", "layer_norm"])
 def test_a_very_long_row_does_not_crash_the_row_kernels(op, where):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("TINYTENSOR_EAGER_KERNELS", None)
@@ -196,6 +197,27 @@ def test_the_kernels_refuse_non_native_byte_order():
     got = c_rows.elementwise("gelu_erf", x)
     if got is not None:
         np.testing.assert_allclose(got, TF.gelu(torch.tensor(x.astype(np.float64))).numpy(), rtol=1e-5, atol=1e-6)
+
+
+
+# the C probabilities step aside where a row's stats are not finite (ops/attention.py c_probs)
+def test_causal_flash_attention_with_an_infinite_query_gives_the_numpy_path_s_nan_pattern(monkeypatch):
+    monkeypatch.setattr(c_attention, "MIN_THREADS", 1 << 30)   # not the small-head kernels: flash blocks
+    rng = np.random.default_rng(0)
+    q, g = rng.standard_normal((1, 2, 200, 16)), rng.standard_normal((1, 2, 200, 16))
+    k, v = rng.standard_normal((1, 2, 300, 16)), rng.standard_normal((1, 2, 300, 16))
+    q[0, 0, 3, :] = np.inf
+
+    def run():
+        Q, K, V = (tt.tensor(a, requires_grad=True) for a in (q, k, v))
+        with np.errstate(all="ignore"):
+            o = F.scaled_dot_product_attention(Q, K, V, is_causal=True)
+            o.backward(tt.tensor(g))
+        return [a.numpy() for a in (o.detach(), Q.grad, K.grad, V.grad)]
+    got, ran = run_noting_kernels(run)
+    assert "flash_fwd" in ran and "flash_bwd" not in ran   # the backward stepped aside
+    for a, b in zip(got, numpy_path(run)):
+        assert np.array_equal(np.isnan(a), np.isnan(b))
 
 
 # ---------------------------------------------------------------- regression tests (pass)
@@ -462,3 +484,37 @@ def test_max_pool2d_rows_of_more_than_1024_windows_take_the_checked_loop_with_th
         assert a.tobytes() == b.tobytes()
     _, ti = TF.max_pool2d(torch.tensor(x), 2, stride=2, return_indices=True)
     np.testing.assert_array_equal(got[1][0, 1], ti.numpy()[0, 1])   # the channel without nan
+
+
+def test_switching_the_kernels_between_forward_and_backward_keeps_the_gradients(monkeypatch):
+    """What a C forward saves (cross-entropy's stats, attention's stats, the GELU's slope, the
+    norms' mean and 1/std) must serve a NumPy backward and the reverse: the kernels switched
+    off or on between the two (as a kernel that fails to build, or c_eager.set_enabled, does)."""
+    monkeypatch.setattr(c_attention, "MIN_THREADS", 1)   # the tests run one thread
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((136, 256)).astype(np.float32)
+    w = np.linspace(-1.0, 1.0, 256).astype(np.float32)
+    t = rng.integers(0, 256, 136)
+    heads = lambda a: a.reshape(2, 4, 68, 64)   # noqa: E731
+    cases = {"gelu_erf_slope": F.gelu,
+             "log_softmax": lambda a: F.log_softmax(a, -1),
+             "layer_norm": lambda a: F.layer_norm(a, (256,), tt.tensor(w), tt.tensor(w)),
+             "cross_entropy": lambda a: F.cross_entropy(a, tt.tensor(t), label_smoothing=0.1, reduction="none"),
+             "attention_forward": lambda a: F.scaled_dot_product_attention(heads(a), heads(a), heads(a), is_causal=True)}
+    eps = np.finfo(np.float32).eps
+    for kernel, fn in cases.items():
+        grads = {}
+        for fwd, bwd in ((False, False), (True, False), (False, True), (True, True)):
+            X = tt.tensor(x, requires_grad=True)
+            prev = c_eager.set_enabled(fwd)
+            try:
+                y, ran = run_noting_kernels(fn, X)
+                assert (kernel in ran) == fwd, (kernel, ran)
+                c_eager.set_enabled(bwd)
+                y.backward(tt.ones_like(y))
+            finally:
+                c_eager.set_enabled(prev)
+            grads[fwd, bwd] = X.grad.numpy()
+        ref = grads[False, False]
+        for key, got in grads.items():
+            np.testing.assert_allclose(got, ref, rtol=0, atol=64 * eps * max(1.0, np.abs(ref).max()), err_msg=f"{kernel} {key}")

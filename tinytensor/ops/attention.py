@@ -225,6 +225,9 @@ def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
         dst += blk.sum(axis=-3, keepdims=True) if red else blk
 
     batch = int(np.prod(np.broadcast_shapes(qs.shape[:-2], k.shape[:-2]), dtype=np.int64))
+    # the C step writes exact zeros for masked keys; with a row's max or sum not finite (an
+    # inf or nan query row) NumPy's exp(-inf - nan) is nan there: that row takes NumPy's step
+    c_probs = mask is None and bool(np.isfinite(stats).all())
     for i0, i1 in _query_blocks(L, causal, batch):
         qb, gb = qs[..., i0:i1, :], g[..., i0:i1, :]
         mb, lb, db = stats[..., i0:i1, 0, None], stats[..., i0:i1, 1, None], dd[..., i0:i1, None]
@@ -233,7 +236,7 @@ def _cpu_backward(q, k, v, out, stats, g, mask, scale, causal, groups):
             j1 = min(kend, j0 + KEY_BLOCK)
             kb, vb = k[..., j0:j1, :], v[..., j0:j1, :]
             s = _bmm(qb, kb.swapaxes(-1, -2))
-            if mask is not None or not _c_rows.flash_probs(
+            if not c_probs or not _c_rows.flash_probs(
                     s, np.ascontiguousarray(mb[..., 0]), np.ascontiguousarray(lb[..., 0]), i0, j0, causal):
                 _apply_mask(s, mask, causal, i0, i1, j0, j1)
                 s -= mb
