@@ -93,9 +93,11 @@ def backward(g2, x2, w, mu, rstd, rms):
     mean (unused for rms) and 1/std, or None (the caller computes them). The column sums
     are returned whether or not a weight or bias exists (the caller takes what it needs)."""
     params = [w] if w is not None else []
+    if not c_eager.enabled() or x2.ndim != 2 or x2.shape[1] == 0:
+        return None
     if type(g2) is np.ndarray and g2.dtype == x2.dtype and not g2.flags.c_contiguous:
         g2 = np.ascontiguousarray(g2)   # e.g. a loss's broadcast gradient: a copy costs far less than NumPy's path
-    if not c_eager.enabled() or x2.ndim != 2 or x2.shape[1] == 0 or not c_eager.takes(x2, g2, *params):
+    if not c_eager.takes(x2, g2, *params):
         return None
     rows, C = x2.shape
     if g2.shape != x2.shape or (w is not None and w.shape != (C,)) or mu.shape != (rows,) \
