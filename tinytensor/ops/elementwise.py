@@ -926,8 +926,9 @@ class Gelu(Function):
             return g * slope
         if ctx.attrs["approximate"] == "none":
             saved = ctx.saved_arrays
-            if len(saved) == 2:   # the forward's C kernel's slope
-                return g * saved[1]
+            if len(saved) == 2:   # the forward's C kernel's slope, times g on the pool's threads
+                got = _c.elementwise("gelu_erf_slope_times", lambda s, g: g * s, [saved[1], g])
+                return got[0] if got else g * saved[1]
             got = _c_rows.elementwise("gelu_erf_backward", x, g)
             if got is not None:
                 return got
