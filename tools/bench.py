@@ -33,7 +33,7 @@ from tinytensor.tools.lib.timing import median_n, set_threads
 SUITES = {None: (__doc__, 15, None), "kernels": (bench_kernels.__doc__, 5, None),
           "train": (bench_train.__doc__, 7, None), "dist": (bench_dist.__doc__, 5, None),
           "compile": (bench_compile.__doc__, 15, None), "conv": (bench_conv.__doc__, 7, 3),
-          "ops": (bench_ops.__doc__, 7, None), "rnn": (bench_rnn.__doc__, 7, None),
+          "ops": (bench_ops.__doc__, 7, 3), "rnn": (bench_rnn.__doc__, 7, None),
           "func": (bench_func.__doc__, 5, 5)}
 
 
@@ -232,21 +232,45 @@ def func(args):
 
 
 def ops(args):
-    """Every case is measured first and printed as it goes; the table then sorts them worst
-    ratio first, so the cliffs head the list."""
+    """Every case is built and checked against torch first, then timed in --rounds rounds,
+    printed as it goes; the table sorts them worst median ratio first, so the cliffs head
+    the list, each with its ratio's range over the rounds."""
     import numpy as np
     import tinytensor as tt
     torch = _torch_threads(args.threads)
     keep = [w for w in args.only.split(",") if w]
-    cases = (c for c in bench_ops.ops_cases(only=keep))
+    cases = list(bench_ops.ops_cases(only=keep))   # built (and checked against torch) once
     # the other library's threads spin on after its call (torch's OpenMP workers ~10 ms, our
-    # C pool) and would slow this one's, which a training loop of one library never sees
-    rows = _measure(args, cases, 36, "8.2f", settle=1, gap=0.03)
-    rows.sort(key=lambda r: r[1] / r[2], reverse=True)
+    # C pool) and would slow this one's, which a training loop of one library never sees.
+    # Each round times every case again (a median of --repeat), so the range shows how far
+    # one measurement moves: on the 2-core Zen 5 VM a 2-thread sigmoid's ratio went from 0.5
+    # to 1.9 between runs (2026-12-02)
+    rounds = []
+    for r in range(args.rounds):
+        if not args.markdown and args.rounds > 1:
+            print(f"round {r + 1} of {args.rounds}", flush=True)
+        rounds.append(_measure(args, cases, 36, "8.2f", settle=1, gap=0.03))
     print(f"\nCPU: {bench_ops.cpu_model()}, {os.cpu_count()} cores, {args.threads} threads each; "
-          f"median of {args.repeat}; numpy {np.__version__}, torch {torch.__version__}, tinytensor {tt.__version__}")
+          f"median of {args.repeat} per round, {args.rounds} round(s); numpy {np.__version__}, "
+          f"torch {torch.__version__}, tinytensor {tt.__version__}")
     print()
-    _table(rows, 2)
+    _ranges_table(rounds)
+
+
+def _ranges_table(rounds):
+    """The cases of several rounds: median over rounds of each time and of the ratio, with
+    the ratio's range (min-max over rounds), worst median ratio first."""
+    import statistics
+    rows = []
+    for per_case in zip(*rounds):
+        ratios = [a / b for _, a, b in per_case]
+        rows.append((per_case[0][0], statistics.median(a for _, a, _ in per_case),
+                     statistics.median(b for _, _, b in per_case), statistics.median(ratios),
+                     min(ratios), max(ratios)))
+    rows.sort(key=lambda r: r[3], reverse=True)
+    print("| benchmark | tinytensor (ms) | torch (ms) | ratio | ratio range |\n|---|---:|---:|---:|---:|")
+    for name, a, b, ratio, lo, hi in rows:
+        print(f"| {name} | {a * 1e3:.2f} | {b * 1e3:.2f} | {ratio:.2f} | {lo:.2f}–{hi:.2f} |")
 
 
 if __name__ == "__main__":

@@ -88,3 +88,15 @@ def test_cpu_line_names_family_vector_unit_and_blas_kernels(monkeypatch, tmp_pat
     assert line.startswith("AMD EPYC (family 26 model 2, AVX-512")
     core = blas().corename() if blas() is not None else None
     assert core is None or (isinstance(core, str) and f"OpenBLAS {core})" in line)
+
+
+def test_ops_table_reports_median_ratio_and_its_range_over_rounds(capsys):
+    # three rounds of two cases: the row's times and ratio are medians over the rounds (not
+    # the ratio of median times), its range the rounds' min-max; worst median ratio first
+    import tinytensor.tools.bench as bench
+    rounds = [[("a", 2.0e-3, 1.0e-3), ("b", 1.0e-3, 4.0e-3)],
+              [("a", 3.0e-3, 1.0e-3), ("b", 2.0e-3, 4.0e-3)],
+              [("a", 1.0e-3, 2.0e-3), ("b", 1.0e-3, 1.0e-3)]]
+    bench._ranges_table(rounds)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("| a |", "| b |"))]
+    assert lines == ["| a | 2.00 | 1.00 | 2.00 | 0.50–3.00 |", "| b | 1.00 | 4.00 | 0.50 | 0.25–1.00 |"]
