@@ -9,7 +9,7 @@ import tinytensor as tt
 from tinytensor import functional as F
 from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager
-from tests.eager_c import needs_cc, numpy_path
+from tests.eager_c import needs_cc, numpy_path, run_noting_kernels
 
 
 SHAPE = (136, 256)   # 34816 elements: just past MIN_ELEMENTS
@@ -441,3 +441,27 @@ def test_embedding_gradient_rows_are_add_at_s_bit_for_bit():
     T = torch.tensor(w.astype(np.float64), requires_grad=True)
     TF.embedding(torch.tensor(ids), T).backward(torch.tensor(g.astype(np.float64)))
     np.testing.assert_allclose(got, T.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@needs_cc
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_a_whole_sum_s_gradient_reaches_the_next_backward_dense_so_its_c_kernel_runs(reduce):
+    # loss = y.sum() (or mean) hands y's backward a broadcast of one number: made dense at
+    # the kernels' sizes, the pooling's scatter and the norm's backward run C, not NumPy;
+    # the scatter gives the NumPy path's bits, the norm's backward its stated 8 ulp
+    # (test_norm_backward_kernel.py)
+    x = np.random.default_rng(3).standard_normal((8, 16, 32, 32)).astype(np.float32)
+
+    def run(op):
+        X = tt.tensor(x, requires_grad=True)
+        getattr(op(X), reduce)().backward()
+        return X.grad.numpy()
+
+    for op, kernel, ulps in [(lambda X: F.max_pool2d(X, 3, 2, 1), "scatter_add", 0),
+                             (lambda X: F.layer_norm(X, (32,)), "layer_norm_backward", 8)]:
+        got, names = run_noting_kernels(run, op)
+        assert kernel in names
+        ref = numpy_path(run, op)
+        # ulps of the gradient's terms (x's size), not of the result: the norm's exact
+        # gradient here is 0, which C gives and NumPy misses by rounding (2e-7)
+        assert np.all(np.abs(got - ref) <= ulps * np.finfo(np.float32).eps * np.abs(x).max()), kernel
