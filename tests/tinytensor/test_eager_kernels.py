@@ -465,3 +465,27 @@ def test_a_whole_sum_s_gradient_reaches_the_next_backward_dense_so_its_c_kernel_
         # ulps of the gradient's terms (x's size), not of the result: the norm's exact
         # gradient here is 0, which C gives and NumPy misses by rounding (2e-7)
         assert np.all(np.abs(got - ref) <= ulps * np.finfo(np.float32).eps * np.abs(x).max()), kernel
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("op, kernels", [(lambda X: F.relu(X), {"relu_backward"}),
+                                         (lambda X: F.leaky_relu(X, 0.2), {"leaky_relu", "leaky_relu_backward"})],
+                         ids=["relu", "leaky_relu"])
+def test_relu_selects_run_c_with_numpy_s_bits_through_nan_inf_and_signed_zeros(op, kernels, dt):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((64, 1024)).astype(dt)
+    x[0, :6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45]
+    g = rng.standard_normal(x.shape).astype(dt)
+    g[0, :10] = [1, 2, 3, np.nan, np.inf, -np.inf, np.nan, np.inf, -np.inf, np.nan]   # a nan g stays out where y <= 0
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y = op(X)
+        y.backward(tt.tensor(g))
+        return y.detach().numpy(), X.grad.numpy()
+
+    got, names = run_noting_kernels(run)
+    assert kernels <= names
+    for a, b in zip(got, numpy_path(run)):
+        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))

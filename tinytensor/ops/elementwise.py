@@ -829,13 +829,21 @@ class Relu(Function):
 
     # torch zeroes the gradient where the result is <= 0: a NaN input passes it through
     @staticmethod
+    def _grad(y, g):
+        return where(le(y, 0), 0.0, g)
+
+    @staticmethod
     def backward(ctx, g):
-        return where(le(ctx.saved_tensor(0), 0), 0.0, g)
+        return Relu._grad(ctx.saved_tensor(0), g)
 
     @staticmethod
     def backward_arrays(ctx, g):
-        y = ctx.saved_array(0)   # a select, as backward's where: a nan g stays out where y <= 0
-        return _xp(y).where(y <= 0, g.dtype.type(0), g)
+        # a select, as backward's where: a nan g stays out where y <= 0. In C: NumPy's where
+        # branches per element, ~50% mispredicted on a ReLU's signs (2M floats: 8.6 ms, 1.2
+        # ms on a sorted mask; Zen 5)
+        y = ctx.saved_array(0)
+        got = _c.elementwise("relu_backward", Relu._grad, [y, g])
+        return got[0] if got else _xp(y).where(y <= 0, g.dtype.type(0), g)
 
 
 def relu(x):
@@ -845,19 +853,30 @@ def relu(x):
 class LeakyRelu(Function):
     jvp = staticmethod(elementwise_jvp)
 
+    # selects in C where the kernels run (Relu.backward_arrays says why); `_select` is the
+    # formula for Tensors (the kernels' decomposition) and arrays alike
+    @staticmethod
+    def _select(where, x, a, b):
+        return where(x > 0, a, b)
+
     @staticmethod
     def forward(ctx, x, negative_slope):
         ctx.save_for_backward(x)
-        return _xp(x).where(x > 0, x, x * negative_slope)
+        got = _c.elementwise("leaky_relu", lambda x: LeakyRelu._select(where, x, x, x * negative_slope),
+                             [x], (negative_slope,))
+        return got[0] if got else LeakyRelu._select(_xp(x).where, x, x, x * negative_slope)
 
     @staticmethod
     def backward(ctx, g):
-        return where(gt(ctx.saved_tensor(0), 0), g, g * ctx.attrs["negative_slope"])
+        x, slope = ctx.saved_tensor(0), ctx.attrs["negative_slope"]
+        return LeakyRelu._select(where, x, g, g * slope)
 
     @staticmethod
     def backward_arrays(ctx, g):
-        x = ctx.saved_array(0)
-        return _xp(x).where(x > 0, g, g * ctx.attrs["negative_slope"])
+        x, slope = ctx.saved_array(0), ctx.attrs["negative_slope"]
+        got = _c.elementwise("leaky_relu_backward", lambda x, g: LeakyRelu._select(where, x, g, g * slope),
+                             [x, g], (slope,))
+        return got[0] if got else LeakyRelu._select(_xp(x).where, x, g, g * slope)
 
 
 def leaky_relu(x, negative_slope=0.01):

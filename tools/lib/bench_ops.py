@@ -14,6 +14,7 @@ def _spec(small):
     att = (1, 2, 16, 8) if small else (8, 8, 256, 64)
     conv_x, conv_w = ((2, 4, 8, 8), (4, 4, 3, 3)) if small else ((8, 64, 32, 32), (64, 64, 3, 3))
     vocab, dim, ids = (50, 16, (4, 8)) if small else (50304, 256, (64, 128))
+    lin = (16, 8, 12) if small else (8192, 256, 1024)   # (tokens, in, out): an MLP's first layer
     return [
         ("F.gelu exact (erf)", lambda m, F, x: F.gelu(x), [act], None),
         ("erf", lambda m, F, x: m.erf(x), [act], None),
@@ -40,6 +41,23 @@ def _spec(small):
         ("conv2d 3x3 " + "x".join(map(str, conv_x)),
          lambda m, F, x, w: F.conv2d(x, w, padding=1), [conv_x, conv_w], None),
         (f"embedding {vocab}x{dim}", lambda m, F, w, i: F.embedding(i, w), [(vocab, dim)], (vocab, ids)),
+        # the rest of a Transformer block and a ResNet's: linear, the elementwise arithmetic
+        # around them, dropout, the pooling and batch norm of a CNN
+        ("F.linear (+bias) " + "x".join(map(str, lin)),
+         lambda m, F, x, w, b: F.linear(x, w, b), [lin[:2], lin[1:][::-1], lin[-1:]], None),
+        ("x * y + z", lambda m, F, x, y, z: x * y + z, [act, act, act], None),
+        ("x + bias (broadcast)", lambda m, F, x, b: x + b, [act, act[-1:]], None),
+        ("relu", lambda m, F, x: F.relu(x), [act], None),
+        ("mean(-1)", lambda m, F, x: x.mean(-1), [act], None),
+        ("mse_loss", lambda m, F, x, y: F.mse_loss(x, y), [act, act], None),
+        ("max_pool2d 3x3/2 pad 1 " + "x".join(map(str, conv_x)),
+         lambda m, F, x: F.max_pool2d(x, 3, 2, 1), [conv_x], None),
+        ("batch_norm train " + "x".join(map(str, conv_x)),
+         lambda m, F, x, w, b: F.batch_norm(x, None, None, w, b, True), [conv_x, conv_x[1:2], conv_x[1:2]], None),
+        ("conv2d 3x3 stride 2 " + "x".join(map(str, conv_x)),
+         lambda m, F, x, w: F.conv2d(x, w, stride=2, padding=1), [conv_x, conv_w], None),
+        ("adaptive_avg_pool2d(1) " + "x".join(map(str, conv_x)),
+         lambda m, F, x: F.adaptive_avg_pool2d(x, 1), [conv_x], None),
     ]
 
 
