@@ -63,6 +63,8 @@ ADAPTIVE = [
     case("aavg1d_grow", op("adaptive_avg_pool1d", 9), [(2, 3, 4)]),
     case("aavg2d", op("adaptive_avg_pool2d", (3, 4)), [(2, 3, 7, 9)]),
     case("aavg2d_int", op("adaptive_avg_pool2d", 1), [(2, 3, 5, 6)]),
+    case("aavg2d_one_and_some", op("adaptive_avg_pool2d", (1, 4)), [(2, 3, 5, 9)]),   # a mean, then bins
+    case("aavg3d_one_one_keep", op("adaptive_avg_pool3d", (1, 1, 4)), [(1, 2, 5, 7, 4)]),
     case("aavg2d_none", op("adaptive_avg_pool2d", (None, 4)), [(2, 3, 7, 9)]),
     case("aavg2d_unbatched", op("adaptive_avg_pool2d", (2, 3)), [(3, 5, 7)]),
     case("aavg3d", op("adaptive_avg_pool3d", (2, 3, 5)), [(1, 2, 5, 7, 4)]),
