@@ -52,6 +52,9 @@ CONV = [
     case("2d_same_asymmetric", conv(2, padding="same", dilation=(1, 2)), [(2, 3, 6, 7), (4, 3, 4, 2)]),
     case("2d_patch_embed", conv_b(2, stride=4), [(2, 3, 8, 8), (5, 3, 4, 4), (5,)]),
     case("2d_unbatched", conv(2, stride=2, padding=1), [(3, 5, 6), (2, 3, 3, 3)]),
+    # small images, wide channels: the images go through one GEMM side by side (_one_gemm)
+    case("2d_small_image_one_gemm", conv_b(2, padding=1), [(3, 8, 2, 3), (16, 8, 3, 3), (16,)]),
+    case("1d_short_one_gemm", conv(1, stride=2, padding=1), [(4, 8, 5), (12, 8, 3)]),
     case("3d", conv(3), [(1, 2, 4, 5, 4), (3, 2, 2, 3, 2)]),
     case("3d_all", conv_b(3, stride=(1, 2, 3), padding=(1, 0, 2), dilation=(2, 1, 1), groups=2),
          [(2, 4, 5, 6, 7), (4, 2, 2, 3, 3), (4,)]),
@@ -184,3 +187,12 @@ def test_error_names_the_module_path():
     net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(5, 2, 3))
     with pytest.raises(ValueError, match=r"conv2d: .* in 1$"):
         net(tt.zeros(1, 3, 8, 8))
+
+
+def test_the_table_covers_both_gemm_layouts():
+    # one GEMM per image (a big image) and one for all images (small images, wide channels)
+    from tinytensor.ops.conv import _one_gemm
+    assert not _one_gemm(2, 4, 3 * 9, 4 * 3, 1)        # "2d": (2, 3, 6, 5) -> 4 x (4, 3)
+    assert _one_gemm(3, 16, 8 * 9, 2 * 3, 1)           # "2d_small_image_one_gemm"
+    assert _one_gemm(4, 12, 8 * 3, 3, 1)               # "1d_short_one_gemm"
+    assert not _one_gemm(1, 16, 72, 6, 1) and not _one_gemm(3, 16, 72, 6, 2)   # one image; groups
