@@ -26,7 +26,7 @@ from ..core.function import Function
 from ..amp import cast_inputs
 from ..core.tensor import Tensor
 from ..dtypes import BF16_NP
-from ..kernels import c_conv as _c_conv, c_eager as _c_eager
+from ..kernels import c_conv as _c_conv, c_conv_shift as _shift, c_eager as _c_eager
 from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
@@ -129,7 +129,15 @@ def _matmul(a, b):
     return _xp(a).matmul(a, b)
 
 
+def _shifted(stride, a):
+    """Whether the stride-1 2-d shifted-GEMM kernels may take these (kernels/c_conv_shift.py)."""
+    return tuple(stride) == (1, 1) and isinstance(a, np.ndarray)
+
+
 def conv_arrays(x, w, stride, pads, dilation, groups):
+    y = _shift.forward(x, w, pads, dilation, groups) if _shifted(stride, x) else None
+    if y is not None:
+        return y
     N, C, O, kernel = x.shape[0], x.shape[1], w.shape[0], w.shape[2:]
     col, out = _im2col(x, kernel, stride, pads, dilation)
     # sizes spelled out, not -1: an empty batch (N == 0) cannot infer them
@@ -139,6 +147,9 @@ def conv_arrays(x, w, stride, pads, dilation, groups):
 
 
 def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
+    dx = _shift.input_grad(g, w, input_size, pads, dilation, groups) if _shifted(stride, g) else None
+    if dx is not None:
+        return dx
     N, O, out, kernel = g.shape[0], g.shape[1], g.shape[2:], w.shape[2:]
     wm = w.reshape(groups, O // groups, -1)
     gcol = _matmul(wm.swapaxes(-1, -2), g.reshape(N, groups, O // groups, math.prod(out))).astype(g.dtype, copy=False)
@@ -147,6 +158,9 @@ def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
 
 
 def conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups):
+    gw = _shift.weight_grad(x, g, kernel_size, pads, dilation, groups) if _shifted(stride, x) else None
+    if gw is not None:
+        return gw
     N, C, O = x.shape[0], x.shape[1], g.shape[1]
     col, out = _im2col(x, kernel_size, stride, pads, dilation)
     col = col.reshape(N, groups, C // groups * math.prod(kernel_size), math.prod(out))
