@@ -71,7 +71,9 @@ def test_conv2d_through_the_kernels_matches_torch_to_second_order(stride, paddin
         return [y.detach().numpy(), gx.detach().numpy(), gw.detach().numpy(), X.grad.numpy(), Wt.grad.numpy()]
     # stride 1 with output rows long enough: the shifted GEMMs (kernels/c_conv_shift.py,
     # tests/tinytensor/test_conv_shift.py)
-    shifted = stride == 1 and 24 + 2 * padding - 2 * dilation >= c_conv_shift.ROW_PER_GARBAGE * 2 * dilation
+    pads = C.fit_pads((24, 24), (3, 3), (stride,) * 2, [(padding, padding)] * 2, (dilation,) * 2)
+    shifted = stride == 1 and c_conv_shift._geometry(4, 16, (24, 24), 8, (3, 3), pads, (dilation,) * 2, 1)
+    assert shifted if (stride, padding, dilation) == (1, 1, 1) else not shifted
     kernels = ("conv_shift_forward", "conv_shift_input_grad", "conv_shift_weight_grad") if shifted \
         else ("im2col", "col2im")
     before = [c_eager.calls.get(k, 0) for k in kernels]

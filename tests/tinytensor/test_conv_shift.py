@@ -29,11 +29,11 @@ def small(monkeypatch):
 
 # (N, C, O, H, W, kernel, padding, dilation, groups)
 GEOMETRIES = [
-    (3, 5, 7, 13, 17, (3, 3), (1, 1), (1, 1), 1),
+    (3, 5, 7, 13, 23, (3, 3), (1, 1), (1, 1), 1),
     (1, 6, 4, 11, 40, (5, 3), (2, 0), (1, 1), 1),
-    (3, 4, 6, 9, 12, (1, 1), (0, 0), (1, 1), 1),
+    (3, 4, 6, 9, 31, (1, 1), (0, 0), (1, 1), 1),
     (2, 8, 6, 10, 34, (3, 3), (2, 2), (2, 1), 1),
-    (3, 6, 9, 12, 19, (3, 3), (1, 1), (1, 1), 3),
+    (3, 6, 9, 12, 23, (3, 3), (1, 1), (1, 1), 3),
     (2, 4, 4, 5, 20, (3, 3), (4, 4), (1, 1), 1),   # padding past the kernel: windows all padding
     (1, 3, 5, 24, 60, (5, 3), (0, 1), (2, 3), 1),
 ]
@@ -133,13 +133,14 @@ def test_one_and_two_pool_threads_give_the_same_bits(dt):
 
 
 def test_the_garbage_columns_never_reach_a_result(small):
-    """Each tap's GEMM row reads (kw - 1) * dw columns past the output row (the next row's
-    start: real input); g's are zeros, so huge values there (x at the image's edges, g
-    everywhere) change nothing: float64 against the im2col path."""
+    """Each tap's GEMM row reads the columns past the output row (the next row's start: real
+    input), which g's widened copy zeroes: huge values there (x's first and last columns,
+    which those columns read) change no result, nor do g's values: float64 against the
+    im2col path to 1e-12 of each result's size (a g column of 1 leaking onto x's 1e150
+    would be ~1e150 wherever it landed)."""
     x, w, g, a = _case((2, 5, 6, 12, 70, (3, 5), (1, 2), (1, 2), 1), np.float64, seed=3)
     x[:, :, :, :3] = 1e150
     x[:, :, :, -3:] = -1e150
-    g *= 1e150
     got, ran = _faces(x, w, g, a)
     assert set(FACES) <= ran
     want = numpy_path(lambda: _faces(x, w, g, a)[0])
@@ -153,7 +154,7 @@ def test_infs_and_nans_come_out_as_the_reference_gives_them(small, where):
     """An inf or nan in x, w or g: the same result, nan for nan, inf for inf. Where a
     garbage column would give 0 * inf (an inf in w: the input gradient; in x: the weight
     gradient) that face steps aside to the im2col path."""
-    x, w, g, a = _case((3, 4, 5, 10, 24, (3, 3), (1, 1), (1, 1), 1), np.float64, seed=4)
+    x, w, g, a = _case((3, 4, 5, 12, 24, (3, 3), (1, 1), (1, 1), 1), np.float64, seed=4)
     arr = {"x": x, "w": w, "g": g}[where]
     arr[0, 1, 2, 1] = np.inf
     arr[1, 0, 1, -1] = -np.inf
@@ -173,10 +174,10 @@ def test_an_inf_where_no_window_reads_does_not_step_aside(small):
     """A negative high pad drops the last input row: an inf there is never read, so the
     weight gradient stays on the kernel (and is finite, as the reference's)."""
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 3, 9, 24))
+    x = rng.standard_normal((2, 3, 10, 40))
     a = dict(stride=(1, 1), pads=((0, -1), (1, 1)), dilation=(1, 1), groups=1)
     x[:, :, -1, :] = np.inf
-    g = rng.standard_normal((2, 4) + C.out_size((9, 24), (3, 3), (1, 1), a["pads"], (1, 1)))
+    g = rng.standard_normal((2, 4) + C.out_size((10, 40), (3, 3), (1, 1), a["pads"], (1, 1)))
     got, ran = run_noting_kernels(lambda: C.conv_weight_grad_arrays(x, g, (3, 3), **a))
     want = numpy_path(C.conv_weight_grad_arrays, x, g, (3, 3), **a)
     assert "conv_shift_weight_grad" in ran and np.isfinite(want).all()
@@ -194,11 +195,16 @@ def test_an_empty_batch_is_right():
 
 
 def test_short_rows_and_other_dtypes_fall_back(small):
-    """An output row under ROW_PER_GARBAGE times its garbage columns (8x8 images, 3x3) runs
-    im2col (slower here: module docstring), and so does float16; the C kernels off, NumPy."""
-    x, w, g, a = _case((2, 4, 4, 8, 8, (3, 3), (1, 1), (1, 1), 1), np.float64)
-    got, ran = _faces(x, w, g, a)
-    assert not ran & set(FACES) and {"im2col", "col2im"} <= ran
+    """An image of fewer than MIN_OUTPUT outputs (8x8) or an output row under ROW_PER_GARBAGE
+    times its garbage columns (3x3 at padding 0: two a row) runs im2col (slower there: module
+    docstring), and so does float16; the C kernels off, NumPy."""
+    for geometry in [(2, 4, 4, 8, 8, (3, 3), (1, 1), (1, 1), 1), (2, 4, 4, 20, 17, (3, 3), (0, 0), (1, 1), 1)]:
+        x, w, g, a = _case(geometry, np.float64)
+        got, ran = _faces(x, w, g, a)
+        assert not ran & set(FACES) and {"im2col", "col2im"} <= ran, geometry
+    x, w, g, a = _case((2, 4, 4, 20, 18, (3, 3), (0, 0), (1, 1), 1), np.float64)
+    _, ran = _faces(x, w, g, a)
+    assert set(FACES) <= ran   # 16 = 8 x 2: the limit
     _, ran = _faces(x.astype(np.float16), w.astype(np.float16), g.astype(np.float16), a)
     assert not ran & set(FACES)
     x, w, g, a = _case(GEOMETRIES[0], np.float64)

@@ -1,16 +1,18 @@
 """Eager C kernels of the 2-d convolutions at stride 1 (ops/conv.py) as shifted GEMMs: no
-im2col columns. With an image zero-padded once to xp (C, Hp * Wp), kernel tap (i, j)
-reads xp from offset i * dh * Wp + j * dw, each output row Wp wide: so the tap is one GEMM
-on a pointer-offset view of xp, rows Hp * Wp apart, L = (OH - 1) * Wp + OW columns (the
-Wp - OW extra columns of each output row read the next row's start: garbage, cropped or
-zeroed). Per image, kh * kw GEMMs of loaded BLAS's gemm (codegen/blas.h) into a padded
-scratch, then a crop:
+im2col columns. With an image zero-padded once to xp (C, Hp rows R apart), kernel tap
+(i, j) reads xp from offset i * dh * R + j * dw, each output row R wide: so the tap is one
+GEMM on a pointer-offset view of xp, rows Hp * R apart, L = (OH - 1) * R + OW columns (the
+R - OW extra columns of each output row read the next row's start: garbage, cropped or
+zeroed). R is the padded width Wp less the zero columns a row's right pad and the next
+row's left pad can share (min(left, right, (kw - 1) * dw)): at padding 1, 3x3, one garbage
+column per row, not two. Per image, kh * kw GEMMs of the loaded BLAS's gemm
+(codegen/blas.h) into a padded scratch, then a crop:
 
-    forward       y (O, OH*Wp)    = sum over taps of W_t (O, C) @ xp[:, off_t:]      then crop
-    input grad    dxp (C, Hp*Wp) += W_t^T (C, O) @ gp (O, OH*Wp) at off_t, in tap order, crop
-    weight grad   dW_t (O, C)     = gp (O, OH*Wp) @ xp[:, off_t:]^T, one partial per image
+    forward       y (O, OH*R)    = sum over taps of W_t (O, C) @ xp[:, off_t:]      then crop
+    input grad    dxp (C, Hp*R) += W_t^T (C, O) @ gp (O, OH*R) at off_t, in tap order, crop
+    weight grad   dW_t (O, C)    = gp (O, OH*R) @ xp[:, off_t:]^T, one partial per image
 
-gp is g widened to Wp columns with zeros in the extra ones, so nothing leaks from them; W_t
+gp is g widened to R columns with zeros in the extra ones, so nothing leaks from them; W_t
 is the weight laid out (kh, kw, O, C / groups) once. A group is its rows / channels of
 those (every GEMM per group). Images are the parts of the C pool (each computed whole by
 one part, its scratch malloc'ed there), each part's GEMMs one BLAS thread; the weight
@@ -46,28 +48,32 @@ import numpy as np
 from . import c_eager
 from .c_rows import _CT, _clones, _libs, _lock
 
-# An output row (OW) at least this many times its GEMM row's garbage columns ((kw - 1) * dw),
-# else im2col computes: they are multiply-adds im2col does not do (measured 2026-12-02, Zen 5, 1 thread, 3x3,
-# padding 1, float32, the three faces together: 8x8 images, 25% more, (32, 128, 128, 8, 8)
-# 1.14x and (32, 256, 256, 8, 8) 1.2x slower than im2col; at 16x16 and up 0.84-1.0x its time)
+# Where im2col computes instead (measured 2026-12-02, Zen 5, 1 thread, 3x3, padding 1,
+# float32, the three faces together, shifted / im2col time): an output row shorter than
+# ROW_PER_GARBAGE times its garbage columns (multiply-adds im2col does not do), or an image
+# of fewer than MIN_OUTPUT outputs, where the many small GEMMs lose to im2col's few big ones:
+# 8x8 images (N, C=O) = (64, 64) 1.15, (32, 128) 1.03, (32, 256) 1.22, though (128, 16)
+# 0.65; 16x16: (8, 128) 0.98, (16, 256) 0.96; 32x32 (8, 64) 0.83.
+MIN_OUTPUT = 256
+_gemms = {}   # dtype char -> (the BLAS gemm's address, 64-bit ints) or None
 ROW_PER_GARBAGE = 8
 
-# n = (N, C, H, W, O, kh, kw, Hp, Wp, ph, pw, dh, dw, groups, ilp64, dbl); b = (out, a, b,
+# n = (N, C, H, W, O, kh, kw, Hp, Wp, ph, pw, dh, dw, groups, shared, ilp64, dbl); b = (out, a, b,
 # flags (N int64: 1 where an image's input held an inf or nan, 2 where its scratch could not
 # be allocated), gemm)
 _GEOMETRY = """    const int64_t N = n[0], C = n[1], H = n[2], W = n[3], O = n[4], kh = n[5], kw = n[6];
     const int64_t Hp = n[7], Wp = n[8], ph = n[9], pw = n[10], dh = n[11], dw = n[12], G = n[13];
-    const int64_t ilp64 = n[14], dbl = n[15];
-    const int64_t OH = Hp - dh * (kh - 1), OW = Wp - dw * (kw - 1), L = (OH - 1) * Wp + OW;
-    const int64_t P = Hp * Wp, Q = OH * Wp, Cg = C / G, Og = O / G, T = kh * kw;
+    const int64_t S = n[14], ilp64 = n[15], dbl = n[16], R = Wp - S;   /* R: the row pitch */
+    const int64_t OH = Hp - dh * (kh - 1), OW = Wp - dw * (kw - 1), L = (OH - 1) * R + OW;
+    const int64_t P = Hp * R, Q = OH * R, Cg = C / G, Og = O / G, T = kh * kw;
     int64_t *restrict flags = (int64_t *)b[3];
     void *const gemm = b[4];
     const int64_t lo = tt_part_start(N, part, parts, 1), hi = tt_part_start(N, part + 1, parts, 1);
-    (void)H; (void)W; (void)ph; (void)pw; (void)Cg; (void)Og; (void)T; (void)L;
+    (void)H; (void)W; (void)ph; (void)pw; (void)Cg; (void)Og; (void)T; (void)L; (void)S;
     if (lo >= hi) return;"""
 
 # the part's two scratch planes, or flags 2 for its images
-_SCRATCH = """    {ct} *s1 = malloc(sizeof({ct}) * {n1}), *s2 = malloc(sizeof({ct}) * {n2});
+_SCRATCH = """    {ct} *s1 = malloc(sizeof({ct}) * ({n1})), *s2 = malloc(sizeof({ct}) * ({n2}));
     if (!s1 || !s2) {{
         free(s1); free(s2);
         for (int64_t i = lo; i < hi; i++) flags[i] = 2;
@@ -76,24 +82,24 @@ _SCRATCH = """    {ct} *s1 = malloc(sizeof({ct}) * {n1}), *s2 = malloc(sizeof({c
 
 
 def _helpers(name, ct):
-    """pad (x into xp at (ph, pw), zeros around; rows and columns past a negative high pad
-    dropped; whether a copied element is an inf or nan), widen (g's rows Wp wide, zeros
-    after OW) and crop (the plane at (ph, pw) out of a padded one, zeros where it was
-    dropped)."""
+    """pad (x into xp at (ph, pw), rows R apart, zeros around; rows and columns past a
+    negative high pad dropped; whether a copied element is an inf or nan), widen (g's rows R
+    wide, zeros after OW) and crop (the plane at (ph, pw) out of a padded one, zeros where
+    it was dropped)."""
     return f"""
 #include <stdlib.h>
 #include <string.h>
 static inline int64_t {name}_min(int64_t a, int64_t b) {{ return a < b ? a : b; }}
 
 static int {name}_pad({ct} *restrict xp, const {ct} *restrict x, int64_t C, int64_t H, int64_t W,
-                      int64_t Hp, int64_t Wp, int64_t ph, int64_t pw) {{
+                      int64_t Hp, int64_t Wp, int64_t R, int64_t ph, int64_t pw) {{
     const int64_t rows = {name}_min(H, Hp - ph), cols = {name}_min(W, Wp - pw);
     int bad = 0;
     for (int64_t c = 0; c < C; c++)
         for (int64_t r = 0; r < Hp; r++) {{
-            {ct} *restrict d = xp + (c * Hp + r) * Wp;
+            {ct} *restrict d = xp + (c * Hp + r) * R;
             const int64_t h = r - ph;
-            if (h < 0 || h >= rows) {{ memset(d, 0, sizeof({ct}) * Wp); continue; }}
+            if (h < 0 || h >= rows) {{ memset(d, 0, sizeof({ct}) * R); continue; }}
             const {ct} *restrict s = x + (c * H + h) * W;
             memset(d, 0, sizeof({ct}) * pw);
             for (int64_t k = 0; k < cols; k++) {{
@@ -101,26 +107,27 @@ static int {name}_pad({ct} *restrict xp, const {ct} *restrict x, int64_t C, int6
                 d[pw + k] = v;
                 bad |= !(v - v == 0);   /* nan for an inf or a nan */
             }}
-            memset(d + pw + cols, 0, sizeof({ct}) * (Wp - pw - cols));
+            memset(d + pw + cols, 0, sizeof({ct}) * (R - pw - cols));
         }}
+    memset(xp + C * Hp * R, 0, sizeof({ct}) * (Wp - R));   /* the last row's shared columns */
     return bad;
 }}
 
-static void {name}_widen({ct} *restrict gp, const {ct} *restrict g, int64_t rows, int64_t OW, int64_t Wp) {{
+static void {name}_widen({ct} *restrict gp, const {ct} *restrict g, int64_t rows, int64_t OW, int64_t R) {{
     for (int64_t r = 0; r < rows; r++) {{
-        memcpy(gp + r * Wp, g + r * OW, sizeof({ct}) * OW);
-        memset(gp + r * Wp + OW, 0, sizeof({ct}) * (Wp - OW));
+        memcpy(gp + r * R, g + r * OW, sizeof({ct}) * OW);
+        memset(gp + r * R + OW, 0, sizeof({ct}) * (R - OW));
     }}
 }}
 
 static void {name}_crop({ct} *restrict x, const {ct} *restrict xp, int64_t C, int64_t H, int64_t W,
-                        int64_t Hp, int64_t Wp, int64_t ph, int64_t pw) {{
+                        int64_t Hp, int64_t Wp, int64_t R, int64_t ph, int64_t pw) {{
     const int64_t rows = {name}_min(H, Hp - ph), cols = {name}_min(W, Wp - pw);
     for (int64_t c = 0; c < C; c++)
         for (int64_t h = 0; h < H; h++) {{
             {ct} *restrict d = x + (c * H + h) * W;
             if (h >= rows) {{ memset(d, 0, sizeof({ct}) * W); continue; }}
-            memcpy(d, xp + (c * Hp + h + ph) * Wp + pw, sizeof({ct}) * cols);
+            memcpy(d, xp + (c * Hp + h + ph) * R + pw, sizeof({ct}) * cols);
             memset(d + cols, 0, sizeof({ct}) * (W - cols));
         }}
 }}
@@ -139,16 +146,16 @@ def _entry(name, ct, body):
 
 def _forward_source(name, ct):
     """b = y (N, O, OH, OW), x (N, C, H, W), wt (kh, kw, O, C/G): s1 = xp, s2 = y padded."""
-    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P", n2="O * Q") + f"""
+    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P + S", n2="O * Q") + f"""
     const {ct} *restrict x = (const {ct} *)b[1], *restrict wt = (const {ct} *)b[2];
     for (int64_t im = lo; im < hi; im++) {{
-        {name}_pad(s1, x + im * C * H * W, C, H, W, Hp, Wp, ph, pw);
+        {name}_pad(s1, x + im * C * H * W, C, H, W, Hp, Wp, R, ph, pw);
         for (int64_t g = 0; g < G; g++)
             for (int64_t t = 0; t < T; t++)
                 tt_blas_gemm(gemm, ilp64, dbl, 111, 111, Og, L, Cg, wt + (t * O + g * Og) * Cg, Cg,
-                             s1 + g * Cg * P + (t / kw) * dh * Wp + (t % kw) * dw, P, t ? 1.0 : 0.0,
+                             s1 + g * Cg * P + (t / kw) * dh * R + (t % kw) * dw, P, t ? 1.0 : 0.0,
                              s2 + g * Og * Q, Q);
-        {name}_crop(({ct} *)b[0] + im * O * OH * OW, s2, O, OH, OW, OH, Wp, 0, 0);
+        {name}_crop(({ct} *)b[0] + im * O * OH * OW, s2, O, OH, OW, OH, OW, R, 0, 0);
         flags[im] = 0;
     }}""")
 
@@ -157,34 +164,34 @@ def _input_grad_source(name, ct):
     """b = dx (N, C, H, W), g (N, O, OH, OW), wt (kh, kw, O, C/G): s1 = dx padded, s2 = gp.
     Each tap's product is added to dxp in tap order from zeros (BLAS's beta = 1: C + A @ B),
     as col2im adds the columns."""
-    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P", n2="O * Q") + f"""
+    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P + S", n2="O * Q") + f"""
     const {ct} *restrict gg = (const {ct} *)b[1], *restrict wt = (const {ct} *)b[2];
     for (int64_t im = lo; im < hi; im++) {{
-        {name}_widen(s2, gg + im * O * OH * OW, O * OH, OW, Wp);
-        memset(s1, 0, sizeof({ct}) * C * P);
+        {name}_widen(s2, gg + im * O * OH * OW, O * OH, OW, R);
+        memset(s1, 0, sizeof({ct}) * (C * P + S));
         for (int64_t g = 0; g < G; g++)
             for (int64_t t = 0; t < T; t++)
                 tt_blas_gemm(gemm, ilp64, dbl, 112, 111, Cg, L, Og, wt + (t * O + g * Og) * Cg, Cg,
                              s2 + g * Og * Q, Q, 1.0,
-                             s1 + g * Cg * P + (t / kw) * dh * Wp + (t % kw) * dw, P);
-        {name}_crop(({ct} *)b[0] + im * C * H * W, s1, C, H, W, Hp, Wp, ph, pw);
+                             s1 + g * Cg * P + (t / kw) * dh * R + (t % kw) * dw, P);
+        {name}_crop(({ct} *)b[0] + im * C * H * W, s1, C, H, W, Hp, Wp, R, ph, pw);
         flags[im] = 0;
     }}""")
 
 
 def _weight_grad_source(name, ct):
     """b = dw (N, kh, kw, O, C/G) per image, x (N, C, H, W), g (N, O, OH, OW): s1 = xp, s2 = gp."""
-    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P", n2="O * Q") + f"""
+    return _entry(name, ct, _SCRATCH.format(ct=ct, n1="C * P + S", n2="O * Q") + f"""
     const {ct} *restrict x = (const {ct} *)b[1], *restrict gg = (const {ct} *)b[2];
     for (int64_t im = lo; im < hi; im++) {{
-        flags[im] = {name}_pad(s1, x + im * C * H * W, C, H, W, Hp, Wp, ph, pw);
+        flags[im] = {name}_pad(s1, x + im * C * H * W, C, H, W, Hp, Wp, R, ph, pw);
         if (flags[im]) continue;   /* 0 * inf in a garbage column: the im2col path computes */
-        {name}_widen(s2, gg + im * O * OH * OW, O * OH, OW, Wp);
+        {name}_widen(s2, gg + im * O * OH * OW, O * OH, OW, R);
         {ct} *restrict dw_ = ({ct} *)b[0] + im * T * O * Cg;
         for (int64_t g = 0; g < G; g++)
             for (int64_t t = 0; t < T; t++)
                 tt_blas_gemm(gemm, ilp64, dbl, 111, 112, Og, Cg, L, s2 + g * Og * Q, Q,
-                             s1 + g * Cg * P + (t / kw) * dh * Wp + (t % kw) * dw, P, 0.0,
+                             s1 + g * Cg * P + (t / kw) * dh * R + (t % kw) * dw, P, 0.0,
                              dw_ + (t * O + g * Og) * Cg, Cg);
     }}""")
 
@@ -209,12 +216,14 @@ def _run(kind, source, out, a, b, geometry):
     (the caller then returns None)."""
     N, C, H, W, O, kh, kw, Hp, Wp = geometry[:9]
     tc = c_eager._toolchain[0]
-    gemm = tc.gemm(out.dtype)
+    gemm = _gemms.get(out.dtype.char, False)
+    if gemm is False:   # the BLAS's address and int width do not change: asking took 0.07 ms
+        gemm = _gemms[out.dtype.char] = tc.gemm(out.dtype)
     if gemm is None:
         return False
     address, ilp64 = gemm
     OH, OW = _out(geometry)
-    if not ilp64 and max(Hp * Wp, OH * Wp, C, O) >= 2 ** 31:
+    if not ilp64 and max(Hp * Wp + Wp, C, O) >= 2 ** 31:
         return False   # a 32-bit BLAS cannot take these sizes
     lib = _load(kind, out.dtype.char, source)
     if lib is None:
@@ -229,15 +238,16 @@ def _run(kind, source, out, a, b, geometry):
 
 
 def _geometry(N, C, spatial, O, kernel, pads, dilation, groups):
-    """The kernels' n[:14], or None where the shifted GEMMs do not apply."""
+    """The kernels' n[:15], or None where the shifted GEMMs do not apply."""
     if len(kernel) != 2 or len(spatial) != 2 or N == 0:
         return None
     (H, W), (kh, kw), ((ph, qh), (pw, qw)), (dh, dw) = spatial, kernel, pads, dilation
     Hp, Wp = H + ph + qh, W + pw + qw
     OH, OW = Hp - dh * (kh - 1), Wp - dw * (kw - 1)
-    if OH <= 0 or OW <= 0 or OW < ROW_PER_GARBAGE * dw * (kw - 1):
+    shared = max(0, min(pw, qw, dw * (kw - 1)))
+    if OH <= 0 or OW <= 0 or OH * OW < MIN_OUTPUT or OW < ROW_PER_GARBAGE * (dw * (kw - 1) - shared):
         return None
-    return [N, C, H, W, O, kh, kw, Hp, Wp, ph, pw, dh, dw, groups]
+    return [N, C, H, W, O, kh, kw, Hp, Wp, ph, pw, dh, dw, groups, shared]
 
 
 def _out(geometry):
