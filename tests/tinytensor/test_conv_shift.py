@@ -23,8 +23,11 @@ FACES = ("conv_shift_forward", "conv_shift_input_grad", "conv_shift_weight_grad"
 
 @pytest.fixture
 def small(monkeypatch):
-    """Odd small sizes take the kernels too (below c_eager.MIN_ELEMENTS they would not)."""
+    """Odd small sizes and single images take the kernels too (below c_eager.MIN_ELEMENTS,
+    S.MIN_OUTPUT or S.MIN_IMAGES, speed's limits, they would not)."""
     monkeypatch.setattr(c_eager, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(S, "MIN_OUTPUT", 1)
+    monkeypatch.setattr(S, "MIN_IMAGES", 1)
 
 
 # (N, C, O, H, W, kernel, padding, dilation, groups)
@@ -194,19 +197,20 @@ def test_an_empty_batch_is_right():
     assert S.forward(x.detach().numpy(), w.detach().numpy(), ((1, 1), (1, 1)), (1, 1), 1) is None
 
 
-def test_short_rows_and_other_dtypes_fall_back(small):
-    """An image of fewer than MIN_OUTPUT outputs (8x8) or an output row under ROW_PER_GARBAGE
-    times its garbage columns (3x3 at padding 0: two a row) runs im2col (slower there: module
-    docstring), and so does float16; the C kernels off, NumPy."""
-    for geometry in [(2, 4, 4, 8, 8, (3, 3), (1, 1), (1, 1), 1), (2, 4, 4, 20, 17, (3, 3), (0, 0), (1, 1), 1)]:
+def test_small_images_short_rows_single_images_and_other_dtypes_fall_back():
+    """Images of fewer than MIN_OUTPUT outputs (16x16), an output row under ROW_PER_GARBAGE
+    times its garbage columns (3x3 at padding 0: two a row) and a single image run im2col
+    (slower there: module docstring), and so does float16; the C kernels off, NumPy."""
+    for geometry in [(2, 16, 16, 16, 16, (3, 3), (1, 1), (1, 1), 1),
+                     (2, 16, 16, 40, 17, (3, 3), (0, 0), (1, 1), 1),
+                     (1, 16, 16, 40, 40, (3, 3), (1, 1), (1, 1), 1)]:
         x, w, g, a = _case(geometry, np.float64)
         got, ran = _faces(x, w, g, a)
-        assert not ran & set(FACES) and {"im2col", "col2im"} <= ran, geometry
-    x, w, g, a = _case((2, 4, 4, 20, 18, (3, 3), (0, 0), (1, 1), 1), np.float64)
+        assert not ran & set(FACES), geometry
+    x, w, g, a = _case((2, 24, 16, 40, 18, (3, 3), (0, 0), (1, 1), 1), np.float64)
     _, ran = _faces(x, w, g, a)
-    assert set(FACES) <= ran   # 16 = 8 x 2: the limit
+    assert set(FACES) <= ran   # 16 = 8 x 2 columns, 38 x 16 outputs: the limits
     _, ran = _faces(x.astype(np.float16), w.astype(np.float16), g.astype(np.float16), a)
     assert not ran & set(FACES)
-    x, w, g, a = _case(GEOMETRIES[0], np.float64)
     _, ran = numpy_path(lambda: _faces(x, w, g, a))
     assert not ran

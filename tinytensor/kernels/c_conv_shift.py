@@ -38,8 +38,9 @@ garbage is cropped. A sum of zeros may come out +0 where the reference gives -0.
 
 Each function returns None where the im2col path must compute: C kernels off or no
 compiler, not OpenBLAS, not float32/float64 in native order, fewer than
-c_eager.MIN_ELEMENTS input elements, sizes a 32-bit-int BLAS cannot take, no memory for a
-part's scratch, or the non-finite cases above.
+c_eager.MIN_ELEMENTS input elements, the shapes below (MIN_OUTPUT, MIN_IMAGES,
+ROW_PER_GARBAGE), sizes a 32-bit-int BLAS cannot take, no memory for a part's scratch, or the
+non-finite cases above.
 """
 import math
 
@@ -48,15 +49,23 @@ import numpy as np
 from . import c_eager
 from .c_rows import _CT, _clones, _libs, _lock
 
-# Where im2col computes instead (measured 2026-12-02, Zen 5, 1 thread, 3x3, padding 1,
-# float32, the three faces together, shifted / im2col time): an output row shorter than
-# ROW_PER_GARBAGE times its garbage columns (multiply-adds im2col does not do), or an image
-# of fewer than MIN_OUTPUT outputs, where the many small GEMMs lose to im2col's few big ones:
-# 8x8 images (N, C=O) = (64, 64) 1.15, (32, 128) 1.03, (32, 256) 1.22, though (128, 16)
-# 0.65; 16x16: (8, 128) 0.98, (16, 256) 0.96; 32x32 (8, 64) 0.83.
-MIN_OUTPUT = 256
-_gemms = {}   # dtype char -> (the BLAS gemm's address, 64-bit ints) or None
+# Where im2col computes instead (measured 2026-12-02, Zen 5, 3x3, padding 1, float32, the
+# three faces together, shifted / im2col time; (N, C = O, H = W)):
+# - an output row shorter than ROW_PER_GARBAGE times its garbage columns (multiply-adds
+#   im2col does not do);
+# - images of fewer than MIN_OUTPUT outputs, where the many small GEMMs lose to im2col's few
+#   big ones: at 1 thread (64, 64, 8) 1.15, (32, 256, 8) 1.22, (16, 256, 16) 0.96; at 2
+#   threads (3, 128, 16) 1.37, (2, 256, 16) 1.22, (16, 256, 16) 1.09, (8, 128, 16) 1.00;
+#   32x32 and up: 2 threads (2, 128, 32) 0.50, (2, 64, 32) 0.72-0.87, (8, 64, 32) 0.78;
+# - fewer than MIN_IMAGES images: an image is one part, so one image runs on one thread where
+#   im2col's GEMM splits its rows over all (2 threads: (1, 64, 56) 1.27, (1, 128, 32) 1.91).
+#   Splitting an image by output channels or taps (a fixed split, so the bits stay the
+#   thread count's own) would lift this; not done.
+# These depend on the shapes only, never on the thread count: the bits do not either.
+MIN_OUTPUT = 512
+MIN_IMAGES = 2
 ROW_PER_GARBAGE = 8
+_gemms = {}   # dtype char -> (the BLAS gemm's address, 64-bit ints) or None
 
 # n = (N, C, H, W, O, kh, kw, Hp, Wp, ph, pw, dh, dw, groups, shared, ilp64, dbl); b = (out, a, b,
 # flags (N int64: 1 where an image's input held an inf or nan, 2 where its scratch could not
@@ -239,7 +248,7 @@ def _run(kind, source, out, a, b, geometry):
 
 def _geometry(N, C, spatial, O, kernel, pads, dilation, groups):
     """The kernels' n[:15], or None where the shifted GEMMs do not apply."""
-    if len(kernel) != 2 or len(spatial) != 2 or N == 0:
+    if len(kernel) != 2 or len(spatial) != 2 or N < max(1, MIN_IMAGES):
         return None
     (H, W), (kh, kw), ((ph, qh), (pw, qw)), (dh, dw) = spatial, kernel, pads, dilation
     Hp, Wp = H + ph + qh, W + pw + qw
