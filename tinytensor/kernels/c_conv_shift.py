@@ -24,10 +24,16 @@ weight gradient: 2 ms each) and adds them back once (col2im, 1.6 ms), beside one
 GEMM per face of the same multiply-adds as these. Measured 2026-12-02, AMD EPYC (Zen 5,
 family 26 model 2; OPENBLAS_CORETYPE=Haswell), conv2d 3x3 of x (8, 64, 32, 32) float32,
 w (64, 64, 3, 3), padding 1, forward + backward (`python tools/bench.py ops --threads T
---only conv`, 3 runs, each a median of 7): 1 thread 20.8-22.2 ms (torch 10.8-12.1, 1.84-1.93x;
-the im2col path 26.0), 2 threads 10.8-12.4 ms (torch 6.2-7.1, 1.73-1.87x; im2col 14.9).
-The GEMMs are most of it: OpenBLAS's Haswell sgemm (OPENBLAS_CORETYPE pins it) runs these
-shapes at ~104 GFLOPS, 6.2 ms of a face's 6.4 at 1 thread.
+--only conv`, each run a median of 7; 18-19 runs over 20 minutes of a busy shared machine,
+so wide ranges): 1 thread median 22.3 ms (19.8-27.9), torch 12.5 (10.7-14.3), ratio median
+1.75 (1.60-2.02); 2 threads 13.7 ms (11.4-18.9), torch 8.1 (6.6-13.5), ratio 1.77
+(1.03-2.31). The im2col path beside it then: 1 thread 23.9-26.4 ms (1.90-2.13x), 2 threads
+16.3-22.3 (1.94-2.30x). At a quiet moment a step took 20.3 ms at 1 thread, 19.8 of it in
+these kernels' calls, and those are nearly all GEMM: OpenBLAS's Haswell sgemm
+(OPENBLAS_CORETYPE pins it) runs these shapes at ~104 GFLOPS, 6.1 ms of a face's 6.3-6.7.
+With OPENBLAS_CORETYPE=SkylakeX (AVX-512 sgemm, ~185 GFLOPS here) the bench ran 16.3 ms at
+1 thread (1.37x torch) and 8.5 at 2 (1.28x), one run each, of this file's first version
+(two garbage columns a row).
 
 Bits: not the im2col path's (its GEMM sums K = C * kh * kw products at once, these sum C
 per tap and add taps), within float rounding of it and of torch. Where the reference's

@@ -2,7 +2,9 @@
 
 A convolution is im2col + matmul: a strided view of the padded input lists every window
 without copying (`as_strided`, the same call in NumPy and CuPy), one copy lays the
-windows out as columns, and one batched matmul with the weight does the rest. Three
+windows out as columns, and one batched matmul with the weight does the rest (at stride 1,
+2-d float32/float64 arrays run kernels/c_conv_shift.py's shifted GEMMs instead where it
+takes them: one GEMM per kernel tap on the padded input, no columns). Three
 Functions close under differentiation, which is what makes any order of backward work:
 
     Conv(x, w)            the convolution y
