@@ -1,10 +1,11 @@
 """kernels/c_conv_shift.py, stride-1 2-d convolutions as shifted GEMMs: its three faces
 (forward, input gradient, weight gradient) against the NumPy im2col path and torch in
 float64 and float32 over odd geometries (H != W, C != O, paddings 0-4 and 'same',
-kernels 1x1 to 5x3, dilations, groups, N = 1 and 3), through the Tensor faces to second
-order, the same bits at 1 and 2 pool threads, garbage columns that cannot leak, infs and
-nans as the reference gives them (or the im2col path where the kernel steps aside), and
-an empty batch."""
+kernels 1x1 to 5x3, dilations, groups, N = 1 and 3: the `small` fixture lowers the speed
+limits that would send those to im2col), through the Tensor faces to second order, the same
+bits at 1 and 2 pool threads, garbage columns that cannot leak, infs and nans as the
+reference gives them (or the im2col path where the kernel steps aside), an empty batch, and
+the shapes left to im2col at the default limits."""
 import importlib
 
 import numpy as np
