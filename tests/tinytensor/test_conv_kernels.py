@@ -1,7 +1,7 @@
 """kernels/c_conv.py, the 2-d convolutions' im2col and col2im in C: the NumPy path's bytes
 (a copy; the same additions in the same order) over strides, paddings past the kernel, a
 cropped high side and dilations, and conv2d through them against torch in float64 (forward,
-gradients, double backward)."""
+gradients, double backward; at stride 1 through kernels/c_conv_shift.py's instead)."""
 import importlib
 
 import numpy as np
@@ -10,7 +10,7 @@ import torch
 
 import tinytensor as tt
 from tinytensor import functional as F
-from tinytensor.kernels import c_eager
+from tinytensor.kernels import c_conv_shift, c_eager
 from tests.eager_c import needs_cc
 
 pytestmark = needs_cc
@@ -69,9 +69,16 @@ def test_conv2d_through_the_kernels_matches_torch_to_second_order(stride, paddin
         gx, gw = lib.autograd.grad((y * g).sum(), [X, Wt], create_graph=True)
         ((gx * gx).sum() + (gw * gw).sum()).backward()
         return [y.detach().numpy(), gx.detach().numpy(), gw.detach().numpy(), X.grad.numpy(), Wt.grad.numpy()]
-    before = c_eager.calls.get("im2col", 0), c_eager.calls.get("col2im", 0)
+    # stride 1 with output rows long enough: the shifted GEMMs (kernels/c_conv_shift.py,
+    # tests/tinytensor/test_conv_shift.py)
+    pads = C.fit_pads((24, 24), (3, 3), (stride,) * 2, [(padding, padding)] * 2, (dilation,) * 2)
+    shifted = stride == 1 and c_conv_shift._geometry(4, 16, (24, 24), 8, (3, 3), pads, (dilation,) * 2, 1)
+    assert shifted if (stride, padding, dilation) == (1, 1, 1) else not shifted
+    kernels = ("conv_shift_forward", "conv_shift_input_grad", "conv_shift_weight_grad") if shifted \
+        else ("im2col", "col2im")
+    before = [c_eager.calls.get(k, 0) for k in kernels]
     got = run(tt, F, lambda a, r=True: tt.tensor(a, requires_grad=r))
-    assert c_eager.calls.get("im2col", 0) > before[0] and c_eager.calls.get("col2im", 0) > before[1]
+    assert all(c_eager.calls.get(k, 0) > b for k, b in zip(kernels, before))
     want = run(torch, torch.nn.functional, lambda a, r=True: torch.tensor(a, requires_grad=r))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)

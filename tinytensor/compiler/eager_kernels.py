@@ -9,6 +9,7 @@ straight through ctypes (`_Kernel`). `compile_part`, `clones` and `call` give c_
 hand-written kernels the same flags, header, disk cache and thread pool.
 """
 import ctypes
+import threading
 import warnings
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..kernels import c_eager
 # as long as the whole kernel) leaves its parts to the caller instead of doubling the time.
 # Each part is whole rows, columns or elements, so the bits never depend on the split.
 PARTS_PER_THREAD = 4
+_gemm_lock = threading.Lock()   # call_gemm's hold on OpenBLAS's thread count
 
 
 class _Kernel:
@@ -226,6 +228,41 @@ class Toolchain:
         part.restype = None
         part.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
         return part, ctypes.cast(part, ctypes.c_void_p).value
+
+    @staticmethod
+    def blas():
+        """The C of codegen/blas.h (`tt_blas_gemm`: one call of a cblas gemm whose address
+        and int width the caller passes), for the kernels that call BLAS per part."""
+        from .codegen import toolchain
+        return toolchain.source_file("blas.h")
+
+    @staticmethod
+    def gemm(dtype):
+        """(address of the loaded OpenBLAS's cblas gemm for float32 / float64 `dtype`, whether
+        its ints are 64-bit), or None (no OpenBLAS found, another dtype)."""
+        from .codegen import threads
+        b = threads.blas()
+        return None if b is None else b.gemm(dtype)
+
+    @staticmethod
+    def call_gemm(lib, arrays, sizes, gemm, flops):
+        """`call` for a kernel whose parts call BLAS's gemm (address `gemm`, passed as the last
+        buffer): split when it is at least threads.SPLIT_FLOPS multiply-adds, OpenBLAS held to
+        one thread meanwhile (at one thread too: each part's gemm is one thread's, the pool's
+        threads are the only ones; eager_gemm.py says why). One caller at a time: the hold is
+        process-wide."""
+        from .codegen import threads
+        n = (ctypes.c_int64 * len(sizes))(*sizes)
+        ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], gemm)
+        count = threads.default_threads()
+        with _gemm_lock:
+            pool = threads.pool(count) if count > 1 and flops >= threads.SPLIT_FLOPS else None
+            with threads.blas_held_to_one():
+                if pool is not None:
+                    pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n),
+                             pool.threads * PARTS_PER_THREAD)
+                else:
+                    lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
 
     @staticmethod
     def call(lib, arrays, sizes, work):

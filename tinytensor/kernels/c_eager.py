@@ -107,8 +107,11 @@ def install(toolchain):
     or None where it cannot be built), compile_part(name, source) (a loaded C `name_part`
     entry, or None), clones() (the C text that makes a function's clones), pairwise() (the
     C of NumPy's pairwise row sum, as the generated row kernels add),
-    call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big) and
-    matmul(a, b) (a big float matmul on the pool's threads, or None)."""
+    call(entry, arrays, sizes, work) (run an entry, on the pool's threads when big),
+    blas() (the C of codegen/blas.h's gemm call), gemm(dtype) (the loaded BLAS's gemm address
+    and int width, or None), call_gemm(entry, arrays, sizes, gemm, flops) (`call` for an
+    entry whose parts call that gemm, OpenBLAS held to one thread) and matmul(a, b) (a big
+    float matmul on the pool's threads, or None)."""
     _toolchain[:] = [toolchain]
     _compiler.clear()
 

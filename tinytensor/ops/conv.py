@@ -2,7 +2,9 @@
 
 A convolution is im2col + matmul: a strided view of the padded input lists every window
 without copying (`as_strided`, the same call in NumPy and CuPy), one copy lays the
-windows out as columns, and one batched matmul with the weight does the rest. Three
+windows out as columns, and one batched matmul with the weight does the rest (at stride 1,
+2-d float32/float64 arrays run kernels/c_conv_shift.py's shifted GEMMs instead where it
+takes them: one GEMM per kernel tap on the padded input, no columns). Three
 Functions close under differentiation, which is what makes any order of backward work:
 
     Conv(x, w)            the convolution y
@@ -26,7 +28,7 @@ from ..core.function import Function
 from ..amp import cast_inputs
 from ..core.tensor import Tensor
 from ..dtypes import BF16_NP
-from ..kernels import c_conv as _c_conv, c_eager as _c_eager
+from ..kernels import c_conv as _c_conv, c_conv_shift as _shift, c_eager as _c_eager
 from ..messages import OpError, plain
 from .elementwise import float_operand
 from .movement import _where, reshape
@@ -149,7 +151,15 @@ def _by_image(a, N, rows, L):
     return _xp(a).ascontiguousarray(a.reshape(rows, N, L).transpose(1, 0, 2))
 
 
+def _shifted(stride, a):
+    """Whether the stride-1 2-d shifted-GEMM kernels may take these (kernels/c_conv_shift.py)."""
+    return tuple(stride) == (1, 1) and isinstance(a, np.ndarray)
+
+
 def conv_arrays(x, w, stride, pads, dilation, groups):
+    y = _shift.forward(x, w, pads, dilation, groups) if _shifted(stride, x) else None
+    if y is not None:
+        return y
     N, C, O, kernel = x.shape[0], x.shape[1], w.shape[0], w.shape[2:]
     col, out = _im2col(x, kernel, stride, pads, dilation)
     # sizes spelled out, not -1: an empty batch (N == 0) cannot infer them
@@ -162,6 +172,9 @@ def conv_arrays(x, w, stride, pads, dilation, groups):
 
 
 def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
+    dx = _shift.input_grad(g, w, input_size, pads, dilation, groups) if _shifted(stride, g) else None
+    if dx is not None:
+        return dx
     N, O, out, kernel = g.shape[0], g.shape[1], g.shape[2:], w.shape[2:]
     CK, L = w.shape[1] * math.prod(kernel), math.prod(out)
     if _one_gemm(N, O, CK, L, groups):
@@ -174,6 +187,9 @@ def conv_input_grad_arrays(g, w, input_size, stride, pads, dilation, groups):
 
 
 def conv_weight_grad_arrays(x, g, kernel_size, stride, pads, dilation, groups):
+    gw = _shift.weight_grad(x, g, kernel_size, pads, dilation, groups) if _shifted(stride, x) else None
+    if gw is not None:
+        return gw
     N, C, O = x.shape[0], x.shape[1], g.shape[1]
     col, out = _im2col(x, kernel_size, stride, pads, dilation)
     CK, L = C // groups * math.prod(kernel_size), math.prod(out)

@@ -33,7 +33,7 @@ YIELD_NS = 4_000_000   # then keeps spinning, yielding its core to any other run
 # 2-core dev VM (measured: a 2-thread eager sigmoid step after an idle 30 ms 5.9 -> 3.1 ms,
 # layer_norm 5.9 -> 4.3 ms); OpenBLAS's own workers spin yielding the same way
 
-SOURCE = source_file("c_pool.c") + "\n" + source_file("gemm.c")   # one library: the pool runs gemm jobs
+SOURCE = "\n".join(source_file(f) for f in ("c_pool.c", "blas.h", "gemm.c"))   # one library: the pool runs gemm jobs
 
 
 class Gemm(ctypes.Structure):

@@ -1,9 +1,8 @@
 #include <stdint.h>
 
-/* The gemm job of the C pool (c_pool.py compiles it with c_pool.c; threads.py says why):
+/* The gemm job of the C pool (c_pool.py compiles it with c_pool.c and blas.h; threads.py says why):
  * a matmul as parts. C[i] = A[i] @ B[i] over the batch i (up to 4 leading dims, strides
- * in bytes, 0 where an operand broadcasts), row-major BLAS calls: trans 111 (no) / 112
- * (yes), ld in elements. */
+ * in bytes, 0 where an operand broadcasts), each part blas.h's row-major call(s). */
 typedef struct {
     void *gemm;            /* cblas_sgemm or cblas_dgemm */
     int64_t ilp64, dbl;    /* 64-bit BLAS ints; double */
@@ -14,31 +13,10 @@ typedef struct {
     char *A, *B, *C;
 } tt_gemm;
 
-typedef void (*tt_sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
-                           const float *, int64_t, float, float *, int64_t);
-typedef void (*tt_sgemm32)(int, int, int, int32_t, int32_t, int32_t, float, const float *, int32_t,
-                           const float *, int32_t, float, float *, int32_t);
-typedef void (*tt_dgemm64)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
-                           const double *, int64_t, double, double *, int64_t);
-typedef void (*tt_dgemm32)(int, int, int, int32_t, int32_t, int32_t, double, const double *, int32_t,
-                           const double *, int32_t, double, double *, int32_t);
-
 static void tt_one_gemm(const tt_gemm *g, const char *a, const char *b, char *c, int64_t m) {
     if (m <= 0) return;
-    if (g->dbl && g->ilp64)
-        ((tt_dgemm64)g->gemm)(101, (int)g->ta, (int)g->tb, m, g->N, g->K, 1.0, (const double *)a,
-                              g->lda, (const double *)b, g->ldb, 0.0, (double *)c, g->ldc);
-    else if (g->dbl)
-        ((tt_dgemm32)g->gemm)(101, (int)g->ta, (int)g->tb, (int32_t)m, (int32_t)g->N, (int32_t)g->K,
-                              1.0, (const double *)a, (int32_t)g->lda, (const double *)b,
-                              (int32_t)g->ldb, 0.0, (double *)c, (int32_t)g->ldc);
-    else if (g->ilp64)
-        ((tt_sgemm64)g->gemm)(101, (int)g->ta, (int)g->tb, m, g->N, g->K, 1.0f, (const float *)a,
-                              g->lda, (const float *)b, g->ldb, 0.0f, (float *)c, g->ldc);
-    else
-        ((tt_sgemm32)g->gemm)(101, (int)g->ta, (int)g->tb, (int32_t)m, (int32_t)g->N, (int32_t)g->K,
-                              1.0f, (const float *)a, (int32_t)g->lda, (const float *)b,
-                              (int32_t)g->ldb, 0.0f, (float *)c, (int32_t)g->ldc);
+    tt_blas_gemm(g->gemm, g->ilp64, g->dbl, g->ta, g->tb, m, g->N, g->K, a, g->lda, b, g->ldb, 0.0,
+                 c, g->ldc);
 }
 
 static int64_t tt_batch(const tt_gemm *g) {
