@@ -1,7 +1,7 @@
 """Every op with a fast first-order backward (`backward_arrays`, on raw arrays) agrees with
 its `backward` in tinytensor ops, in float64. The list of ops is found by walking the
 Function subclasses, so an op that gains a fast form without a sample here fails. The fused
-ops (tinytensor/ops/{softmax,norms,cross_entropy,attention}.py) are among them: their
+ops (tinytensor/ops/{softmax,norms,batch_norm,cross_entropy,attention}.py) are among them: their
 one-pass array backward against their op-level backward, the reference formula."""
 import numpy as np
 import pytest
@@ -83,6 +83,9 @@ SAMPLES = {
     "FusedNorm": [lambda: F.layer_norm(_t((3, 2, 5)), (2, 5), _t((2, 5)), _t((2, 5))),
                   lambda: F.layer_norm(_t((3, 5)), (5,))],
     "FusedRMSNorm": [lambda: F.rms_norm(_t((3, 2, 5)), (5,), _t((5,))), lambda: F.rms_norm(_t((3, 5)), (5,))],
+    # at the C kernels' sizes (c_eager.MIN_ELEMENTS): smaller calls run the reference ops
+    "BatchNormTrain": [lambda: F.batch_norm(_t((4, 8, 32, 32)), None, None, _t((8,)), _t((8,)), training=True),
+                       lambda: F.batch_norm(_t((2, 4, 64, 64)), None, None, training=True)],
     "FusedCrossEntropy": [
         lambda: F.cross_entropy(_t((4, 5)), tt.tensor([0, 3, -100, 4]), ignore_index=-100),
         lambda: F.cross_entropy(_t((4, 5, 3)), tt.tensor(RNG.integers(0, 5, (4, 3))), reduction="none",

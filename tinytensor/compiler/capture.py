@@ -87,8 +87,9 @@ def capture(fn, args, kwargs=None, name=None, dynamic=False, static=frozenset(),
     STATE.capture = tape
     # the fused kernels' gradients build constants from their inputs' arrays (a valid-row
     # mask from the targets) that a replay would freeze; their reference decompositions
-    # are ops all the way down, and fusing them again is the compiler's job
-    fusion_state = _fusion.set_fusion(False)
+    # are ops all the way down, and fusing them again is the compiler's job. Those of
+    # fusion.CAPTURED (batch norm) are recorded as themselves: a replay gives eager's bits
+    fusion_state = _fusion.for_capture()
     try:
         with symbolic.capturing(guards):
             result = fn(*args, **kwargs)

@@ -8,14 +8,19 @@ decompositions.
     TINYTENSOR_FUSION=0 python train.py       # off from the start (also "false", "off", "no")
 
 The families are "softmax" (softmax and log_softmax), "attention"
-(scaled_dot_product_attention), "layer_norm" (layer_norm and rms_norm) and
-"cross_entropy". Turning fusion off is for debugging: the reference path records the
+(scaled_dot_product_attention), "layer_norm" (layer_norm and rms_norm), "cross_entropy"
+and "batch_norm" (batch_norm in training). Turning fusion off is for debugging: the reference path records the
 primitive ops on the tape, so a graph or a gradient can be inspected op by op.
 """
 import functools
 import os
 
-FAMILIES = ("softmax", "attention", "layer_norm", "cross_entropy")
+FAMILIES = ("softmax", "attention", "layer_norm", "cross_entropy", "batch_norm")
+
+# families whose fused op tt.compile's capture records as itself (`for_capture`): its replay
+# runs the op's own kernels (eager's bits, which its reference decomposition does not give)
+# and its gradient reads only tensors of the tape (no constant a replay would freeze)
+CAPTURED = ("batch_norm",)
 
 _on = os.environ.get("TINYTENSOR_FUSION", "1").strip().lower() not in ("0", "false", "off", "no")
 _off_families = set()
@@ -49,6 +54,14 @@ def set_fusion(enabled, ops=None):
                 _off_families.discard(op)
             else:
                 _off_families.add(op)
+    return prev
+
+
+def for_capture():
+    """tt.compile's capture: every family off but CAPTURED (which keeps its setting); returns
+    the previous state, which `restore_fusion` accepts."""
+    prev = (_on, frozenset(_off_families))
+    _off_families.update(f for f in FAMILIES if f not in CAPTURED)
     return prev
 
 

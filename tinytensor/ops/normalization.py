@@ -3,7 +3,8 @@ normalizations over channels, as compositions of recorded ops.
 
 Each is written in tinytensor ops (mean, subtraction, rsqrt, pooling), so the gradient,
 the double backward and tt.compile's capture come from those ops; no value is read into
-Python. Running statistics (batch_norm and instance_norm in training) are updated in
+Python. Training-mode batch_norm is instead one op with C kernels (ops/batch_norm.py)
+where those kernels take the call; the composition stays its reference and fallback. Running statistics (batch_norm and instance_norm in training) are updated in
 place as torch updates them: the new value is computed in ops under no_grad and written
 into the buffer's own array (`buffers.write`), which under tt.compile is a recorded
 assignment the replay repeats, never a value frozen at the first call.
@@ -11,7 +12,9 @@ assignment the replay repeats, never a value frozen at the first call.
 import numbers
 
 from ..core.grad_mode import no_grad
+from ..kernels import fusion as _fusion
 from ..messages import plain
+from . import batch_norm as _bn
 from .buffers import read as _read_buffer, write as _write_buffer
 from .elementwise import rsqrt
 from .movement import _where
@@ -103,11 +106,18 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n <= 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, "
                              f"got input of shape {tuple(x.shape)}{_where()}")
-        mu = mean(x, dim=dims, keepdim=True)
-        xc = x - mu
-        var = mean(xc * xc, dim=dims, keepdim=True)
-        scale = rsqrt(var + eps)
-        y = xc * (scale if w is None else scale * w)
+        why = _fusion.choose("batch_norm", _bn.why_not_fused, x, weight, bias)
+        if why is None:   # one op, C kernels forward and backward (ops/batch_norm.py)
+            params = [p for p in (weight, bias) if p is not None]
+            y, mu, var, _ = _bn.BatchNormTrain.apply(x, *params, eps=float(eps), has_weight=weight is not None,
+                                                  has_bias=bias is not None)
+            bias = None   # in y already
+        else:
+            mu = mean(x, dim=dims, keepdim=True)
+            xc = x - mu
+            var = mean(xc * xc, dim=dims, keepdim=True)
+            scale = rsqrt(var + eps)
+            y = xc * (scale if w is None else scale * w)
         _update_running("batch_norm", running_mean, mu, n, momentum, False, "running_mean")
         _update_running("batch_norm", running_var, var, n, momentum, True, "running_var")
     else:
