@@ -131,6 +131,7 @@ def test_values_gradients_and_double_backward_match_torch(shape):
     assert "batch_norm_forward" in ran
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")   # torch.func's own
 def test_forward_mode_matches_torch():
     x, g, w, b = _data((4, 6, 40, 36), np.float64)
     rng = np.random.default_rng(1)
@@ -294,3 +295,24 @@ def test_refuses_what_it_does_not_take():
     assert c_batch_norm.backward(g, x, w, mu.astype(np.float64), rs) is None         # stats' dtype
     assert c_batch_norm.backward(g[:4], x, w, mu, rs) is None                        # shapes
     assert c_batch_norm.forward(x, w, b, 1e-5) is not None
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_the_fused_op_s_fallbacks_give_the_reference_s_bits(affine, dt):
+    # a replay of the recorded op (tt.compile, dynamic=True) at a size the kernels refuse
+    # runs these fallbacks; eager at that size runs the reference itself: same bits
+    from tinytensor.ops import batch_norm as bn
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 4, 5, 6)).astype(dt)
+    w, b = (rng.standard_normal(4).astype(dt) for _ in range(2)) if affine else (None, None)
+    g = rng.standard_normal(x.shape).astype(dt)
+    X = tt.tensor(x, requires_grad=True)
+    W, B = (tt.tensor(a, requires_grad=True) for a in (w, b)) if affine else (None, None)
+    y = F.batch_norm(X, None, None, W, B, True)
+    y.backward(tt.tensor(g))
+    fy, mu, _, rstd = bn._reference_forward(x, w, b, 1e-5)
+    dx, dw, db = bn._reference_backward(g, x, w, 1e-5)
+    assert np.array_equal(fy, y.detach().numpy()) and np.array_equal(dx, X.grad.numpy())
+    if affine:
+        assert np.array_equal(dw, W.grad.numpy()) and np.array_equal(db, B.grad.numpy())

@@ -19,13 +19,17 @@ a backward the step differentiates again is recorded as the formula in ops.
 """
 import numpy as np
 
+from ..core.engine import grad
 from ..core.function import Function
-from ..core.grad_mode import STATE
+from ..core.grad_mode import STATE, enable_grad, no_grad
+from ..core.tensor import Tensor
+from ..device import device_of_array
 from ..core.rules import Rule
 from ..kernels import c_batch_norm
 from ..kernels._common import is_cpu
 from .norms import _dx, _norm_flops, _normalized
-from .reduce import sum as sum_
+from .elementwise import rsqrt
+from .reduce import mean, sum as sum_
 
 
 def _dims(ndim):
@@ -37,26 +41,46 @@ def _per_channel(v, ndim):
     return v.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def _numpy_forward(x, w, b, eps):
-    """The reference decomposition's steps on arrays (the kernels' fallback)."""
-    dims = _dims(x.ndim)
-    mu = x.mean(axis=dims, keepdims=True)
+def reference(x, w, dims, eps):
+    """Training batch norm in ops, the reference: (y before the bias, the batch mean, the
+    biased var), w shaped per channel or None. ops/normalization.py runs it where the fused
+    op does not; the kernels' fallbacks below run it too."""
+    mu = mean(x, dim=dims, keepdim=True)
     xc = x - mu
-    var = (xc * xc).mean(axis=dims, keepdims=True)
-    rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
-    y = xc * (rstd if w is None else rstd * _per_channel(w, x.ndim))
-    if b is not None:
-        y += _per_channel(b, x.ndim)
-    return y, mu.reshape(-1), var.reshape(-1), rstd.reshape(-1)
+    var = mean(xc * xc, dim=dims, keepdim=True)
+    scale = rsqrt(var + eps)
+    return xc * (scale if w is None else scale * w), mu, var
 
 
-def _numpy_backward(g, x, w, mean, rstd):
-    dims, nd = _dims(x.ndim), x.ndim
-    rs = _per_channel(rstd, nd)
-    xh = (x - _per_channel(mean, nd)) * rs
-    gy = g if w is None else g * _per_channel(w, nd)
-    dx = rs * (gy - gy.mean(axis=dims, keepdims=True) - xh * (gy * xh).mean(axis=dims, keepdims=True))
-    return dx, (g * xh).sum(axis=dims), g.sum(axis=dims)
+def _tensors(*arrays, grad=False):
+    return [None if a is None else Tensor._make(a, device_of_array(a), grad) for a in arrays]
+
+
+def _reference_forward(x, w, b, eps):
+    """The kernels' fallback forward: the reference's own ops on these arrays (no graph).
+    A replay of the recorded op at a size the kernels refuse (tt.compile dynamic=True) so
+    gives what eager gives at that size, where eager runs the reference itself."""
+    with no_grad():
+        X, W, B = _tensors(x, w, b)
+        y, mu, var = reference(X, None if W is None else _per_channel(W, x.ndim), _dims(x.ndim), eps)
+        if B is not None:
+            y = y + _per_channel(B, x.ndim)
+        rstd = rsqrt(var + eps)
+    return y.data, mu.data.reshape(-1), var.data.reshape(-1), rstd.data.reshape(-1)
+
+
+def _reference_backward(g, x, w, eps):
+    """The kernels' fallback backward: the reference's graph rebuilt and differentiated (its
+    ops' first-order backwards, as eager's backward runs them where it ran the reference),
+    so a replay at a size the kernels refuse gives eager's gradients bit for bit."""
+    with enable_grad():
+        X, W, B = _tensors(x, w, np.zeros(x.shape[1], x.dtype), grad=True)
+        y, _, _ = reference(X, None if W is None else _per_channel(W, x.ndim), _dims(x.ndim), eps)
+        y = y + _per_channel(B, x.ndim)
+        leaves = [X, B] if W is None else [X, W, B]
+        got = grad([y], leaves, [_tensors(g)[0]])
+    dx, db = got[0].data, got[-1].data
+    return dx, (np.zeros_like(db) if W is None else got[1].data), db   # no weight: unread
 
 
 class BatchNormTrain(Function):
@@ -72,7 +96,7 @@ class BatchNormTrain(Function):
         w = params[0] if has_weight else None
         b = params[-1] if has_bias else None
         got = c_batch_norm.forward(x, w, b, eps) if is_cpu(x) else None
-        y, mean, var, rstd = got if got is not None else _numpy_forward(x, w, b, eps)
+        y, mean, var, rstd = got if got is not None else _reference_forward(x, w, b, eps)
         ctx.save_for_backward(x, *([w] if has_weight else []), mean, rstd)
         ctx.mark_non_differentiable(mean, var, rstd)
         return y, mean, var, rstd
@@ -100,7 +124,7 @@ class BatchNormTrain(Function):
             # tt.compile records a first-order backward: the kernel as an op (its replay gives
             # eager's backward_arrays bits); no graph of it is asked for, so none is needed
             saved = [ctx.saved_tensor(k) for k in range(3 + a["has_weight"])]   # x, [w], mean, rstd
-            dx, dw, db = BatchNormBackward.apply(g, *saved, has_weight=a["has_weight"])
+            dx, dw, db = BatchNormBackward.apply(g, *saved, has_weight=a["has_weight"], eps=a["eps"])
             out = [dx if need_x else None]
         else:   # the reference's formula in ops, differentiable again
             x, w, xh, rs, dims = BatchNormTrain._reference(ctx)
@@ -141,7 +165,7 @@ class BatchNormTrain(Function):
         need_x, need_w, need_b = BatchNormTrain._needs(ctx)
         saved = ctx.saved_arrays
         w = saved[1] if a["has_weight"] else None
-        dx, dw, db = _backward(g, saved[0], w, saved[-2], saved[-1])
+        dx, dw, db = _backward(g, saved[0], w, saved[-2], saved[-1], a["eps"])
         out = [dx if need_x else None]
         if a["has_weight"]:
             out.append(dw if need_w else None)
@@ -150,12 +174,12 @@ class BatchNormTrain(Function):
         return tuple(out)
 
 
-def _backward(g, x, w, mean, rstd):
+def _backward(g, x, w, mean, rstd, eps):
     """(dx, sum of g * xhat, sum of g) on arrays: the C kernel, NumPy's arithmetic where it
     refuses. The one computation behind eager's backward_arrays and a compiled replay's
     BatchNormBackward, so the two give the same bits."""
     got = c_batch_norm.backward(g, x, w, mean, rstd) if is_cpu(x) else None
-    dx, dw, db = got if got is not None else _numpy_backward(g, x, w, mean, rstd)
+    dx, dw, db = got if got is not None else _reference_backward(g, x, w, eps)
     return tuple(v.astype(x.dtype, copy=False) for v in (dx, dw, db))
 
 
@@ -167,8 +191,8 @@ class BatchNormBackward(Function):
     name = "batch_norm_backward"
 
     @staticmethod
-    def forward(ctx, g, x, *rest, has_weight):
-        return _backward(g, x, rest[0] if has_weight else None, rest[-2], rest[-1])
+    def forward(ctx, g, x, *rest, has_weight, eps):
+        return _backward(g, x, rest[0] if has_weight else None, rest[-2], rest[-1], eps)
 
     @staticmethod
     def backward(ctx, *grads):

@@ -113,11 +113,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                                   has_bias=bias is not None)
             bias = None   # in y already
         else:
-            mu = mean(x, dim=dims, keepdim=True)
-            xc = x - mu
-            var = mean(xc * xc, dim=dims, keepdim=True)
-            scale = rsqrt(var + eps)
-            y = xc * (scale if w is None else scale * w)
+            y, mu, var = _bn.reference(x, w, dims, eps)
         _update_running("batch_norm", running_mean, mu, n, momentum, False, "running_mean")
         _update_running("batch_norm", running_var, var, n, momentum, True, "running_var")
     else:
