@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.function import Function
 from ..core.rules import Rule
+from ..kernels import c_eager as _c
 from .elementwise import (_BySlope, _sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
                           tanh, where)
 from .inplace import apply_inplace
@@ -37,13 +38,29 @@ class Elu(Function):
     constants selu and celu (their own classes below, so graphs show the name used)."""
     compile_rule = Rule(transcendental=True)
 
+    # The transcendental parts stay NumPy's (libm's expm1 and exp: the C kernels have no
+    # expm1, and their exp is not NumPy's to the bit); the selects between the branches run
+    # as C kernels where the kernels run, bit for bit NumPy's: NumPy's where branches per
+    # element and mispredicts half of random signs (elu fwd+bwd (64,128,256) f32, Zen 5,
+    # 2 threads: 29.1 -> see the commit ms). `_select`/`_slope` are the formulas for Tensors
+    # (the kernels' decomposition, and backward) and arrays alike.
+    @staticmethod
+    def _select(where, x, pos, neg):
+        return where(x > 0, pos, neg)
+
+    @staticmethod
+    def _times_slope(where, x, g, slope_neg, scale):
+        return g * where(x > 0, scale, slope_neg)
+
     @staticmethod
     def forward(ctx, x, alpha, scale, input_scale):
         ctx.save_for_backward(x)
         xp = _xp(x)
         with np.errstate(over="ignore"):
-            neg_part = xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)
-        return xp.where(x > 0, x * scale, neg_part).astype(x.dtype, copy=False)
+            neg_part = (xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)).astype(x.dtype, copy=False)
+        got = _c.elementwise("elu_select", lambda x, n: Elu._select(where, x, x * scale, n), [x, neg_part],
+                             (scale,))
+        return got[0] if got else Elu._select(xp.where, x, x * scale, neg_part).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
@@ -53,7 +70,7 @@ class Elu(Function):
         # the constant 0, not x
         x_neg = where(lt(x, 0), x, 0.0)
         slope_neg = exp(x_neg * a["input_scale"]) * (a["alpha"] * a["scale"] * a["input_scale"])
-        return g * where(x > 0, a["scale"], slope_neg)
+        return Elu._times_slope(where, x, g, slope_neg, a["scale"])
 
     jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
@@ -64,7 +81,13 @@ class Elu(Function):
         xp = _xp(x)
         slope_neg = xp.exp(xp.minimum(x, 0) * a["input_scale"]) * (
             a["alpha"] * a["scale"] * a["input_scale"])
-        return g * xp.where(x > 0, g.dtype.type(a["scale"]), slope_neg)
+        scale = a["scale"]
+        if slope_neg.dtype == g.dtype:
+            got = _c.elementwise("elu_backward_select",
+                                 lambda x, g, s: Elu._times_slope(where, x, g, s, scale), [x, g, slope_neg], (scale,))
+            if got:
+                return got[0]
+        return Elu._times_slope(xp.where, x, g, slope_neg, g.dtype.type(scale))
 
 
 class Selu(Elu):
@@ -137,6 +160,10 @@ def mish(input, inplace=False):
 
 
 # ---------------------------------------------------------------- piecewise linear
+# The slopes are selects: in C where the kernels run (`_c.elementwise`, bit for bit NumPy's:
+# the same operations on the same types), since NumPy's where branches per element and
+# mispredicts half of random signs. Each slope is written once (`_grad(where, x, g, ...)`)
+# for Tensors (backward, and the kernel's decomposition) and arrays (the NumPy fallback).
 class Hardswish(_OfInput, Function):
     """x * relu6(x + 3) / 6; torch's slope is x / 3 + 1/2 strictly inside (-3, 3), 0 from -3
     down and 1 from 3 up."""
@@ -146,13 +173,19 @@ class Hardswish(_OfInput, Function):
         return x * xp.clip(x + 3.0, 0.0, 6.0) / 6.0
 
     @staticmethod
-    def backward(ctx, g):
-        x = ctx.saved_tensor(0)
+    def _grad(where, x, g):
         return g * where(x <= -3.0, 0.0, where(x < 3.0, x / 3.0 + 0.5, 1.0))
+
+    @staticmethod
+    def backward(ctx, g):
+        return Hardswish._grad(where, ctx.saved_tensor(0), g)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
+        got = _c.elementwise("hardswish_backward", lambda x, g: Hardswish._grad(where, x, g), [x, g])
+        if got:
+            return got[0]
         xp = _xp(x)
         slope = xp.where(x <= -3.0, 0.0, xp.where(x < 3.0, x / 3.0 + 0.5, 1.0))
         return g * slope.astype(x.dtype, copy=False)
@@ -165,14 +198,21 @@ class Hardsigmoid(_OfInput, Function):
     def value(xp, x):
         return xp.clip(x + 3.0, 0.0, 6.0) / 6.0
 
+    # a select, as torch's: a nan g stays out where the slope is 0
+    @staticmethod
+    def _grad(where, abs, x, g):
+        return where(abs(x) < 3.0, g * (1.0 / 6.0), 0.0)
+
     @staticmethod
     def backward(ctx, g):
-        x = ctx.saved_tensor(0)   # a select, as torch's: a nan g stays out where the slope is 0
-        return where(lt(absolute(x), 3.0), g * (1.0 / 6.0), 0.0)
+        return Hardsigmoid._grad(where, absolute, ctx.saved_tensor(0), g)
 
     @staticmethod
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
+        got = _c.elementwise("hardsigmoid_backward", lambda x, g: Hardsigmoid._grad(where, absolute, x, g), [x, g])
+        if got:
+            return got[0]
         xp = _xp(x)
         return xp.where(xp.abs(x) < 3.0, g * g.dtype.type(1.0 / 6.0), g.dtype.type(0))
 
@@ -185,15 +225,23 @@ class Hardtanh(_OfInput, Function):
     def value(xp, x, min_val, max_val):
         return xp.clip(x, min_val, max_val)
 
+    # a select, as torch's: a nan g stays out where x is clamped
     @staticmethod
-    def backward(ctx, g):   # a select, as torch's: a nan g stays out where x is clamped
+    def _grad(where, x, g, lo, hi):
+        return where((x > lo) & (x < hi), g, 0.0)
+
+    @staticmethod
+    def backward(ctx, g):
         x, a = ctx.saved_tensor(0), ctx.attrs
-        return where((x > a["min_val"]) & (x < a["max_val"]), g, 0.0)
+        return Hardtanh._grad(where, x, g, a["min_val"], a["max_val"])
 
     @staticmethod
     def backward_arrays(ctx, g):
         x, a = ctx.saved_array(0), ctx.attrs
-        return _xp(x).where((x > a["min_val"]) & (x < a["max_val"]), g, g.dtype.type(0))
+        lo, hi = a["min_val"], a["max_val"]
+        got = _c.elementwise("hardtanh_backward", lambda x, g: Hardtanh._grad(where, x, g, lo, hi), [x, g],
+                             (lo, hi))
+        return got[0] if got else _xp(x).where((x > lo) & (x < hi), g, g.dtype.type(0))
 
 
 class Relu6(Hardtanh):
@@ -235,13 +283,21 @@ class Logsigmoid(_OfInput, Function):
         return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
 
     @staticmethod
+    def _grad(x, g):
+        return g * sigmoid(neg(x))
+
+    @staticmethod
     def backward(ctx, g):
-        return g * sigmoid(neg(ctx.saved_tensor(0)))
+        return Logsigmoid._grad(ctx.saved_tensor(0), g)
 
     @staticmethod
     def backward_arrays(ctx, g):
+        # in C where the kernels run: one fused pass on the pool's threads for NumPy's six.
+        # The C sigmoid is not NumPy's to the bit (kernels/c_eager.py's tolerance, as the
+        # sigmoid op's: tests/tinytensor/test_eager_kernels.py)
         x = ctx.saved_array(0)
-        return g * _sigmoid(_xp(x), -x)
+        got = _c.elementwise("logsigmoid_backward", Logsigmoid._grad, [x, g])
+        return got[0] if got else g * _sigmoid(_xp(x), -x)
 
 
 def logsigmoid(input):
