@@ -513,13 +513,13 @@ def _same_bits(a, b):
 # the selects of the piecewise activations (ops/activations.py) and abs's sign: NumPy's bits,
 # nan payloads and signed zeros included
 _SELECTS = {
-    "elu": (lambda X: F.elu(X), {"elu_select", "elu_backward_select"}),
-    "selu": (F.selu, {"elu_select", "elu_backward_select"}),
-    "celu": (lambda X: F.celu(X, 0.7), {"elu_select", "elu_backward_select"}),
+    "elu": (lambda X: F.elu(X), {"elu", "elu_backward"}),
+    "selu": (F.selu, {"elu", "elu_backward"}),
+    "celu": (lambda X: F.celu(X, 0.7), {"elu", "elu_backward"}),
     "hardtanh": (lambda X: F.hardtanh(X, -0.5, 2.0), {"hardtanh_backward"}),
     "relu6": (F.relu6, {"hardtanh_backward"}),
-    "hardswish": (F.hardswish, {"hardswish_backward"}),
-    "hardsigmoid": (F.hardsigmoid, {"hardsigmoid_backward"}),
+    "hardswish": (F.hardswish, {"hardswish", "hardswish_backward"}),
+    "hardsigmoid": (F.hardsigmoid, {"hardsigmoid", "hardsigmoid_backward"}),
     "abs": (lambda X: X.abs(), {"abs_backward"}),
 }
 
@@ -564,8 +564,8 @@ def test_sigmoid_slopes_run_c_within_the_sigmoid_kernel_s_tolerance(case, dt):
     with np.errstate(all="ignore"):
         (y, gx), names = run_noting_kernels(run)
         yn, gn = numpy_path(run)
-    assert case + "_backward" in names
-    assert _same_bits(y, yn)   # the forward stays NumPy's
+    assert {case, case + "_backward"} <= names
+    assert _same_bits(y, yn)   # the forward: libm's log1p(exp(..)) from NumPy, the rest in C, the same bits
     eps = np.finfo(dt).eps
     assert np.array_equal(np.isnan(gx), np.isnan(gn))
     fin = np.isfinite(gn)
@@ -607,3 +607,58 @@ def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
     # a broadcast mask stays on NumPy
     _, names = run_noting_kernels(lambda: tt.where(tt.tensor(m[:1]), tt.tensor(x), tt.tensor(y)))
     assert "where" not in names
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,dim", [((4, 128, 96), 1), ((300, 2), 0), ((2, 3, 40, 41), 1), ((2, 3, 40, 41), 2),
+                                       ((3, 70, 2), -2), ((1, 9, 300), 1)])
+def test_softmax_over_a_middle_dim_runs_c_in_numpy_s_order(shape, dim, dt, monkeypatch):
+    monkeypatch.setattr(c_eager, "MIN_ELEMENTS", 16)   # the small shapes too
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * 3).astype(dt)
+    x.reshape(-1)[:8] = [np.nan, np.inf, -np.inf, -0.0, 0.0, np.finfo(dt).smallest_subnormal, 50, -50]
+    g = rng.standard_normal(shape).astype(dt)
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y = F.softmax(X, dim)
+        y.backward(tt.tensor(g))
+        return y.detach().numpy(), X.grad.numpy()
+
+    with np.errstate(all="ignore"):
+        (y, gx), names = run_noting_kernels(run)
+        yn, gn = numpy_path(run)
+        d = dim % len(shape)
+        # the backward is NumPy's reference formula on the forward's y, to the bit
+        assert _same_bits(gx, (g - (g * y).sum(axis=d, keepdims=True)) * y)
+    assert {"softmax_mid", "softmax_mid_backward"} <= names
+    # the forward: NumPy's steps but tt_math.h's exp: a few ulps, nans where NumPy's are
+    assert np.array_equal(np.isnan(y), np.isnan(yn))
+    ok = ~np.isnan(yn)
+    assert np.all(np.abs(y[ok] - yn[ok]) <= 4 * np.finfo(dt).eps * np.maximum(yn[ok], np.finfo(dt).tiny))
+    xt = torch.tensor(np.where(np.isfinite(x), x, 0).astype(np.float64))
+    fin = np.isfinite(x).all(axis=d, keepdims=True) & np.ones_like(x, bool)
+    ref = torch.softmax(xt, d).numpy()
+    assert fin.any() or shape == (300, 2)   # there both columns hold a nan or an inf
+    assert not fin.any() or np.abs(y[fin] - ref[fin]).max() <= np.abs(yn[fin] - ref[fin]).max() + 4 * np.finfo(dt).eps
+
+
+@needs_cc
+def test_softmax_over_a_middle_dim_compiled_gives_eager_s_bits():
+    rng = np.random.default_rng(9)
+    x, g = (rng.standard_normal((8, 128, 64)).astype(np.float32) for _ in range(2))
+
+    def step(X, G):
+        y = F.softmax(X, 1)
+        y.backward(G)
+        return y.detach()
+
+    X = tt.tensor(x, requires_grad=True)
+    (ye, ge), names = run_noting_kernels(lambda: (step(X, tt.tensor(g)).numpy(), X.grad.numpy()))
+    assert "softmax_mid" in names
+    compiled = tt.compile(step)
+    for _ in range(2):
+        X.grad = None
+        yc = compiled(X, tt.tensor(g)).numpy()
+    assert _same_bits(yc, ye) and _same_bits(X.grad.numpy(), ge)

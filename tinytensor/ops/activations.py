@@ -16,8 +16,8 @@ import numpy as np
 from ..core.function import Function
 from ..core.rules import Rule
 from ..kernels import c_eager as _c
-from .elementwise import (_BySlope, _sigmoid, _xp, absolute, exp, float_operand, lt, neg, sigmoid, softplus,
-                          tanh, where)
+from .elementwise import (_BySlope, _sigmoid, _xp, absolute, exp, float_operand, lt, minimum, neg, sigmoid,
+                          softplus, tanh, where)
 from .inplace import apply_inplace
 
 __all__ = ["elu", "selu", "celu", "mish", "hardswish", "hardsigmoid", "hardtanh", "relu6",
@@ -39,38 +39,40 @@ class Elu(Function):
     compile_rule = Rule(transcendental=True)
 
     # The transcendental parts stay NumPy's (libm's expm1 and exp: the C kernels have no
-    # expm1, and their exp is not NumPy's to the bit); the selects between the branches run
-    # as C kernels where the kernels run, bit for bit NumPy's: NumPy's where branches per
-    # element and mispredicts half of random signs (elu fwd+bwd (64,128,256) f32, Zen 5,
-    # 2 threads: 29.1 -> see the commit ms). `_select`/`_slope` are the formulas for Tensors
-    # (the kernels' decomposition, and backward) and arrays alike.
+    # expm1, and their exp is not NumPy's to the bit); the rest, the selects between the
+    # branches and the products around them, runs as C kernels where the kernels run, bit
+    # for bit NumPy's: NumPy's where branches per element and mispredicts half of random
+    # signs (elu fwd+bwd (64,128,256) f32, Zen 5, 2 threads: 29.1 -> 5.7 ms; most of it now
+    # libm's expm1, one thread, 4 ms). `_value` and
+    # `_times_slope` are the formulas for Tensors (the kernels' decomposition, and
+    # backward) and arrays alike, given the expm1 or the exp.
     @staticmethod
-    def _select(where, x, pos, neg):
-        return where(x > 0, pos, neg)
+    def _value(where, x, expm1_, alpha, scale):
+        return where(x > 0, x * scale, expm1_ * (alpha * scale))
 
     @staticmethod
-    def _times_slope(where, x, g, slope_neg, scale):
-        return g * where(x > 0, scale, slope_neg)
+    def _times_slope(where, x, g, exp_, a):
+        return g * where(x > 0, a["scale"], exp_ * (a["alpha"] * a["scale"] * a["input_scale"]))
 
     @staticmethod
     def forward(ctx, x, alpha, scale, input_scale):
         ctx.save_for_backward(x)
         xp = _xp(x)
         with np.errstate(over="ignore"):
-            neg_part = (xp.expm1(xp.minimum(x, 0) * input_scale) * (alpha * scale)).astype(x.dtype, copy=False)
-        got = _c.elementwise("elu_select", lambda x, n: Elu._select(where, x, x * scale, n), [x, neg_part],
-                             (scale,))
-        return got[0] if got else Elu._select(xp.where, x, x * scale, neg_part).astype(x.dtype, copy=False)
+            e = xp.expm1(xp.minimum(x, 0) * input_scale)
+        if e.dtype == x.dtype:
+            got = _c.elementwise("elu", lambda x, e: Elu._value(where, x, e, alpha, scale), [x, e], (alpha, scale))
+            if got:
+                return got[0]
+        return Elu._value(xp.where, x, e, alpha, scale).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
         x = ctx.saved_tensor(0)
-        a = ctx.attrs
         # torch's second derivative is 0 at x = 0 (the mask is x < 0): there the exponent is
         # the constant 0, not x
         x_neg = where(lt(x, 0), x, 0.0)
-        slope_neg = exp(x_neg * a["input_scale"]) * (a["alpha"] * a["scale"] * a["input_scale"])
-        return Elu._times_slope(where, x, g, slope_neg, a["scale"])
+        return Elu._times_slope(where, x, g, exp(x_neg * ctx.attrs["input_scale"]), ctx.attrs)
 
     jvp = backward   # elementwise: a diagonal (symmetric) Jacobian
 
@@ -79,15 +81,13 @@ class Elu(Function):
         x = ctx.saved_array(0)
         a = ctx.attrs
         xp = _xp(x)
-        slope_neg = xp.exp(xp.minimum(x, 0) * a["input_scale"]) * (
-            a["alpha"] * a["scale"] * a["input_scale"])
-        scale = a["scale"]
-        if slope_neg.dtype == g.dtype:
-            got = _c.elementwise("elu_backward_select",
-                                 lambda x, g, s: Elu._times_slope(where, x, g, s, scale), [x, g, slope_neg], (scale,))
+        e = xp.exp(xp.minimum(x, 0) * a["input_scale"])
+        if e.dtype == g.dtype:
+            got = _c.elementwise("elu_backward", lambda x, g, e: Elu._times_slope(where, x, g, e, a), [x, g, e],
+                                 (a["alpha"], a["scale"], a["input_scale"]))
             if got:
                 return got[0]
-        return Elu._times_slope(xp.where, x, g, slope_neg, g.dtype.type(scale))
+        return Elu._times_slope(xp.where, x, g, e, {**a, "scale": g.dtype.type(a["scale"])})
 
 
 class Selu(Elu):
@@ -120,9 +120,15 @@ class _OfInput:
     that saves x. Its Jacobian is diagonal (symmetric): the tangent is its backward applied to
     it. A mixin before Function."""
 
+    c_value = None   # value as a formula of Tensors, run as a C kernel: the same bits (tested)
+
     @classmethod
     def forward(cls, ctx, x, **attrs):
         ctx.save_for_backward(x)
+        if cls.c_value is not None:
+            got = _c.elementwise(cls.__name__.lower(), lambda t: cls.c_value(t, **attrs), [x], tuple(attrs.values()))
+            if got:
+                return got[0]
         return cls.value(_xp(x), x, **attrs).astype(x.dtype, copy=False)
 
     @classmethod
@@ -164,6 +170,11 @@ def mish(input, inplace=False):
 # the same operations on the same types), since NumPy's where branches per element and
 # mispredicts half of random signs. Each slope is written once (`_grad(where, x, g, ...)`)
 # for Tensors (backward, and the kernel's decomposition) and arrays (the NumPy fallback).
+def _clip_0_6(t):
+    """np.clip(t, 0, 6) in Tensor ops, a nan passing through (where np.clip keeps t's nan)."""
+    return where(t < 0.0, 0.0, where(t > 6.0, 6.0, t))
+
+
 class Hardswish(_OfInput, Function):
     """x * relu6(x + 3) / 6; torch's slope is x / 3 + 1/2 strictly inside (-3, 3), 0 from -3
     down and 1 from 3 up."""
@@ -171,6 +182,10 @@ class Hardswish(_OfInput, Function):
     @staticmethod
     def value(xp, x):
         return x * xp.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+    @staticmethod
+    def c_value(x):   # NumPy's four passes as one: the clip as selects (x + 3 is never -0)
+        return x * _clip_0_6(x + 3.0) / 6.0
 
     @staticmethod
     def _grad(where, x, g):
@@ -197,6 +212,10 @@ class Hardsigmoid(_OfInput, Function):
     @staticmethod
     def value(xp, x):
         return xp.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+    @staticmethod
+    def c_value(x):
+        return _clip_0_6(x + 3.0) / 6.0
 
     # a select, as torch's: a nan g stays out where the slope is 0
     @staticmethod
@@ -281,6 +300,16 @@ class Logsigmoid(_OfInput, Function):
     @staticmethod
     def value(xp, x):
         return xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+
+    @classmethod
+    def forward(cls, ctx, x):
+        # libm's log1p(exp(-|x|)) stays NumPy's (the C kernels have no log1p); the min and
+        # the subtraction are a C kernel where the kernels run, the same bits
+        ctx.save_for_backward(x)
+        xp = _xp(x)
+        e = xp.log1p(xp.exp(-xp.abs(x)))
+        got = _c.elementwise("logsigmoid", lambda x, e: minimum(x, 0.0) - e, [x, e])
+        return got[0] if got else (xp.minimum(x, 0) - e).astype(x.dtype, copy=False)
 
     @staticmethod
     def _grad(x, g):

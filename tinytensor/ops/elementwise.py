@@ -1167,13 +1167,22 @@ class Softplus(Function):
     compile_rule = Rule(transcendental=True)
     jvp = staticmethod(elementwise_jvp)
 
+    # libm's log1p(exp(-|bx|)) stays NumPy's (the C kernels have no log1p); the rest, NumPy's
+    # five passes around it, is one C kernel where the kernels run, the same bits
+    @staticmethod
+    def _value(where, maximum, x, log1p_exp, beta, threshold):
+        bx = x * beta
+        return where(bx > threshold, x, (maximum(bx, 0.0) + log1p_exp) / beta)
+
     @staticmethod
     def forward(ctx, x, beta, threshold):
         ctx.save_for_backward(x)
         xp = _xp(x)
-        bx = x * beta
-        soft = (xp.maximum(bx, 0) + xp.log1p(xp.exp(-xp.abs(bx)))) / beta
-        return xp.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
+        e = xp.log1p(xp.exp(-xp.abs(x * beta)))
+        got = _c.elementwise("softplus", lambda x, e: Softplus._value(where, maximum, x, e, beta, threshold),
+                             [x, e], (beta, threshold))
+        return got[0] if got else Softplus._value(xp.where, xp.maximum, x, e, beta, threshold).astype(
+            x.dtype, copy=False)
 
     @staticmethod
     def _grad(x, g, beta, threshold):

@@ -60,7 +60,7 @@ def _spec(small):
          lambda m, F, x: F.adaptive_avg_pool2d(x, 1), [conv_x], None),
         # the activations whose selects ran as NumPy's where (branching per element: half
         # of random signs mispredicted) or as several single-threaded passes; the masks of
-        # where and masked_fill are random signs too
+        # where and masked_fill are random signs too; softmax over a middle dim ran NumPy's passes
         ("F.elu", lambda m, F, x: F.elu(x), [act], None),
         ("F.relu6", lambda m, F, x: F.relu6(x), [act], None),
         ("F.hardtanh", lambda m, F, x: F.hardtanh(x), [act], None),
@@ -70,6 +70,7 @@ def _spec(small):
         ("abs", lambda m, F, x: m.abs(x), [act], None),
         ("where(z > 0, x, y)", lambda m, F, x, y, z: m.where(z > 0, x, y), [act, act, act], None),
         ("masked_fill(z > 0, 0)", lambda m, F, x, z: x.masked_fill(z > 0, 0.0), [act, act], None),
+        ("softmax(1) (not the last dim)", lambda m, F, x: F.softmax(x, dim=1), [act], None),
     ]
 
 
