@@ -524,9 +524,15 @@ _SELECTS = {
 }
 
 
+def _fast_first(cases, fast):
+    """(case, dtype) params, all but `fast`'s marked slow: each builds a kernel or two (seconds
+    each on a cold cache)."""
+    return [pytest.param(c, d, marks=() if (c, d) in fast else pytest.mark.slow)
+            for c in cases for d in (np.float32, np.float64)]
+
+
 @needs_cc
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
-@pytest.mark.parametrize("case", sorted(_SELECTS))
+@pytest.mark.parametrize("case,dt", _fast_first(sorted(_SELECTS), {("relu6", np.float32), ("elu", np.float32)}))
 def test_activation_selects_run_c_with_numpy_s_bits(case, dt):
     op, kernels = _SELECTS[case]
     x, g = _edge_data(dt)
@@ -545,8 +551,7 @@ def test_activation_selects_run_c_with_numpy_s_bits(case, dt):
 
 
 @needs_cc
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
-@pytest.mark.parametrize("case", ["logsigmoid", "softplus"])
+@pytest.mark.parametrize("case,dt", _fast_first(["logsigmoid", "softplus"], {("softplus", np.float32)}))
 def test_sigmoid_slopes_run_c_within_the_sigmoid_kernel_s_tolerance(case, dt):
     # logsigmoid's and softplus's slopes evaluate a sigmoid: in C the sigmoid op's C
     # (codegen/tt_math.h), which is not NumPy's exp to the bit: a few ulps (2 measured), the
@@ -579,7 +584,7 @@ def test_sigmoid_slopes_run_c_within_the_sigmoid_kernel_s_tolerance(case, dt):
 
 
 @needs_cc
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
     x, g = _edge_data(dt)
     y = np.random.default_rng(6).standard_normal(x.shape).astype(dt)
@@ -610,7 +615,7 @@ def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
 
 
 @needs_cc
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("shape,dim", [((4, 128, 96), 1), ((300, 2), 0), ((2, 3, 40, 41), 1), ((2, 3, 40, 41), 2),
                                        ((3, 70, 2), -2), ((1, 9, 300), 1)])
 def test_softmax_over_a_middle_dim_runs_c_in_numpy_s_order(shape, dim, dt, monkeypatch):
