@@ -489,3 +489,181 @@ def test_relu_selects_run_c_with_numpy_s_bits_through_nan_inf_and_signed_zeros(o
     assert kernels <= names
     for a, b in zip(got, numpy_path(run)):
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b))
+
+
+def _edge_data(dt, shape=(64, 1024)):
+    """x with nan, +-inf, +-0, a denormal and the activations' corners; g with nan, +-inf,
+    -0 and a denormal, some of them where x is at an edge, some where it is clamped."""
+    rng = np.random.default_rng(5)
+    tiny = np.finfo(dt).smallest_subnormal
+    x = (rng.standard_normal(shape) * 4).astype(dt)
+    x[0, :14] = [np.nan, np.inf, -np.inf, -0.0, 0.0, tiny, -tiny, -3, 3, 6, -1, 1, 1.5, -20]
+    x[1, :8] = [0.0, -0.0, np.nan, 0.0, -0.0, np.nan, -0.5, 2.0]   # hardtanh(-0.5, 2.0)'s bounds
+    g = rng.standard_normal(shape).astype(dt)
+    g[0, 14:24] = [1, 2, 3, np.nan, np.inf, -np.inf, np.nan, np.inf, -np.inf, -0.0]
+    g[1, :12] = [np.nan, np.inf, -np.inf, -0.0, 0.0, tiny, np.nan, np.inf, -np.inf, -0.0, 0.0, tiny]
+    g[0, :14] = np.where(np.arange(14) % 2, np.nan, -tiny)
+    return x, g
+
+
+def _same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+# the selects of the piecewise activations (ops/activations.py) and abs's sign: NumPy's bits,
+# nan payloads and signed zeros included
+_SELECTS = {
+    "elu": (lambda X: F.elu(X), {"elu", "elu_backward"}),
+    "selu": (F.selu, {"elu", "elu_backward"}),
+    "celu": (lambda X: F.celu(X, 0.7), {"elu", "elu_backward"}),
+    "hardtanh": (lambda X: F.hardtanh(X, -0.5, 2.0), {"hardtanh_backward"}),
+    "relu6": (F.relu6, {"hardtanh_backward"}),
+    "hardswish": (F.hardswish, {"hardswish", "hardswish_backward"}),
+    "hardsigmoid": (F.hardsigmoid, {"hardsigmoid", "hardsigmoid_backward"}),
+    "abs": (lambda X: X.abs(), {"abs_backward"}),
+}
+
+
+def _fast_first(cases, fast):
+    """(case, dtype) params, all but `fast`'s marked slow: each builds a kernel or two (seconds
+    each on a cold cache)."""
+    return [pytest.param(c, d, marks=() if (c, d) in fast else pytest.mark.slow)
+            for c in cases for d in (np.float32, np.float64)]
+
+
+@needs_cc
+@pytest.mark.parametrize("case,dt", _fast_first(sorted(_SELECTS), {("relu6", np.float32), ("elu", np.float32)}))
+def test_activation_selects_run_c_with_numpy_s_bits(case, dt):
+    op, kernels = _SELECTS[case]
+    x, g = _edge_data(dt)
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y = op(X)
+        y.backward(tt.tensor(g))
+        return y.detach().numpy(), X.grad.numpy()
+
+    with np.errstate(all="ignore"):
+        got, names = run_noting_kernels(run)
+        ref = numpy_path(run)
+    assert kernels <= names, names
+    assert all(_same_bits(a, b) for a, b in zip(got, ref)), case
+
+
+@needs_cc
+@pytest.mark.parametrize("case,dt", _fast_first(["logsigmoid", "softplus"], {("softplus", np.float32)}))
+def test_sigmoid_slopes_run_c_within_the_sigmoid_kernel_s_tolerance(case, dt):
+    # logsigmoid's and softplus's slopes evaluate a sigmoid: in C the sigmoid op's C
+    # (codegen/tt_math.h), which is not NumPy's exp to the bit: a few ulps (2 measured), the
+    # selects (softplus's threshold) and the nans exact; and against torch in float64
+    op, tfn = {"logsigmoid": (F.logsigmoid, TF.logsigmoid),
+               "softplus": (lambda X: F.softplus(X, 2.0, 3.0), lambda X: TF.softplus(X, 2.0, 3.0))}[case]
+    x, g = _edge_data(dt)
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y = op(X)
+        y.backward(tt.tensor(g))
+        return y.detach().numpy(), X.grad.numpy()
+
+    with np.errstate(all="ignore"):
+        (y, gx), names = run_noting_kernels(run)
+        yn, gn = numpy_path(run)
+    assert {case, case + "_backward"} <= names
+    assert _same_bits(y, yn)   # the forward: libm's log1p(exp(..)) from NumPy, the rest in C, the same bits
+    eps = np.finfo(dt).eps
+    assert np.array_equal(np.isnan(gx), np.isnan(gn))
+    fin = np.isfinite(gn)
+    assert np.array_equal(gx[~fin & ~np.isnan(gn)], gn[~fin & ~np.isnan(gn)])
+    assert np.all(np.abs(gx[fin] - gn[fin]) <= 4 * eps * np.maximum(np.abs(gn[fin]), np.finfo(dt).tiny))
+    X = torch.tensor(x.astype(np.float64), requires_grad=True)
+    tfn(X).backward(torch.tensor(g.astype(np.float64)))
+    ref = X.grad.numpy()
+    ok = np.isfinite(ref) & np.isfinite(gx)
+    assert np.abs(gx[ok] - ref[ok]).max() <= np.abs(gn[ok] - ref[ok]).max() + 4 * eps
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
+    x, g = _edge_data(dt)
+    y = np.random.default_rng(6).standard_normal(x.shape).astype(dt)
+    y[0, :6] = [-np.nan, -np.inf, np.inf, 0.0, -0.0, -np.finfo(dt).smallest_subnormal]
+    x.reshape(-1)[7] = np.frombuffer((np.array([0x7fc01234], np.uint32) if dt == np.float32 else
+                                      np.array([0x7ff8000000001234], np.uint64)).tobytes(), dt)[0]   # a payload
+    m = np.random.default_rng(7).standard_normal(x.shape) > 0
+    cases = [(lambda X, Y, M: tt.where(M, X, Y), {"where", "where_backward_a_b"}),
+             (lambda X, Y, M: X.masked_fill(M, 0.0), {"where_value_b", "where_backward_b"}),
+             (lambda X, Y, M: X.masked_fill(M, -0.0), {"where_value_b", "where_backward_b"}),   # another kernel
+             (lambda X, Y, M: X.masked_fill(M, float("-inf")), {"where_value_b", "where_backward_b"}),
+             (lambda X, Y, M: X.masked_fill(M, float("nan")), {"where_backward_b"}),   # the select on NumPy
+             (lambda X, Y, M: tt.where(M, X, 2.5), {"where_a_value", "where_backward_a"})]
+    for op, kernels in cases:
+        def run():
+            X, Y = tt.tensor(x, requires_grad=True), tt.tensor(y, requires_grad=True)
+            out = op(X, Y, tt.tensor(m))
+            out.backward(tt.tensor(g))
+            return out.detach().numpy(), X.grad.numpy(), (Y.grad.numpy() if Y.grad is not None else None)
+
+        got, names = run_noting_kernels(run)
+        ref = numpy_path(run)
+        assert kernels <= names, names
+        assert all((a is None and b is None) or _same_bits(a, b) for a, b in zip(got, ref))
+    # a broadcast mask stays on NumPy
+    _, names = run_noting_kernels(lambda: tt.where(tt.tensor(m[:1]), tt.tensor(x), tt.tensor(y)))
+    assert "where" not in names
+
+
+@needs_cc
+@pytest.mark.parametrize("dt", [np.float32, pytest.param(np.float64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("shape,dim", [((4, 128, 96), 1), ((300, 2), 0), ((2, 3, 40, 41), 1), ((2, 3, 40, 41), 2),
+                                       ((3, 70, 2), -2), ((1, 9, 300), 1)])
+def test_softmax_over_a_middle_dim_runs_c_in_numpy_s_order(shape, dim, dt, monkeypatch):
+    monkeypatch.setattr(c_eager, "MIN_ELEMENTS", 16)   # the small shapes too
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * 3).astype(dt)
+    x.reshape(-1)[:8] = [np.nan, np.inf, -np.inf, -0.0, 0.0, np.finfo(dt).smallest_subnormal, 50, -50]
+    g = rng.standard_normal(shape).astype(dt)
+
+    def run():
+        X = tt.tensor(x, requires_grad=True)
+        y = F.softmax(X, dim)
+        y.backward(tt.tensor(g))
+        return y.detach().numpy(), X.grad.numpy()
+
+    with np.errstate(all="ignore"):
+        (y, gx), names = run_noting_kernels(run)
+        yn, gn = numpy_path(run)
+        d = dim % len(shape)
+        # the backward is NumPy's reference formula on the forward's y, to the bit
+        assert _same_bits(gx, (g - (g * y).sum(axis=d, keepdims=True)) * y)
+    assert {"softmax_mid", "softmax_mid_backward"} <= names
+    # the forward: NumPy's steps but tt_math.h's exp: a few ulps, nans where NumPy's are
+    assert np.array_equal(np.isnan(y), np.isnan(yn))
+    ok = ~np.isnan(yn)
+    assert np.all(np.abs(y[ok] - yn[ok]) <= 4 * np.finfo(dt).eps * np.maximum(yn[ok], np.finfo(dt).tiny))
+    xt = torch.tensor(np.where(np.isfinite(x), x, 0).astype(np.float64))
+    fin = np.isfinite(x).all(axis=d, keepdims=True) & np.ones_like(x, bool)
+    ref = torch.softmax(xt, d).numpy()
+    assert fin.any() or shape == (300, 2)   # there both columns hold a nan or an inf
+    assert not fin.any() or np.abs(y[fin] - ref[fin]).max() <= np.abs(yn[fin] - ref[fin]).max() + 4 * np.finfo(dt).eps
+
+
+@needs_cc
+def test_softmax_over_a_middle_dim_compiled_gives_eager_s_bits():
+    rng = np.random.default_rng(9)
+    x, g = (rng.standard_normal((8, 128, 64)).astype(np.float32) for _ in range(2))
+
+    def step(X, G):
+        y = F.softmax(X, 1)
+        y.backward(G)
+        return y.detach()
+
+    X = tt.tensor(x, requires_grad=True)
+    (ye, ge), names = run_noting_kernels(lambda: (step(X, tt.tensor(g)).numpy(), X.grad.numpy()))
+    assert "softmax_mid" in names
+    compiled = tt.compile(step)
+    for _ in range(2):
+        X.grad = None
+        yc = compiled(X, tt.tensor(g)).numpy()
+    assert _same_bits(yc, ye) and _same_bits(X.grad.numpy(), ge)

@@ -85,7 +85,7 @@ def run(name, fn, arrays, layout, attrs=()):
     `attrs`: everything else the kernel depends on (eps, the dim), part of its key."""
     if not enabled() or any(len(f) > 1 and a.shape[-1] > MAX_ROW for a, f in zip(arrays, layout)):
         return None
-    key = (name, tuple(a.dtype.str for a in arrays), tuple(layout), attrs)
+    key = (name, tuple(a.dtype.str for a in arrays), tuple(layout), tuple(map(_bits, attrs)))
     k = _kernels.get(key, False)
     if k is False:
         with _lock:
@@ -98,6 +98,13 @@ def run(name, fn, arrays, layout, attrs=()):
     if got is not None:
         calls[name] = calls.get(name, 0) + 1
     return got
+
+
+def _bits(attr):
+    """An attribute as the kernels' key holds it: a float by its bits, since 0.0 == -0.0
+    (a kernel built for one would serve the other: x * -0.0 is not x * 0.0) and a nan
+    equals nothing (each call would build a new kernel)."""
+    return ("float", attr.hex()) if type(attr) is float else attr
 
 
 def install(toolchain):
@@ -152,11 +159,17 @@ def matmul(a, b):
     return out
 
 
-def elementwise(name, fn, arrays, attrs=()):
+def elementwise(name, fn, arrays, attrs=(), cond=None):
     """`run` for an op whose arrays all have one shape, read as one flat loop: its outputs
-    in that shape, or None (NumPy computes them)."""
+    in that shape, or None (NumPy computes them). `cond`: a bool array of that shape (a
+    where's condition), C-contiguous in native order, read first: fn(cond, *arrays); the
+    arrays are what `takes` takes, as without it."""
     a = arrays[0]
     if not takes(*arrays) or any(b.shape != a.shape for b in arrays):
         return None
+    if cond is not None:
+        if type(cond) is not np.ndarray or cond.dtype != np.bool_ or cond.shape != a.shape or not cond.flags.c_contiguous:
+            return None
+        arrays = [cond, *arrays]
     got = run(name, fn, [b.reshape(-1) for b in arrays], ("n",) * len(arrays), attrs)
     return None if got is None else [o.reshape(a.shape) for o in got]

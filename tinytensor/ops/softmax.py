@@ -12,7 +12,8 @@ import numpy as np
 from ..amp import cast_inputs
 from ..core.function import Function
 from ..core.primitives import summand
-from ..kernels import c_eager as _c_eager, c_softmax as _c_softmax, cuda_softmax, fusion as _fusion
+from ..kernels import c_eager as _c_eager, c_softmax as _c_softmax, c_softmax_mid as _c_softmax_mid, cuda_softmax, \
+    fusion as _fusion
 from ..kernels._common import acc_dtype, cuda_ok, is_cpu, row_chunks
 from ..core.rules import Rule
 from .elementwise import exp, float_operand, log
@@ -70,6 +71,10 @@ class Softmax(Function):
             e = _cpu_forward(x, False)
             ctx.save_for_backward(e)
             return e
+        e = _c_softmax_mid.forward(x, dim)   # a dim before the last, in C: NumPy's order
+        if e is not None:
+            ctx.save_for_backward(e)
+            return e
         # one temporary: shift, exponentiate and normalise in place
         e = xp.subtract(x, x.max(axis=dim, keepdims=True))
         xp.exp(e, out=e)
@@ -88,6 +93,9 @@ class Softmax(Function):
         y = ctx.saved_array(0)
         if ctx.attrs["dim"] == y.ndim - 1 and _c_eager.takes(y, g):
             return _cpu_backward(g, y, False)
+        gx = _c_softmax_mid.backward(g, y, ctx.attrs["dim"])   # NumPy's bits below, in C
+        if gx is not None:
+            return gx
         gx = _xp(g).subtract(g, _rowdot(g, y, ctx.attrs["dim"]))
         gx *= y
         return gx

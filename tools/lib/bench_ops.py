@@ -58,6 +58,19 @@ def _spec(small):
          lambda m, F, x, w: F.conv2d(x, w, stride=2, padding=1), [conv_x, conv_w], None),
         ("adaptive_avg_pool2d(1) " + "x".join(map(str, conv_x)),
          lambda m, F, x: F.adaptive_avg_pool2d(x, 1), [conv_x], None),
+        # the activations whose selects ran as NumPy's where (branching per element: half
+        # of random signs mispredicted) or as several single-threaded passes; the masks of
+        # where and masked_fill are random signs too; softmax over a middle dim ran NumPy's passes
+        ("F.elu", lambda m, F, x: F.elu(x), [act], None),
+        ("F.relu6", lambda m, F, x: F.relu6(x), [act], None),
+        ("F.hardtanh", lambda m, F, x: F.hardtanh(x), [act], None),
+        ("F.hardswish", lambda m, F, x: F.hardswish(x), [act], None),
+        ("F.softplus", lambda m, F, x: F.softplus(x), [act], None),
+        ("F.logsigmoid", lambda m, F, x: F.logsigmoid(x), [act], None),
+        ("abs", lambda m, F, x: m.abs(x), [act], None),
+        ("where(z > 0, x, y)", lambda m, F, x, y, z: m.where(z > 0, x, y), [act, act, act], None),
+        ("masked_fill(z > 0, 0)", lambda m, F, x, z: x.masked_fill(z > 0, 0.0), [act, act], None),
+        ("softmax(1) (not the last dim)", lambda m, F, x: F.softmax(x, dim=1), [act], None),
     ]
 
 

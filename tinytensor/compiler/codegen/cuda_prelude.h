@@ -27,6 +27,8 @@
 #define tt_f32(i) __int_as_float(i)
 #define tt_f64(i) __longlong_as_double(i)
 #define tt_negf(x) __int_as_float(__float_as_int(x) ^ (int)0x80000000u)
+#define tt_signf(x) ((x) > 0 || (x) < 0 ? __int_as_float(0x3f800000 | (__float_as_int(x) & (int)0x80000000u)) : 0.0f)
+#define tt_sign(x) ((x) > 0 || (x) < 0 ? __longlong_as_double(0x3ff0000000000000LL | (__double_as_longlong(x) & (-0x7fffffffffffffffLL - 1))) : 0.0)
 #define tt_neg(x) __longlong_as_double(__double_as_longlong(x) ^ (-0x7fffffffffffffffLL - 1))
 /* tt_math.h's sigmoid as its one expression (CUDA's compiler merges the two exps) */
 #define tt_sigmoidf(x) (((x) >= 0 ? 1.0f : expf(-fabsf(x))) / (1.0f + expf(-fabsf(x))))

@@ -41,6 +41,17 @@ static inline int64_t tt_i64(double f) { int64_t i; memcpy(&i, &f, 8); return i;
 static inline float tt_negf(float x) { return tt_f32(tt_i32(x) ^ INT32_MIN); }
 static inline double tt_neg(double x) { return tt_f64(tt_i64(x) ^ INT64_MIN); }
 
+/* torch's sign as NumPy's reference computes it (ops/elementwise.py _sign_array): +-1 with
+ * x's sign, +0 for +-0 and nan. The 1 is built on the bits: GCC folds g * (x < 0 ? -1 : 1)
+ * into a flip of g's sign bit, which a nan g then carries (NumPy's multiply returns g's nan
+ * as it is). */
+static inline float tt_signf(float x) {
+    return (x > 0 || x < 0) ? tt_f32(0x3f800000 | (tt_i32(x) & INT32_MIN)) : 0.0f;
+}
+static inline double tt_sign(double x) {
+    return (x > 0 || x < 0) ? tt_f64(0x3ff0000000000000LL | (tt_i64(x) & INT64_MIN)) : 0.0;
+}
+
 /* 2^n for a whole n in [-1022, 1023], without a double -> int64 conversion (SSE2 has none
  * in vector form): n + 1.5*2^52 + 1023 holds n + 1023 in its low mantissa bits, and
  * shifting those into the exponent field builds the power of two. */
