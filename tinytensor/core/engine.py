@@ -354,8 +354,10 @@ def _plain_backward(node, grads, fast):
         # outputs with no gradient get zeros
         grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
     if fast:
-        if fn.backward_arrays is not None:
-            result = fn.backward_arrays(node, *grads)
+        # NotImplemented: this call's arrays are not the ones the fast form serves (a CuPy
+        # array, a shape it does not handle): the op's `backward` on Tensors, below
+        if fn.backward_arrays is not None and (
+                result := fn.backward_arrays(node, *grads)) is not NotImplemented:
             if result.__class__ is not tuple:
                 result = (result,)
             if len(result) != len(node.edges):

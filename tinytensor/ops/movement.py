@@ -8,7 +8,7 @@ import builtins
 
 import numpy as np
 
-from ..core.function import Function
+from ..core.function import Function, arrays_serve
 from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
@@ -120,6 +120,14 @@ class Reshape(_Movement):
     @staticmethod
     def backward(ctx, g):
         return reshape(g, ctx.in_meta[0][0])
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        """backward's reshape on the array: the same forward, without a Tensor or an op."""
+        if not arrays_serve(g):
+            return NotImplemented
+        shape = ctx.in_meta[0][0]
+        return g if g.shape == shape else Reshape.forward(None, g, shape)
 
 
 def _sizes(seq):
@@ -259,11 +267,20 @@ class Permute(_Movement):
 
     @staticmethod
     def backward(ctx, g):
-        dims = ctx.attrs["dims"]
-        inverse = [0] * len(dims)
-        for i, d in enumerate(dims):
-            inverse[d] = i
-        return Permute.apply(g, dims=tuple(inverse))
+        return Permute.apply(g, dims=_inverse(ctx.attrs["dims"]))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        if not arrays_serve(g):
+            return NotImplemented
+        return Permute.forward(None, g, _inverse(ctx.attrs["dims"]))
+
+
+def _inverse(dims):
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return tuple(inverse)
 
 
 def permute(x, *dims):
