@@ -229,11 +229,16 @@ class Toolchain:
 
     @staticmethod
     def call(lib, arrays, sizes, work):
+        # data_pointer, not a.ctypes.data: that builds a ctypes helper object per array, ~1 us
+        # each (0.5 ms of nanoGPT's eager iteration); the thread count only for a big call
         from .codegen import threads
+        from .codegen.pointers import data_pointer
         n = (ctypes.c_int64 * len(sizes))(*sizes)
-        ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-        count = threads.default_threads()
-        pool = threads.pool(count) if count > 1 and work >= threads.SPLIT_ELEMENTS else None
+        ptrs = (ctypes.c_void_p * len(arrays))(*[data_pointer(a) for a in arrays])
+        pool = None
+        if work >= threads.SPLIT_ELEMENTS:
+            count = threads.default_threads()
+            pool = threads.pool(count) if count > 1 else None
         if pool is not None:
             pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
         else:
