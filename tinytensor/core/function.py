@@ -114,6 +114,9 @@ class Function:
         device = None
         needs_grad = False
         arrays = []
+        # read once per call, not per input (complex_rules.py sets it after the class is made);
+        # most hot ops take complex, and then no input's dtype is looked at here
+        refuse_complex = cls.complex_rule is None
         for t in inputs:
             if t.__class__ is not Tensor:
                 if not isinstance(t, Tensor):
@@ -128,7 +131,7 @@ class Function:
             if t.requires_grad:
                 needs_grad = True
             a = t.data
-            if a.dtype.kind == "c" and cls.complex_rule is None:
+            if refuse_complex and a.dtype.kind == "c":
                 _complex_refused(cls.name, inputs)
             arrays.append(a)
         state = STATE
