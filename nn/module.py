@@ -11,7 +11,7 @@ from collections import OrderedDict
 import numpy as np
 
 import tinytensor as tt
-from tinytensor.autograd import STATE, module_scope
+from tinytensor.autograd import STATE, enter_scope, exit_scope
 from tinytensor.core.return_types import named_tuple
 
 
@@ -144,9 +144,9 @@ class Module(ToShortcuts):
     def __call__(self, *args, **kwargs):
         if not STATE.scope and not self._names_valid:
             self._assign_names()
-        scope = module_scope(self._path, absolute=True) if self._path is not None \
-            else module_scope(self._scope_name)
-        with scope:
+        path = self._path
+        prev = enter_scope(path, absolute=True) if path is not None else enter_scope(self._scope_name)
+        try:   # tt.module_scope's body, without a generator context manager per call
             for hook in self._forward_pre_hooks:
                 r = hook(self, args)
                 if r is not None:
@@ -156,6 +156,8 @@ class Module(ToShortcuts):
                 r = hook(self, args, out)
                 if r is not None:
                     out = r
+        finally:
+            exit_scope(prev)
         return out
 
     def _assign_names(self):

@@ -326,3 +326,21 @@ def test_evaluating_restores_each_submodules_own_mode():
     with model.evaluating():
         assert not any(m.training for m in model.modules())
     assert model.training and model[0].training and not model[1].training
+
+
+def test_a_forward_that_raises_leaves_the_module_scope_as_it_found_it():
+    # Module.__call__ enters and leaves the scope by plain calls (no context manager): an
+    # error inside must still restore the path, or every later op would be placed under it
+    from tinytensor.autograd import STATE
+
+    class Bad(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    model = nn.Sequential(nn.Linear(2, 2), Bad())
+    with pytest.raises(ValueError, match="boom"):
+        model(tt.randn(1, 2))
+    assert STATE.scope_path == "" and STATE.scope == []
+    with tt.record() as tape:
+        model[0](tt.randn(1, 2))
+    assert {n.scope for n in tape} == {"0"}

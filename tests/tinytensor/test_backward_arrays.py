@@ -3,6 +3,8 @@ its `backward` in tinytensor ops, in float64. The list of ops is found by walkin
 Function subclasses, so an op that gains a fast form without a sample here fails. The fused
 ops (tinytensor/ops/{softmax,norms,batch_norm,cross_entropy,attention}.py) are among them: their
 one-pass array backward against their op-level backward, the reference formula."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,8 +16,11 @@ from tinytensor.ops.recurrent import gru_cell, lstm_cell
 RNG = np.random.default_rng(0)
 
 
+_DTYPE = tt.float64   # of the samples' leaves (a test below sets float32)
+
+
 def _t(shape, low=-2.0, high=2.0):
-    return tt.tensor(RNG.uniform(low, high, shape), dtype=tt.float64, requires_grad=True)
+    return tt.tensor(RNG.uniform(low, high, shape), dtype=_DTYPE, requires_grad=True)
 
 
 def _positive(shape):
@@ -37,6 +42,13 @@ SAMPLES = {
     "Sum": [lambda: _t((3, 4)).sum(), lambda: _t((3, 4, 5)).sum(1),
             lambda: _t((3, 4)).sum(0, keepdim=True), lambda: _t((2, 3, 4)).sum((0, 2))],
     "SumTo": lambda: tt.core.primitives.sum_to(_t((3, 4)), (1, 4)),
+    "Reshape": [lambda: _t((3, 4)).reshape(2, 6), lambda: _t((3, 4)).mT.reshape(12)],
+    "Permute": [lambda: _t((2, 3, 4)).permute(2, 0, 1), lambda: _t((3, 4)).mT],
+    "Clone": lambda: _t((3, 4)).clone(),
+    "MatMul": [lambda: _t((3, 4)) @ _t((4, 5)), lambda: _t((2, 3, 4)) @ _t((4, 5)),
+               lambda: _t((2, 1, 3, 4)) @ _t((3, 4, 2))],
+    "GetItem": [lambda: _t((3, 4))[1:, ::2], lambda: _t((3, 4, 2))[..., 1, None]],
+    "GetItemCopy": [lambda: _t((3, 4))[tt.tensor([0, 2, 0])], lambda: _t((3, 4))[_t((3, 4)) > 0]],
     "Expand": lambda: _t((1, 4)).expand(3, 4),
     "Cast": lambda: _t((3,)).to(tt.float32),
     "Mul": lambda: _t((3, 4)) * _t((3, 4)),
@@ -291,3 +303,57 @@ def test_norm_backward_in_ops_differentiates_again_as_torch(rms):
     got_g, got_gg = tt_side()
     np.testing.assert_allclose(got_g, g.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got_gg, gg.numpy(), rtol=1e-9, atol=1e-11)
+
+
+BITWISE = ["Reshape", "Permute", "Clone", "MatMul", "GetItem", "GetItemCopy"]
+
+
+@pytest.mark.parametrize("name", BITWISE)
+def test_movement_and_matmul_fast_forms_give_backwards_bits(name, monkeypatch):
+    # these fast forms run the very forward their backward's ops would run, so in float32 (not
+    # only float64 within a tolerance, above) they give its bits, and the gradients of a whole
+    # backward with and without them agree exactly
+    monkeypatch.setattr(sys.modules[__name__], "_DTYPE", tt.float32)
+    cls = next(c for c in _with_fast_form() if c.__name__ == name)
+    samples = SAMPLES[name]
+    for make in samples if isinstance(samples, list) else [samples]:
+        with tt.kernels.use_fusion(False):
+            out = make()
+        node = out.grad_fn
+        assert node.fn is cls and out.dtype is tt.float32, node
+        g = RNG.standard_normal(out.shape).astype(np.float32)
+        with tt.no_grad():
+            slow = cls.backward(node, tt.tensor(g))
+        fast = cls.backward_arrays(node, g)
+        slow = slow if isinstance(slow, tuple) else (slow,)
+        fast = fast if isinstance(fast, tuple) else (fast,)
+        for s, f in zip(slow, fast):
+            assert (s is None) == (f is None)
+            if s is not None:
+                assert f.dtype == s.data.dtype == np.float32 and f.shape == s.shape
+                np.testing.assert_array_equal(f, s.numpy())
+
+
+def test_not_implemented_fast_form_runs_backward():
+    # a backward_arrays that does not serve a call hands it to backward on Tensors
+    calls = []
+
+    class Twice(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append("backward")
+            return 2 * g
+
+        @staticmethod
+        def backward_arrays(ctx, g):
+            calls.append("arrays")
+            return NotImplemented
+
+    x = _t((3,))
+    Twice.apply(x).sum().backward()
+    assert calls == ["arrays", "backward"]
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 2.0))

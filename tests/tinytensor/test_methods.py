@@ -72,3 +72,12 @@ def test_hooks_and_retain_grad_see_tensors_on_the_array_path():
     y.sum().backward()
     assert seen == [tt.Tensor] and y.grad.tolist() == [2.0, 2.0]  # after the hook, as in torch
     assert x.grad.tolist() == [6.0, 6.0]
+
+
+def test_to_its_own_device_or_dtype_is_the_tensor_itself_else_a_new_one():
+    # .to's one-argument shortcut returns self exactly where the general path does
+    x = tt.tensor([1.0, 2.0])
+    assert x.to(x.device) is x and x.to(tt.float32) is x and x.to("cpu") is x
+    assert x.to(x.device, copy=True) is not x and x.to(tt.float32, copy=True) is not x
+    y = x.to(tt.float64)
+    assert y is not x and y.dtype is tt.float64 and y.tolist() == [1.0, 2.0]

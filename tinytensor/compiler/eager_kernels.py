@@ -195,8 +195,7 @@ class Toolchain:
 
     @staticmethod
     def matmul(a, b):
-        from . import eager_gemm
-        return eager_gemm.matmul(a, b)
+        return (_LATE[0] if _LATE else _late_imports())[0].matmul(a, b)
 
     @staticmethod
     def clones():
@@ -266,15 +265,34 @@ class Toolchain:
 
     @staticmethod
     def call(lib, arrays, sizes, work):
-        from .codegen import threads
+        # data_pointer, not a.ctypes.data: that builds a ctypes helper object per array, ~1 us
+        # each (0.5 ms of nanoGPT's eager iteration); the thread count only for a big call
+        _, threads, data_pointer = _LATE[0] if _LATE else _late_imports()
         n = (ctypes.c_int64 * len(sizes))(*sizes)
-        ptrs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-        count = threads.default_threads()
-        pool = threads.pool(count) if count > 1 and work >= threads.SPLIT_ELEMENTS else None
+        ptrs = (ctypes.c_void_p * len(arrays))(*[data_pointer(a) for a in arrays])
+        pool = None
+        if work >= threads.SPLIT_ELEMENTS:
+            count = threads.default_threads()
+            pool = threads.pool(count) if count > 1 else None
         if pool is not None:
             pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
         else:
             lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
+
+
+# (eager_gemm, codegen.threads, pointers.data_pointer): imported at the first kernel call, not
+# at this module's import, and then kept: an import statement in a function costs ~0.5 us
+# per call even when the module is loaded (~200 kernel calls per nanoGPT iteration)
+_LATE = []
+
+
+def _late_imports():
+    from . import eager_gemm
+    from .codegen import threads
+    from .codegen.pointers import data_pointer
+    if not _LATE:
+        _LATE.append((eager_gemm, threads, data_pointer))
+    return _LATE[0]
 
 
 c_eager.install(Toolchain)

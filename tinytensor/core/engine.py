@@ -112,7 +112,11 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     f"backward through op '{node.name}'{_in_scope(node)} a second time, but its "
                     "saved tensors were already freed. Pass retain_graph=True to the first "
                     "backward() if you need to backward twice.")
-            in_grads = _call_backward(node, grads, fast)
+            # _call_backward written out: one Python call less per node
+            if node.fn.complex_rule == "holomorphic" and node.out_meta[0][1].category == 3:
+                in_grads = _conjugated_backward(node, grads, fast)
+            else:
+                in_grads = _plain_backward(node, grads, fast)
             if not retain_graph:
                 node.saved = None
                 node.freed = True
@@ -340,7 +344,7 @@ def _call_backward(node, grads, fast):
     """The op's backward. With `fast` (no graph of the gradient is built) the gradients are
     arrays: an op's `backward_arrays` takes them as they are (no Tensors, no ops recorded),
     its `backward` gets them wrapped and its result unwrapped. Else `backward` in
-    tinytensor ops, on Tensors."""
+    tinytensor ops, on Tensors. (run_backward has this function's two lines written out.)"""
     # a slot exists only once a gradient arrived, so single-output nodes never miss one
     fn = node.fn
     if fn.complex_rule == "holomorphic" and node.out_meta[0][1].category == 3:
@@ -354,8 +358,10 @@ def _plain_backward(node, grads, fast):
         # outputs with no gradient get zeros
         grads = [g if g is not None else _zeros(m, fast) for g, m in zip(grads, node.out_meta)]
     if fast:
-        if fn.backward_arrays is not None:
-            result = fn.backward_arrays(node, *grads)
+        # NotImplemented: this call's arrays are not the ones the fast form serves (a CuPy
+        # array, a shape it does not handle): the op's `backward` on Tensors, below
+        if fn.backward_arrays is not None and (
+                result := fn.backward_arrays(node, *grads)) is not NotImplemented:
             if result.__class__ is not tuple:
                 result = (result,)
             if len(result) != len(node.edges):

@@ -23,11 +23,12 @@ gradient on raw arrays (returning arrays or None), read from `ctx.saved_arrays` 
 `ctx.saved_array(k)`. The engine calls it instead of `backward` when no graph of the
 gradient is built (no `create_graph`), so no Tensor is made and no op is recorded;
 `backward` still serves `create_graph` and the compiler. Ops never look at the grad
-mode themselves.
+mode themselves. A `backward_arrays` that serves only some calls (NumPy arrays, say) returns
+`NotImplemented` for the others, and the engine runs `backward` on Tensors for them.
 """
 import re
 
-from numpy import may_share_memory as _may_share
+from numpy import may_share_memory as _may_share, ndarray as _ndarray
 
 from ..device import array_context, device_of_array
 from ..dtypes import _BY_NUMPY, from_numpy_dtype, is_floating_np
@@ -47,6 +48,14 @@ _USER = "tinytensor.tools."
 # tt.func.vmap's two entry points (func/batching.py fills them in when it is imported):
 # (inputs holding a batched tensor, inputs that need grad or no inputs inside vmap)
 BATCHING = [None, None]
+
+
+def arrays_serve(g):
+    """Whether a `backward_arrays` that runs its `backward`'s ops' forwards straight on the
+    arrays serves this call (else it returns NotImplemented): a NumPy gradient (a CuPy op
+    allocates on the device that apply makes current first) and no record() open (its tape
+    shows those ops, as it did before they had a fast form)."""
+    return g.__class__ is _ndarray and not STATE.tapes
 
 
 class _Ctx:
@@ -105,6 +114,9 @@ class Function:
         device = None
         needs_grad = False
         arrays = []
+        # read once per call, not per input (complex_rules.py sets it after the class is made);
+        # most hot ops take complex, and then no input's dtype is looked at here
+        refuse_complex = cls.complex_rule is None
         for t in inputs:
             if t.__class__ is not Tensor:
                 if not isinstance(t, Tensor):
@@ -119,7 +131,7 @@ class Function:
             if t.requires_grad:
                 needs_grad = True
             a = t.data
-            if a.dtype.kind == "c" and cls.complex_rule is None:
+            if refuse_complex and a.dtype.kind == "c":
                 _complex_refused(cls.name, inputs)
             arrays.append(a)
         state = STATE

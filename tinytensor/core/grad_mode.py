@@ -147,18 +147,31 @@ def is_grad_enabled():
 def module_scope(name, absolute=False):
     """Run ops under a module path: `name` is appended to the current path, or replaces
     it with absolute=True (nn.Module passes its full path, `blocks.3.attn`)."""
-    prev = STATE.scope_path
+    prev = enter_scope(name, absolute)
+    try:
+        yield
+    finally:
+        exit_scope(prev)
+
+
+def enter_scope(name, absolute=False):
+    """module_scope's entry as a plain call, for nn.Module.__call__ (a generator context
+    manager costs ~1.5 us more per module call); returns what exit_scope restores."""
+    state = STATE
+    prev = state.scope_path
     if absolute:
         path = name
     else:
         path = f"{prev}.{name}" if prev and name else (name or prev)
-    STATE.scope.append(name)
-    STATE.scope_path = path
-    try:
-        yield
-    finally:
-        STATE.scope.pop()
-        STATE.scope_path = prev
+    state.scope.append(name)
+    state.scope_path = path
+    return prev
+
+
+def exit_scope(prev):
+    state = STATE
+    state.scope.pop()
+    state.scope_path = prev
 
 
 def current_module_path():

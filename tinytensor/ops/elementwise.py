@@ -171,6 +171,10 @@ class Clone(Function):
     def backward(ctx, g):
         return g
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        return g
+
 
 def clone(x, *, memory_format=None):
     """A copy on the tape; `memory_format` as torch's (preserve_format by default)."""

@@ -5,7 +5,7 @@ appears twice receives both contributions.
 """
 import numpy as np
 
-from ..core.function import Function
+from ..core.function import Function, arrays_serve
 from ..core.rules import Rule
 from ..core.grad_mode import STATE, VMAP_WRAPPERS
 from ..messages import OpError
@@ -206,6 +206,13 @@ class GetItem(Function):
     def backward(ctx, g):
         return IndexAdd.apply(g, key=ctx.attrs["key"], advanced=ctx.attrs["advanced"],
                               shape=ctx.in_meta[0][0])
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        """backward's IndexAdd forward on the array."""
+        if not arrays_serve(g):
+            return NotImplemented
+        return IndexAdd.forward(None, g, ctx.attrs["key"], ctx.attrs["advanced"], ctx.in_meta[0][0])
 
 
 class GetItemCopy(GetItem):

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ..core.function import Function
+from ..core.function import Function, _Ctx, arrays_serve
 from ..core.rules import Rule
 from ..dtypes import BF16_NP, promote
 from ..messages import OpError, plain
@@ -47,6 +47,23 @@ class MatMul(Function):
         ga = MatMul.apply(g, b.mT) if na else None
         gb = MatMul.apply(a.mT, g) if nb else None
         return ga, gb
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        """backward's two products by MatMul's forward on the arrays (.mT is a swap of the
+        last two axes); 2-d or more only, as backward's .mT needs."""
+        if not arrays_serve(g):
+            return NotImplemented
+        a, b = ctx.saved_arrays
+        if a.ndim < 2 or b.ndim < 2:
+            return NotImplemented
+        na, nb = ctx.needs_input_grad
+        ga = MatMul.forward(_NO_SAVE, g, b.swapaxes(-1, -2)) if na else None
+        gb = MatMul.forward(_NO_SAVE, a.swapaxes(-1, -2), g) if nb else None
+        return ga, gb
+
+
+_NO_SAVE = _Ctx()   # forward's ctx when backward_arrays runs it: nothing is kept
 
 
 def _low_precision_cpu(a):

@@ -8,7 +8,7 @@ import builtins
 
 import numpy as np
 
-from ..core.function import Function
+from ..core.function import Function, arrays_serve
 from ..core.rules import Rule
 from ..core.grad_mode import STATE
 from ..core.primitives import Expand, SumTo, sum_to  # noqa: F401  (broadcasting, owned by core)
@@ -121,15 +121,34 @@ class Reshape(_Movement):
     def backward(ctx, g):
         return reshape(g, ctx.in_meta[0][0])
 
+    @staticmethod
+    def backward_arrays(ctx, g):
+        """backward's reshape on the array: the same forward, without a Tensor or an op."""
+        if not arrays_serve(g):
+            return NotImplemented
+        shape = ctx.in_meta[0][0]
+        return g if g.shape == shape else Reshape.forward(None, g, shape)
+
 
 def _sizes(seq):
     """Sizes as ints; an int subclass (a symbolic size while tt.compile(dynamic=True)
     captures) is kept as it is, so the op records the formula, not today's number."""
-    return tuple(s if isinstance(s, int) else int(s) for s in seq)
+    return tuple([s if isinstance(s, int) else int(s) for s in seq])
 
 
 def _infer_shape(x, shape, op):
     shape = _sizes(shape)
+    if not STATE.hooks.symbolic and -1 not in shape:
+        # the usual call (plain ints, none inferred): one pass over the sizes; the general
+        # path below says what is wrong when they do not fit
+        total = 1
+        for s in shape:
+            if s < 0:
+                break
+            total *= s
+        else:
+            if total == x.numel():
+                return shape
     n = x.numel()
     if shape.count(-1) > 1:
         raise OpError(f"{op}: only one dimension can be -1, got {shape}{_where()}")
@@ -184,6 +203,8 @@ def view(x, *shape):
 
 def _viewable(a, shape):
     if type(a) is np.ndarray:
+        if a.flags.c_contiguous:   # read in C order as it lies: every shape is a view (0.2 us, not 1)
+            return True
         # NumPy 2.1+ refuses a copying reshape at once (2 us); setting .shape on a strided
         # view first works out the copy it refuses (2.4 ms on a transposed 2M array)
         try:
@@ -259,11 +280,20 @@ class Permute(_Movement):
 
     @staticmethod
     def backward(ctx, g):
-        dims = ctx.attrs["dims"]
-        inverse = [0] * len(dims)
-        for i, d in enumerate(dims):
-            inverse[d] = i
-        return Permute.apply(g, dims=tuple(inverse))
+        return Permute.apply(g, dims=_inverse(ctx.attrs["dims"]))
+
+    @staticmethod
+    def backward_arrays(ctx, g):
+        if not arrays_serve(g):
+            return NotImplemented
+        return Permute.forward(None, g, _inverse(ctx.attrs["dims"]))
+
+
+def _inverse(dims):
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return tuple(inverse)
 
 
 def permute(x, *dims):
@@ -281,12 +311,15 @@ def permute(x, *dims):
 
 
 def transpose(x, dim0, dim1):
-    if x.ndim < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+    n = x.ndim
+    if n < 2 and dim0 in (0, -1) and dim1 in (0, -1):
         return x
-    d0, d1 = norm_dim(dim0, x.ndim, "transpose"), norm_dim(dim1, x.ndim, "transpose")
-    dims = list(range(x.ndim))
+    d0, d1 = norm_dim(dim0, n, "transpose"), norm_dim(dim1, n, "transpose")
+    if d0 == d1:
+        return x   # permute's answer for the identity
+    dims = list(range(n))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return permute(x, dims)
+    return Permute.apply(x, dims=tuple(dims))   # a permutation by construction: permute's checks hold
 
 
 def movedim(x, source, destination):
