@@ -201,7 +201,7 @@ def conv(args):
         return
     import itertools
     cases = itertools.chain(bench_conv.conv_cases(), bench_conv.batch_norm_cases())
-    rows = _measure(args, cases, 66, "8.1f")
+    rows = _measure(args, cases, 66, "8.1f", settle=1, gap=0.03)   # as ops: `ops` says why
     if args.markdown:
         _table(rows, 1)
 

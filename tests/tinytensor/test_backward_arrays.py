@@ -357,3 +357,24 @@ def test_not_implemented_fast_form_runs_backward():
     Twice.apply(x).sum().backward()
     assert calls == ["arrays", "backward"]
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 2.0))
+
+
+def test_a_square_written_x_times_x_gives_each_factor_the_same_product():
+    # Mul's fast backward computes g * x once for both factors of x * x; the engine adds the
+    # two: 2 (g x), the bits of g * x + x * g, and a hook on x sees the sum once
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    X = tt.tensor(x, requires_grad=True)
+    seen = []
+    X.register_hook(lambda gr: seen.append(gr.numpy().copy()))
+    (X * X).backward(tt.tensor(g))
+    assert np.array_equal(X.grad.numpy(), g * x + x * g)
+    assert len(seen) == 1 and np.array_equal(seen[0], X.grad.numpy())
+    Y = tt.tensor(x, requires_grad=True)
+    Z = Y.detach().requires_grad_()   # another leaf on the very same array: two gradients
+    assert Z.data is Y.data
+    (Y * Z).backward(tt.tensor(g))
+    assert np.array_equal(Y.grad.numpy(), g * x) and np.array_equal(Z.grad.numpy(), g * x)
+    Y.grad.numpy()[0, 0] = 1e9   # the two .grad arrays are not one array
+    assert Z.grad.numpy()[0, 0] != 1e9

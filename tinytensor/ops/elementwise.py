@@ -236,7 +236,13 @@ class Mul(Function):
 
     @staticmethod
     def backward_arrays(ctx, g):
-        na, nb = ctx.needs_input_grad
+        na, nb = ctx.needs_input_grad   # each input read only where the other's gradient is asked
+        if na and nb:
+            a, b = ctx.saved_array(0), ctx.saved_array(1)
+            if a is b:   # x * x: g * x serves both (the engine adds them: 2 g x exactly)
+                p = g * a
+                return p, p
+            return g * b, g * a
         return (g * ctx.saved_array(1) if na else None), (g * ctx.saved_array(0) if nb else None)
 
 
