@@ -1,6 +1,8 @@
 """Eager C kernels (kernels/c_eager.py, kernels/c_rows.py): each hot op's C path against its
 NumPy path (the reference, TINYTENSOR_EAGER_KERNELS=0) and against torch in float64, the
 compiled replay's bits, the bits at one and two threads, and the fallbacks."""
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,14 @@ from tinytensor import functional as F
 from tinytensor.compiler import cache_disk
 from tinytensor.kernels import c_eager
 from tests.eager_c import needs_cc, numpy_path, run_noting_kernels
+
+
+def _value_and_grad(op, x, g):
+    """op(X) of a leaf X holding x, and X's gradient for the output gradient g, as arrays."""
+    X = tt.tensor(x, requires_grad=True)
+    y = op(X)
+    y.backward(tt.tensor(g))
+    return y.detach().numpy(), X.grad.numpy()
 
 
 SHAPE = (136, 256)   # 34816 elements: just past MIN_ELEMENTS
@@ -479,11 +489,7 @@ def test_relu_selects_run_c_with_numpy_s_bits_through_nan_inf_and_signed_zeros(o
     g = rng.standard_normal(x.shape).astype(dt)
     g[0, :10] = [1, 2, 3, np.nan, np.inf, -np.inf, np.nan, np.inf, -np.inf, np.nan]   # a nan g stays out where y <= 0
 
-    def run():
-        X = tt.tensor(x, requires_grad=True)
-        y = op(X)
-        y.backward(tt.tensor(g))
-        return y.detach().numpy(), X.grad.numpy()
+    run = functools.partial(_value_and_grad, op, x, g)
 
     got, names = run_noting_kernels(run)
     assert kernels <= names
@@ -537,11 +543,7 @@ def test_activation_selects_run_c_with_numpy_s_bits(case, dt):
     op, kernels = _SELECTS[case]
     x, g = _edge_data(dt)
 
-    def run():
-        X = tt.tensor(x, requires_grad=True)
-        y = op(X)
-        y.backward(tt.tensor(g))
-        return y.detach().numpy(), X.grad.numpy()
+    run = functools.partial(_value_and_grad, op, x, g)
 
     with np.errstate(all="ignore"):
         got, names = run_noting_kernels(run)
@@ -560,11 +562,7 @@ def test_sigmoid_slopes_run_c_within_the_sigmoid_kernel_s_tolerance(case, dt):
                "softplus": (lambda X: F.softplus(X, 2.0, 3.0), lambda X: TF.softplus(X, 2.0, 3.0))}[case]
     x, g = _edge_data(dt)
 
-    def run():
-        X = tt.tensor(x, requires_grad=True)
-        y = op(X)
-        y.backward(tt.tensor(g))
-        return y.detach().numpy(), X.grad.numpy()
+    run = functools.partial(_value_and_grad, op, x, g)
 
     with np.errstate(all="ignore"):
         (y, gx), names = run_noting_kernels(run)
@@ -625,11 +623,7 @@ def test_softmax_over_a_middle_dim_runs_c_in_numpy_s_order(shape, dim, dt, monke
     x.reshape(-1)[:8] = [np.nan, np.inf, -np.inf, -0.0, 0.0, np.finfo(dt).smallest_subnormal, 50, -50]
     g = rng.standard_normal(shape).astype(dt)
 
-    def run():
-        X = tt.tensor(x, requires_grad=True)
-        y = F.softmax(X, dim)
-        y.backward(tt.tensor(g))
-        return y.detach().numpy(), X.grad.numpy()
+    run = functools.partial(_value_and_grad, lambda X: F.softmax(X, dim), x, g)
 
     with np.errstate(all="ignore"):
         (y, gx), names = run_noting_kernels(run)

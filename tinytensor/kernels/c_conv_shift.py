@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from . import c_eager
-from .c_rows import _CT, _clones, _libs, _lock
+from .c_rows import _clones, _load as _rows_load
 
 # Where im2col computes instead (measured 2026-12-02, Zen 5, 3x3, padding 1, float32, the
 # three faces together, shifted / im2col time; (N, C = O, H = W)):
@@ -213,17 +213,7 @@ def _weight_grad_source(name, ct):
 
 def _load(kind, char, source_fn):
     """c_rows.py's loader, with blas.h's text before the kernel's."""
-    key = (kind, char)
-    got = _libs.get(key, False)
-    if got is not False:
-        return got
-    with _lock:
-        got = _libs.get(key, False)
-        if got is False:
-            name = f"tt_eager_{kind}_{char}"
-            tc = c_eager._toolchain[0]
-            got = _libs[key] = tc.compile_part(name, tc.blas() + source_fn(name, _CT[char]))
-    return got
+    return _rows_load(kind, char, lambda name, ct: c_eager._toolchain[0].blas() + source_fn(name, ct))
 
 
 def _run(kind, source, out, a, b, geometry):
