@@ -9,7 +9,6 @@ straight through ctypes (`_Kernel`). `compile_part`, `clones` and `call` give c_
 hand-written kernels the same flags, header, disk cache and thread pool.
 """
 import ctypes
-import threading
 import warnings
 
 import numpy as np
@@ -24,7 +23,6 @@ from ..kernels import c_eager
 # as long as the whole kernel) leaves its parts to the caller instead of doubling the time.
 # Each part is whole rows, columns or elements, so the bits never depend on the split.
 PARTS_PER_THREAD = 4
-_gemm_lock = threading.Lock()   # call_gemm's hold on OpenBLAS's thread count
 
 
 class _Kernel:
@@ -248,20 +246,18 @@ class Toolchain:
         """`call` for a kernel whose parts call BLAS's gemm (address `gemm`, passed as the last
         buffer): split when it is at least threads.SPLIT_FLOPS multiply-adds, OpenBLAS held to
         one thread meanwhile (at one thread too: each part's gemm is one thread's, the pool's
-        threads are the only ones; eager_gemm.py says why). One caller at a time: the hold is
-        process-wide."""
-        from .codegen import threads
+        threads are the only ones; eager_gemm.py says why); the hold is process-wide, shared by
+        overlapping holders (threads.blas_held_to_one)."""
+        _, threads, data_pointer = _LATE[0] if _LATE else _late_imports()
         n = (ctypes.c_int64 * len(sizes))(*sizes)
-        ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], gemm)
+        ptrs = (ctypes.c_void_p * (len(arrays) + 1))(*[data_pointer(a) for a in arrays], gemm)
         count = threads.default_threads()
-        with _gemm_lock:
-            pool = threads.pool(count) if count > 1 and flops >= threads.SPLIT_FLOPS else None
-            with threads.blas_held_to_one():
-                if pool is not None:
-                    pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n),
-                             pool.threads * PARTS_PER_THREAD)
-                else:
-                    lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
+        pool = threads.pool(count) if count > 1 and flops >= threads.SPLIT_FLOPS else None
+        with threads.blas_held_to_one():
+            if pool is not None:
+                pool.run(lib[1], ctypes.addressof(ptrs), ctypes.addressof(n), pool.threads * PARTS_PER_THREAD)
+            else:
+                lib[0](ctypes.addressof(ptrs), ctypes.addressof(n), 0, 1)
 
     @staticmethod
     def call(lib, arrays, sizes, work):

@@ -112,11 +112,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     f"backward through op '{node.name}'{_in_scope(node)} a second time, but its "
                     "saved tensors were already freed. Pass retain_graph=True to the first "
                     "backward() if you need to backward twice.")
-            # _call_backward written out: one Python call less per node
-            if node.fn.complex_rule == "holomorphic" and node.out_meta[0][1].category == 3:
-                in_grads = _conjugated_backward(node, grads, fast)
-            else:
-                in_grads = _plain_backward(node, grads, fast)
+            in_grads = _call_backward(node, grads, fast)
             if not retain_graph:
                 node.saved = None
                 node.freed = True
@@ -344,7 +340,7 @@ def _call_backward(node, grads, fast):
     """The op's backward. With `fast` (no graph of the gradient is built) the gradients are
     arrays: an op's `backward_arrays` takes them as they are (no Tensors, no ops recorded),
     its `backward` gets them wrapped and its result unwrapped. Else `backward` in
-    tinytensor ops, on Tensors. (run_backward has this function's two lines written out.)"""
+    tinytensor ops, on Tensors."""
     # a slot exists only once a gradient arrived, so single-output nodes never miss one
     fn = node.fn
     if fn.complex_rule == "holomorphic" and node.out_meta[0][1].category == 3:

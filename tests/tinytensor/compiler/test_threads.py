@@ -146,6 +146,38 @@ def test_openblas_is_held_to_one_thread_inside_a_run_and_set_back():
     assert b.get() == before
 
 
+def test_overlapping_holds_of_openblas_restore_its_count_once_the_last_ends():
+    # an eager matmul in one thread and a conv's gemm parts in another hold it at once: the
+    # first in saves the count, the last out restores it (each restoring its own would leave
+    # OpenBLAS at one thread when the first ends before the second)
+    import threading
+    b = threads.blas()
+    if b is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    before = b.get()
+    b.set(2)
+    try:
+        first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+        inside = []
+
+        def second():
+            first_in.wait()
+            with threads.blas_held_to_one():
+                second_in.set()
+                first_out.wait()
+                inside.append(b.get())   # still held, the first holder gone
+        t = threading.Thread(target=second)
+        t.start()
+        with threads.blas_held_to_one():
+            first_in.set()
+            second_in.wait()
+        first_out.set()
+        t.join()
+        assert inside == [1] and b.get() == 2
+    finally:
+        b.set(before)
+
+
 def test_without_openblas_kernels_still_split_and_matmuls_run_whole(always_split, monkeypatch):
     monkeypatch.setattr(blas_threads, "_BLAS", None)
     monkeypatch.setattr(blas_threads, "_SEARCHED", True)

@@ -49,21 +49,33 @@ def program_threads():
     return max(1, configured(b)) if b is not None else 1
 
 
+_held = [0, None]                 # holders inside blas_held_to_one, the count to restore
+_held_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def blas_held_to_one(active=True):
-    """OpenBLAS at one thread inside (when `active` and there is one to hold), as before after."""
+    """OpenBLAS at one thread inside (when `active` and there is one to hold), as before after.
+    Holders in several threads at once (an eager matmul, a compiled program, a conv's gemm
+    parts) share one hold: the first saves the count, the last restores it (each restoring
+    its own would leave OpenBLAS at one thread when the holds overlap)."""
     b = blas() if active else None
     if b is None:
         yield
         return
-    before = b.get()
-    if before != 1:
-        b.set(1)
+    with _held_lock:
+        if _held[0] == 0:
+            _held[1] = b.get()
+            if _held[1] != 1:
+                b.set(1)
+        _held[0] += 1
     try:
         yield
     finally:
-        if before != 1:
-            b.set(before)
+        with _held_lock:
+            _held[0] -= 1
+            if _held[0] == 0 and _held[1] != 1:
+                b.set(_held[1])
 
 
 class Pool:
