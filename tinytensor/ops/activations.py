@@ -42,8 +42,8 @@ class Elu(Function):
     # expm1, and their exp is not NumPy's to the bit); the rest, the selects between the
     # branches and the products around them, runs as C kernels where the kernels run, bit
     # for bit NumPy's: NumPy's where branches per element and mispredicts half of random
-    # signs (elu fwd+bwd (64,128,256) f32, Zen 5, 2 threads: 29.1 -> 5.7 ms; most of it now
-    # libm's expm1, one thread, 4 ms). `_value` and
+    # signs (elu fwd+bwd (64,128,256) f32, Zen 5, 2 threads: 29.1 -> 5.7 ms; left: libm's
+    # expm1 (1.8 ms), NumPy's exp and the min and product passes, one thread). `_value` and
     # `_times_slope` are the formulas for Tensors (the kernels' decomposition, and
     # backward) and arrays alike, given the expm1 or the exp.
     @staticmethod
@@ -199,11 +199,7 @@ class Hardswish(_OfInput, Function):
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
         got = _c.elementwise("hardswish_backward", lambda x, g: Hardswish._grad(where, x, g), [x, g])
-        if got:
-            return got[0]
-        xp = _xp(x)
-        slope = xp.where(x <= -3.0, 0.0, xp.where(x < 3.0, x / 3.0 + 0.5, 1.0))
-        return g * slope.astype(x.dtype, copy=False)
+        return got[0] if got else Hardswish._grad(_xp(x).where, x, g)
 
 
 class Hardsigmoid(_OfInput, Function):
@@ -230,10 +226,8 @@ class Hardsigmoid(_OfInput, Function):
     def backward_arrays(ctx, g):
         x = ctx.saved_array(0)
         got = _c.elementwise("hardsigmoid_backward", lambda x, g: Hardsigmoid._grad(where, absolute, x, g), [x, g])
-        if got:
-            return got[0]
         xp = _xp(x)
-        return xp.where(xp.abs(x) < 3.0, g * g.dtype.type(1.0 / 6.0), g.dtype.type(0))
+        return got[0] if got else Hardsigmoid._grad(xp.where, xp.abs, x, g)
 
 
 class Hardtanh(_OfInput, Function):
@@ -260,7 +254,7 @@ class Hardtanh(_OfInput, Function):
         lo, hi = a["min_val"], a["max_val"]
         got = _c.elementwise("hardtanh_backward", lambda x, g: Hardtanh._grad(where, x, g, lo, hi), [x, g],
                              (lo, hi))
-        return got[0] if got else _xp(x).where((x > lo) & (x < hi), g, g.dtype.type(0))
+        return got[0] if got else Hardtanh._grad(_xp(x).where, x, g, lo, hi)
 
 
 class Relu6(Hardtanh):
