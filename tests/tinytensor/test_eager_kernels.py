@@ -591,11 +591,11 @@ def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
                                       np.array([0x7ff8000000001234], np.uint64)).tobytes(), dt)[0]   # a payload
     m = np.random.default_rng(7).standard_normal(x.shape) > 0
     cases = [(lambda X, Y, M: tt.where(M, X, Y), {"where", "where_backward_a_b"}),
-             (lambda X, Y, M: X.masked_fill(M, 0.0), {"where_value_b", "where_backward_b"}),
-             (lambda X, Y, M: X.masked_fill(M, -0.0), {"where_value_b", "where_backward_b"}),   # another kernel
-             (lambda X, Y, M: X.masked_fill(M, float("-inf")), {"where_value_b", "where_backward_b"}),
-             (lambda X, Y, M: X.masked_fill(M, float("nan")), {"where_backward_b"}),   # the select on NumPy
-             (lambda X, Y, M: tt.where(M, X, 2.5), {"where_a_value", "where_backward_a"})]
+             (lambda X, Y, M: X.masked_fill(M, 0.0), {"where", "where_backward_b"}),
+             (lambda X, Y, M: X.masked_fill(M, -0.0), {"where", "where_backward_b"}),
+             (lambda X, Y, M: X.masked_fill(M, float("-inf")), {"where", "where_backward_b"}),
+             (lambda X, Y, M: X.masked_fill(M, float("nan")), {"where", "where_backward_b"}),
+             (lambda X, Y, M: tt.where(M, X, 2.5), {"where", "where_backward_a"})]
     for op, kernels in cases:
         def run():
             X, Y = tt.tensor(x, requires_grad=True), tt.tensor(y, requires_grad=True)
@@ -610,6 +610,12 @@ def test_where_and_masked_fill_run_c_selects_with_numpy_s_bits(dt):
     # a broadcast mask stays on NumPy
     _, names = run_noting_kernels(lambda: tt.where(tt.tensor(m[:1]), tt.tensor(x), tt.tensor(y)))
     assert "where" not in names
+    # a fill value that changes every call builds no kernel per value (one, laid out at x's shape)
+    X = tt.tensor(x)
+    before = len(c_eager._kernels)
+    for v in (1.5, -2.25, 7.0):
+        assert _same_bits(X.masked_fill(tt.tensor(m), v).numpy(), np.where(m, dt(v), x))
+    assert len(c_eager._kernels) == before
 
 
 @needs_cc

@@ -1437,16 +1437,16 @@ class Where(Function):
         ctx.save_for_backward(cond)
         got = None
         if type(a) is np.ndarray and type(b) is np.ndarray and type(cond) is np.ndarray:
+            if a.shape != b.shape and (a.shape == () or b.shape == ()) and cond.shape == (b if a.shape == () else a).shape:
+                # a 0-d operand (masked_fill's value) laid out at the other's shape (its bytes,
+                # a nan's payload too): one kernel for every value, where a constant of the
+                # kernel would build one per value (a value computed each step: one per step)
+                if a.shape == ():
+                    a = np.full(b.shape, a, a.dtype) if b.size >= _c.MIN_ELEMENTS else a
+                else:
+                    b = np.full(a.shape, b, b.dtype) if a.size >= _c.MIN_ELEMENTS else b
             if a.shape == b.shape:
                 got = _c.elementwise("where", where, [a, b], cond=cond)
-            elif a.shape == () or b.shape == ():
-                # a 0-d operand (masked_fill's value) is a constant of the kernel; not a nan,
-                # which would lose its payload and sign there
-                v = (a if a.shape == () else b).item()
-                if v == v and a.shape == ():
-                    got = _c.elementwise("where_value_b", lambda c, b: where(c, v, b), [b], (v,), cond=cond)
-                elif v == v:
-                    got = _c.elementwise("where_a_value", lambda c, a: where(c, a, v), [a], (v,), cond=cond)
         return got[0] if got else _xp(a).where(cond, a, b)
 
     @staticmethod
