@@ -169,24 +169,20 @@ def _backward_source(name, ct):
 """
 
 
-def _takes(x, params):
-    """Whether x (N, C, *spatial) and its parameters suit the kernels (module docstring)."""
+def usable(x, *params):
+    """Whether x (N, C, *spatial) and its parameters suit the kernels (module docstring):
+    `forward` runs C on them (the op is chosen on it, so that the fused op runs only where
+    its kernels do)."""
     if not c_eager.enabled() or x.ndim < 3 or not c_eager.takes(x, *params):
         return False
     return x.size // (x.shape[0] * x.shape[1]) >= MIN_S
-
-
-def usable(x, *params):
-    """Whether `forward` will run C on these arrays (the op is chosen on it, so that the
-    fused op runs only where its kernels do)."""
-    return _takes(x, params)
 
 
 def forward(x, w, b, eps):
     """(y, mean, biased var, rstd) of x (N, C, *spatial) per channel, or None (the caller
     computes them)."""
     params = [p for p in (w, b) if p is not None]
-    if not _takes(x, params) or any(p.shape != (x.shape[1],) for p in params):
+    if not usable(x, *params) or any(p.shape != (x.shape[1],) for p in params):
         return None
     lib = _load("batch_norm_fwd", x.dtype.char, _forward_source)
     if lib is None:
@@ -206,7 +202,7 @@ def backward(g, x, w, mean, rstd):
     params = [w] if w is not None else []
     if type(g) is np.ndarray and g.dtype == x.dtype and g.shape == x.shape and not g.flags.c_contiguous:
         g = np.ascontiguousarray(g)   # a .sum() loss's broadcast gradient: laid out, not refused
-    if not _takes(x, [g, *params, mean, rstd]) or g.shape != x.shape:
+    if not usable(x, g, *params, mean, rstd) or g.shape != x.shape:
         return None
     C = x.shape[1]
     if any(p.shape != (C,) for p in (*params, mean, rstd)):
