@@ -225,3 +225,19 @@ def test_max_pool2d_of_an_empty_batch_is_empty_as_torch():
     y.sum().backward()
     assert tuple(y.shape) == tuple(torch.nn.functional.max_pool2d(torch.zeros(0, 2, 4, 5), 2).shape)
     assert tuple(x.grad.shape) == (0, 2, 4, 5)
+
+
+@pytest.mark.parametrize("size", [(2, 2), (1, 5), (3, 1), (3, 4)])
+def test_adaptive_avg_pool_keeps_an_inf_or_nan_in_its_own_bins(size):
+    # each bin averages its own elements (an averaging matrix of 0s and 1s once spread a nan
+    # or inf to every bin: 0 * inf): values and gradients match torch's nan/inf pattern
+    x = np.random.default_rng(9).standard_normal((2, 3, 8, 10))
+    x[0, 0, 0, 0], x[1, 2, 7, 9] = np.nan, np.inf
+    g = np.random.default_rng(10).standard_normal((2, 3) + size)
+    g[0, 1, 0, 0] = np.nan
+    X, T = tt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y, yt = tt.functional.adaptive_avg_pool2d(X, size), torch.nn.functional.adaptive_avg_pool2d(T, size)
+    y.backward(tt.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=1e-12, equal_nan=True)

@@ -169,11 +169,17 @@ def _backward_source(name, ct):
 """
 
 
-def usable(x, *params):
+def usable(x, *params, any_size=False):
     """Whether x (N, C, *spatial) and its parameters suit the kernels (module docstring):
     `forward` runs C on them (the op is chosen on it, so that the fused op runs only where
-    its kernels do)."""
-    if not c_eager.enabled() or x.ndim < 3 or not c_eager.takes(x, *params):
+    its kernels do). any_size: their dtypes and rank only (a capture's choice, whatever the
+    size and layout of the call at hand)."""
+    if not c_eager.enabled() or x.ndim < 3:
+        return False
+    if any_size:
+        return x.dtype.char in "fd" and x.dtype.isnative and all(
+            type(p) is np.ndarray and p.dtype == x.dtype for p in params)
+    if not c_eager.takes(x, *params):
         return False
     return x.size // (x.shape[0] * x.shape[1]) >= MIN_S
 

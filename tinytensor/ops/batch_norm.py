@@ -208,7 +208,14 @@ def why_not_fused(x, weight, bias):
     if STATE.vmap:
         return "inside tt.func.vmap (the reference's ops have batching rules)"
     params = [p.data for p in (weight, bias) if p is not None]
-    if not c_batch_norm.usable(a, *params):
+    if STATE.hooks.capturing:
+        # tt.compile records the op at any size and layout: a replay runs the kernels where
+        # they take the call's arrays, as eager then does, and elsewhere the fallbacks, which
+        # give the reference's bits, as eager's reference does (a step traced at a small size
+        # and replayed at a big one would otherwise replay the reference where eager fuses)
+        if not c_batch_norm.usable(a, *params, any_size=True):
+            return "the C kernels do not take its dtype or rank (or are off, or no compiler)"
+    elif not c_batch_norm.usable(a, *params):
         return ("the C kernels do not take it (off, no compiler, dtype, layout, fewer than "
                 "MIN_ELEMENTS elements or spatial runs shorter than MIN_S)")
     return None
