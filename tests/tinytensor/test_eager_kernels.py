@@ -667,3 +667,14 @@ def test_softmax_over_a_middle_dim_compiled_gives_eager_s_bits():
         X.grad = None
         yc = compiled(X, tt.tensor(g)).numpy()
     assert _same_bits(yc, ye) and _same_bits(X.grad.numpy(), ge)
+
+
+@needs_cc
+def test_a_nan_constant_leaves_the_op_to_numpy():
+    # C's nan literal would not keep the sign and payload NumPy's arithmetic gives x * nan
+    x = np.random.default_rng(12).standard_normal((64, 1024)).astype(np.float32)
+    x[0, 0] = -np.nan
+    X = tt.tensor(x)
+    got, names = run_noting_kernels(lambda: F.leaky_relu(X, float("nan")).numpy())
+    assert "leaky_relu" not in names
+    assert got.tobytes() == numpy_path(lambda: F.leaky_relu(X, float("nan")).numpy()).tobytes()

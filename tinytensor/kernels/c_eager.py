@@ -85,6 +85,8 @@ def run(name, fn, arrays, layout, attrs=()):
     `attrs`: everything else the kernel depends on (eps, the dim), part of its key."""
     if not enabled() or any(len(f) > 1 and a.shape[-1] > MAX_ROW for a, f in zip(arrays, layout)):
         return None
+    if any(type(v) is float and v != v for v in attrs):
+        return None   # a nan constant: C's literal would not keep its sign and payload, NumPy's does
     key = (name, tuple(a.dtype.str for a in arrays), tuple(layout), tuple(map(_bits, attrs)))
     k = _kernels.get(key, False)
     if k is False:
@@ -102,8 +104,7 @@ def run(name, fn, arrays, layout, attrs=()):
 
 def _bits(attr):
     """An attribute as the kernels' key holds it: a float by its bits, since 0.0 == -0.0
-    (a kernel built for one would serve the other: x * -0.0 is not x * 0.0) and a nan
-    equals nothing (each call would build a new kernel)."""
+    (a kernel built for one would serve the other: x * -0.0 is not x * 0.0)."""
     return ("float", attr.hex()) if type(attr) is float else attr
 
 
